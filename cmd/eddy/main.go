@@ -1,0 +1,61 @@
+// Command eddy is the eddy binary: the embedded broker, the demo, and the
+// operator tools. It only parses flags and calls packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand of the binary.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"broker", "run the embedded Kafka-protocol broker until SIGINT/SIGTERM", runBroker},
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: eddy <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(os.Stderr, "\nRun 'eddy <command> -h' for the flags of a command.")
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	name := os.Args[1]
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := c.run(ctx, os.Args[2:])
+		stop()
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "eddy %s: %v\n", name, err)
+			os.Exit(1)
+		}
+		return
+	}
+	fmt.Fprintf(os.Stderr, "eddy: unknown command %q\n\n", name)
+	usage()
+	os.Exit(2)
+}

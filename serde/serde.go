@@ -1,0 +1,14 @@
+// Package serde converts typed keys and values to and from bytes.
+//
+// Serialize appends to a caller-owned buffer so the per-record path can reuse
+// one buffer and allocate nothing; Deserialize must not keep the slice it is
+// given (the runtime reuses fetch buffers).
+package serde
+
+// Serde serializes and deserializes values of type T.
+type Serde[T any] interface {
+	// Serialize appends the encoding of v to dst and returns the result.
+	Serialize(dst []byte, v T) ([]byte, error)
+	// Deserialize decodes b. It must not retain b.
+	Deserialize(b []byte) (T, error)
+}

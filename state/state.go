@@ -1,0 +1,103 @@
+// Package state holds the storage side of eddy: the database interface that
+// every backend implements (one database per task, holding all of the task's
+// stores and the offsets the state reflects), and the write buffer that keeps
+// uncommitted writes out of that database until their transaction commits.
+//
+// The database never sees uncommitted data (DESIGN.md §3): processors write to
+// a Buffer, the runtime turns the Buffer's dirty keys into changelog records
+// inside the Kafka transaction, and only once the transaction committed does it
+// call DB.Apply with the same writes and the offsets they reflect, atomically.
+package state
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrClosed is returned by a DB used after Close.
+var ErrClosed = errors.New("state: database closed")
+
+// ErrCorrupt wraps an error that means the database cannot be trusted
+// (checksum mismatch, missing file, unreadable metadata). The runtime reacts
+// by discarding the database and rebuilding it from the changelog.
+var ErrCorrupt = errors.New("state: database corrupt")
+
+// TopicPartition names one partition of one topic.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) }
+
+// Offsets are the positions that a database's content reflects. They are
+// written in the same atomic batch as the state they describe.
+type Offsets struct {
+	// Input is, per source partition of the task, the offset of the next
+	// record to consume: every record before it has changed the state.
+	Input map[TopicPartition]int64
+	// Changelog is, per store, the offset of the next changelog record
+	// after the last one the database holds (the changelog partition is
+	// the task's partition). Restore replays from there.
+	Changelog map[string]int64
+}
+
+// Clone returns a deep copy of o.
+func (o Offsets) Clone() Offsets {
+	c := Offsets{
+		Input:     make(map[TopicPartition]int64, len(o.Input)),
+		Changelog: make(map[string]int64, len(o.Changelog)),
+	}
+	for k, v := range o.Input {
+		c.Input[k] = v
+	}
+	for k, v := range o.Changelog {
+		c.Changelog[k] = v
+	}
+	return c
+}
+
+// Write is one change to one key of one store. A nil Value with Delete set
+// removes the key.
+type Write struct {
+	Store  string
+	Key    []byte
+	Value  []byte
+	Delete bool
+}
+
+// Batch is what a committed transaction changed in one task's database.
+type Batch struct {
+	Writes []Write
+	// Offsets replace the database's offsets in the same atomic write.
+	Offsets Offsets
+}
+
+// DB is the durable state of one task. Implementations are used by one
+// goroutine at a time; they need not be safe for concurrent use.
+type DB interface {
+	// Get returns the value of key in store. The returned slice belongs to
+	// the caller (it stays valid after later calls).
+	Get(store string, key []byte) (value []byte, ok bool, err error)
+	// Scan calls fn for each key of store in [lower, upper) in ascending
+	// byte order; a nil upper means no upper bound. The slices passed to fn
+	// are valid only during the call. An error from fn stops the scan and
+	// is returned.
+	Scan(store string, lower, upper []byte, fn func(key, value []byte) error) error
+	// Apply writes b atomically and durably (synced): after it returns nil,
+	// a crash leaves either all of b and its offsets or, had it failed,
+	// none of them.
+	Apply(b *Batch) error
+	// Offsets returns the offsets stored by the last Apply, or empty
+	// (non-nil) maps for a new database.
+	Offsets() (Offsets, error)
+	// Close releases the database. Data applied before stays on disk.
+	Close() error
+}
+
+// Backend opens task databases. Dir is a directory owned by one task.
+type Backend interface {
+	Open(dir string) (DB, error)
+	// Destroy removes the database in dir, for a rebuild from the changelog.
+	Destroy(dir string) error
+}
