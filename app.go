@@ -1,0 +1,171 @@
+package eddy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/internal/runtime"
+	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/pebble"
+)
+
+// DecodeErrorPolicy says what happens to a source record that fails to
+// decode.
+type DecodeErrorPolicy int
+
+const (
+	// DecodeErrorDeadLetter writes the record, unchanged, to
+	// "<topic>.dlq" with the error, topic, partition and offset in
+	// headers, inside the same transaction, and goes on.
+	DecodeErrorDeadLetter DecodeErrorPolicy = iota
+	// DecodeErrorFail stops the app with an error naming the record.
+	DecodeErrorFail
+)
+
+// Config configures Run. Zero fields take the defaults named on them.
+type Config struct {
+	// AppID names the application: its consumer group, the prefix of its
+	// changelog topics and transactional ids. Required.
+	AppID string
+	// Brokers are the Kafka bootstrap servers. Required.
+	Brokers []string
+	// StateDir holds the task databases, under StateDir/AppID. Required.
+	StateDir string
+	// InstanceID is the static group membership id of this instance: a
+	// restarted instance with the same id gets its tasks back at once.
+	// Default: derived from the absolute StateDir, so one state directory
+	// is one instance.
+	InstanceID string
+	// Workers is the number of workers (group members) in this process.
+	// Default 1.
+	Workers int
+	// CommitInterval is how often a transaction commits. Default 100ms.
+	CommitInterval time.Duration
+	// CommitRecords caps the records of one transaction. Default 10000.
+	CommitRecords int
+	// SessionTimeout is the group session timeout. Default 10s.
+	SessionTimeout time.Duration
+	// TransactionTimeout bounds how long a crashed instance's open
+	// transaction blocks its partitions. Default 10s.
+	TransactionTimeout time.Duration
+	// OnDecodeError is the policy for records that fail to decode.
+	// Default DecodeErrorDeadLetter.
+	OnDecodeError DecodeErrorPolicy
+	// Backend stores task state. Default: Pebble with its default options.
+	Backend state.Backend
+	// Logger receives the app's logs. Default slog.Default().
+	Logger *slog.Logger
+	// KafkaOptions are added to every Kafka client (TLS, SASL, ...).
+	KafkaOptions []kgo.Opt
+}
+
+func (c *Config) applyDefaults() {
+	if c.InstanceID == "" && c.StateDir != "" {
+		c.InstanceID = InstanceIDFromDir(c.StateDir)
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = 100 * time.Millisecond
+	}
+	if c.CommitRecords == 0 {
+		c.CommitRecords = 10_000
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+var unsafeIDChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// InstanceIDFromDir derives a static membership id from a state directory:
+// its base name and a hash of its absolute path.
+func InstanceIDFromDir(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	base := unsafeIDChars.ReplaceAllString(filepath.Base(abs), "_")
+	return base + "-" + hex.EncodeToString(sum[:4])
+}
+
+// Run runs the topology until ctx is cancelled (commit, close the stores,
+// return nil) or a fatal error. It creates the topology's internal topics
+// (changelogs, dead-letter topics) but not its sources.
+func Run(ctx context.Context, t *Topology, cfg Config) error {
+	cfg.applyDefaults()
+	rt, err := t.runtimeTopology(&cfg)
+	if err != nil {
+		return err
+	}
+	backend := cfg.Backend
+	if backend == nil {
+		pb := pebble.New(pebble.Options{Logger: cfg.Logger})
+		defer pb.Close()
+		backend = pb
+	}
+	rcfg := runtime.Config{
+		AppID:              cfg.AppID,
+		Brokers:            cfg.Brokers,
+		StateDir:           cfg.StateDir,
+		InstanceID:         cfg.InstanceID,
+		Workers:            cfg.Workers,
+		CommitInterval:     cfg.CommitInterval,
+		CommitRecords:      cfg.CommitRecords,
+		SessionTimeout:     cfg.SessionTimeout,
+		TransactionTimeout: cfg.TransactionTimeout,
+		Backend:            backend,
+		Logger:             cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID),
+		ClientOpts:         cfg.KafkaOptions,
+	}
+	if err := rcfg.Validate(); err != nil {
+		return fmt.Errorf("eddy: invalid config: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, cfg.AppID), 0o700); err != nil {
+		return fmt.Errorf("eddy: state dir: %w", err)
+	}
+	if cfg.OnDecodeError == DecodeErrorDeadLetter {
+		if err := createDeadLetterTopics(ctx, &cfg, rt.Sources); err != nil {
+			return err
+		}
+	}
+	return runtime.Run(ctx, rcfg, rt)
+}
+
+func createDeadLetterTopics(ctx context.Context, cfg *Config, sources []string) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOptions...)...)
+	if err != nil {
+		return fmt.Errorf("eddy: admin client: %w", err)
+	}
+	defer cl.Close()
+	parts, err := kafka.Partitions(ctx, cl, sources...)
+	if err != nil {
+		return fmt.Errorf("eddy: source topics: %w", err)
+	}
+	var specs []kafka.TopicSpec
+	for _, s := range sources {
+		specs = append(specs, kafka.TopicSpec{Name: DeadLetterTopic(s), Partitions: parts[s]})
+	}
+	if err := kafka.CreateTopics(ctx, cl, specs...); err != nil {
+		return fmt.Errorf("eddy: dead-letter topics: %w", err)
+	}
+	return nil
+}

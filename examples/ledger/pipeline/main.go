@@ -1,0 +1,80 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/kafka"
+)
+
+// Main parses the ledger's flags and runs it until ctx is cancelled.
+func Main(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ledger", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap servers")
+	input := fs.String("input", "payments", "input topic (key = account id, value = payment JSON)")
+	output := fs.String("output", "balances", "output topic (one balance record per payment)")
+	stateDir := fs.String("state-dir", "", "directory of the task databases (required)")
+	appID := fs.String("app-id", "ledger", "application id: consumer group and topic prefix")
+	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "how often the transaction commits")
+	partitions := fs.Int("partitions", 4, "partitions of the input topic when the ledger creates it")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: every option is a flag, see -h", fs.Arg(0))
+	}
+	if *stateDir == "" {
+		return errors.New("--state-dir is required: the directory that keeps the ledger's state")
+	}
+	if *partitions < 1 {
+		return fmt.Errorf("--partitions %d: must be at least 1", *partitions)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: use debug, info, warn or error", *logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	seeds := strings.Split(*brokers, ",")
+	if err := createTopics(ctx, seeds, *input, *output, int32(*partitions)); err != nil {
+		return err
+	}
+	return eddy.Run(ctx, Topology(*input, *output), eddy.Config{
+		AppID:          *appID,
+		Brokers:        seeds,
+		StateDir:       *stateDir,
+		CommitInterval: *commitInterval,
+		Logger:         log,
+	})
+}
+
+// createTopics creates the input (if missing) and the output with the
+// input's partition count.
+func createTopics(ctx context.Context, seeds []string, input, output string, partitions int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return fmt.Errorf("ledger: client: %w", err)
+	}
+	defer cl.Close()
+	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: input, Partitions: partitions}); err != nil {
+		return fmt.Errorf("ledger: create %s: %w", input, err)
+	}
+	parts, err := kafka.Partitions(ctx, cl, input)
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: output, Partitions: parts[input]}); err != nil {
+		return fmt.Errorf("ledger: create %s: %w", output, err)
+	}
+	return nil
+}

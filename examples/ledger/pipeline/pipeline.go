@@ -1,0 +1,137 @@
+// Package pipeline is the ledger example's topology and command line, shared
+// by examples/ledger and by `eddy demo`, which runs it as a child process.
+//
+// The ledger reads payments keyed by account id and, for every payment,
+// writes the account's running sequence number and balance: the simplest
+// workload where a duplicate or a lost update is visible in the output.
+package pipeline
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// Payment is an input record's value.
+type Payment struct {
+	ID      string `json:"id"`
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+}
+
+// Balance is an output record's value: the payment and the account's state
+// after it.
+type Balance struct {
+	ID      string `json:"id"`
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+	Seq     int64  `json:"seq"`
+	Balance int64  `json:"balance"`
+}
+
+// Account is the per-account state.
+type Account struct {
+	Seq     int64 `json:"seq"`
+	Balance int64 `json:"balance"`
+}
+
+// StoreName is the name of the ledger's state store.
+const StoreName = "balances"
+
+// Topology builds the ledger: payments from input, balances to output.
+func Topology(input, output string) *eddy.Topology {
+	t := eddy.NewTopology()
+	accounts := eddy.KeyValueStore(StoreName, serde.String(), AccountSerde{})
+	payments := eddy.Source(t, input, serde.String(), PaymentSerde{})
+	balances := eddy.Process(payments, "ledger", func() eddy.Processor[string, Payment, string, Balance] {
+		return &ledger{spec: accounts}
+	}, accounts)
+	eddy.To(balances, output, serde.String(), serde.JSON[Balance]())
+	return t
+}
+
+type ledger struct {
+	spec  eddy.KeyValueStoreSpec[string, Account]
+	store *eddy.KVStore[string, Account]
+	ctx   *eddy.ProcessorContext[string, Balance]
+}
+
+func (l *ledger) Init(ctx *eddy.ProcessorContext[string, Balance]) error {
+	l.ctx, l.store = ctx, l.spec.Open(ctx)
+	return nil
+}
+
+func (l *ledger) Process(rec eddy.Record[string, Payment]) error {
+	p := rec.Value
+	acc, _, err := l.store.Get(p.Account)
+	if err != nil {
+		return err
+	}
+	acc.Seq++
+	acc.Balance += p.Amount
+	if err := l.store.Put(p.Account, acc); err != nil {
+		return err
+	}
+	return l.ctx.Forward(eddy.Record[string, Balance]{
+		Key:       p.Account,
+		Value:     Balance{ID: p.ID, Account: p.Account, Amount: p.Amount, Seq: acc.Seq, Balance: acc.Balance},
+		Timestamp: rec.Timestamp,
+	})
+}
+
+func (l *ledger) Close() error { return nil }
+
+// PaymentSerde decodes payments strictly: a payment without an id, an
+// account or an amount is an error (and so goes to the dead-letter topic),
+// not a zero value silently added to a balance.
+type PaymentSerde struct{}
+
+func (PaymentSerde) Serialize(dst []byte, p Payment) ([]byte, error) {
+	b, err := json.Marshal(p)
+	return append(dst, b...), err
+}
+
+func (PaymentSerde) Deserialize(b []byte) (Payment, error) {
+	var raw struct {
+		ID      *string `json:"id"`
+		Account *string `json:"account"`
+		Amount  *int64  `json:"amount"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return Payment{}, fmt.Errorf("payment: %w", err)
+	}
+	var missing []error
+	if raw.ID == nil || *raw.ID == "" {
+		missing = append(missing, errors.New(`"id"`))
+	}
+	if raw.Account == nil || *raw.Account == "" {
+		missing = append(missing, errors.New(`"account"`))
+	}
+	if raw.Amount == nil {
+		missing = append(missing, errors.New(`"amount"`))
+	}
+	if len(missing) > 0 {
+		return Payment{}, fmt.Errorf("payment: missing field: %w", errors.Join(missing...))
+	}
+	return Payment{ID: *raw.ID, Account: *raw.Account, Amount: *raw.Amount}, nil
+}
+
+// AccountSerde stores an account in 16 bytes (seq, balance; big-endian), so
+// the per-record state read and write decode no JSON.
+type AccountSerde struct{}
+
+func (AccountSerde) Serialize(dst []byte, a Account) ([]byte, error) {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(a.Seq))
+	return binary.BigEndian.AppendUint64(dst, uint64(a.Balance)), nil
+}
+
+func (AccountSerde) Deserialize(b []byte) (Account, error) {
+	if len(b) != 16 {
+		return Account{}, fmt.Errorf("account: want 16 bytes, got %d", len(b))
+	}
+	return Account{Seq: int64(binary.BigEndian.Uint64(b)), Balance: int64(binary.BigEndian.Uint64(b[8:]))}, nil
+}

@@ -1,0 +1,147 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/kafka"
+)
+
+func startBroker(t *testing.T) *kafka.Broker {
+	t.Helper()
+	b, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+func produce(t *testing.T, addr, topic string, recs ...*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, r := range recs {
+		r.Topic = topic
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// consume reads n records of topic with read_committed.
+func consume(t *testing.T, addr, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		f := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d records from %s: %v", len(out), n, topic, err)
+		}
+		out = append(out, f.Records()...)
+	}
+	return out
+}
+
+func payment(id, account string, amount int64) *kgo.Record {
+	v, _ := json.Marshal(Payment{ID: id, Account: account, Amount: amount})
+	return &kgo.Record{Key: []byte(account), Value: v}
+}
+
+func runLedger(t *testing.T, addr, dir string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Main(ctx, []string{"--brokers", addr, "--state-dir", dir, "--log-level", "warn"}, io.Discard)
+	}()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ledger: %v", err)
+		}
+	}
+}
+
+func TestLedgerBalancesAndDeadLetters(t *testing.T) {
+	b := startBroker(t)
+	dir := t.TempDir()
+	stop := runLedger(t, b.Addr(), dir)
+	produce(t, b.Addr(), "payments",
+		payment("p1", "a", 10), payment("p2", "b", 5), payment("p3", "a", -3),
+		&kgo.Record{Key: []byte("a"), Value: []byte("{not json")},
+		&kgo.Record{Key: []byte("a"), Value: []byte(`{"id":"p9","account":"a"}`)},
+		payment("p4", "a", 1))
+	got := map[string]Balance{}
+	for _, r := range consume(t, b.Addr(), "balances", 4) {
+		var bal Balance
+		if err := json.Unmarshal(r.Value, &bal); err != nil {
+			t.Fatal(err)
+		}
+		got[bal.ID] = bal
+	}
+	want := map[string]Balance{
+		"p1": {"p1", "a", 10, 1, 10},
+		"p2": {"p2", "b", 5, 1, 5},
+		"p3": {"p3", "a", -3, 2, 7},
+		"p4": {"p4", "a", 1, 3, 8},
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: got %+v, want %+v", id, got[id], w)
+		}
+	}
+	dlq := consume(t, b.Addr(), eddy.DeadLetterTopic("payments"), 2)
+	for _, r := range dlq {
+		var reason string
+		for _, h := range r.Headers {
+			if h.Key == eddy.HeaderDLQError {
+				reason = string(h.Value)
+			}
+		}
+		if reason == "" {
+			t.Errorf("dead letter %q has no error header", r.Value)
+		}
+		t.Logf("dead letter %q: %s", r.Value, reason)
+	}
+	stop()
+
+	// A restart continues the balances from the state, with nothing replayed twice.
+	stop = runLedger(t, b.Addr(), dir)
+	defer stop()
+	produce(t, b.Addr(), "payments", payment("p5", "a", 100))
+	recs := consume(t, b.Addr(), "balances", 5)
+	var last Balance
+	for _, r := range recs {
+		var bal Balance
+		_ = json.Unmarshal(r.Value, &bal)
+		if bal.ID == "p5" {
+			last = bal
+		}
+	}
+	if want := (Balance{"p5", "a", 100, 4, 108}); last != want {
+		t.Fatalf("after restart: got %+v, want %+v (records: %d)", last, want, len(recs))
+	}
+	if len(recs) != 5 {
+		t.Fatalf("got %d balance records, want 5", len(recs))
+	}
+}

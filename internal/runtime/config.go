@@ -1,0 +1,80 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/state"
+)
+
+// Config is the runtime's configuration. Package eddy fills it from the
+// user's eddy.Config after applying defaults; Validate reports every problem
+// at once.
+type Config struct {
+	AppID      string
+	Brokers    []string
+	StateDir   string
+	InstanceID string
+	// Workers is the number of workers (group members) in this process.
+	Workers int
+	// CommitInterval is how often a worker commits its transaction.
+	CommitInterval time.Duration
+	// CommitRecords caps the records processed in one transaction.
+	CommitRecords int
+	// SessionTimeout is the group session timeout: how long a silent
+	// member keeps its partitions.
+	SessionTimeout time.Duration
+	// TransactionTimeout is how long the broker lets a transaction stay
+	// open before aborting it; it bounds how long a zombie can block a
+	// successor's reads.
+	TransactionTimeout time.Duration
+	Backend            state.Backend
+	Logger             *slog.Logger
+	// ClientOpts are added to every Kafka client (TLS, SASL, ...).
+	ClientOpts []kgo.Opt
+}
+
+// Validate returns every problem of c, joined, each naming the field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.AppID == "" || strings.ContainsAny(c.AppID, "/\\ \x00") {
+		bad("AppID %q: set a non-empty id without spaces or slashes, e.g. \"ledger\"", c.AppID)
+	}
+	if len(c.Brokers) == 0 {
+		bad("Brokers: set at least one host:port, e.g. 127.0.0.1:9092")
+	}
+	if c.StateDir == "" {
+		bad("StateDir: set the directory that holds the task databases")
+	}
+	if c.InstanceID == "" || strings.ContainsAny(c.InstanceID, "/\\ \x00") {
+		bad("InstanceID %q: set a stable id per instance (static group membership)", c.InstanceID)
+	}
+	if c.Workers < 1 {
+		bad("Workers %d: must be at least 1", c.Workers)
+	}
+	if c.CommitInterval <= 0 {
+		bad("CommitInterval %v: must be positive, e.g. 100ms", c.CommitInterval)
+	}
+	if c.CommitRecords < 1 {
+		bad("CommitRecords %d: must be at least 1", c.CommitRecords)
+	}
+	if c.SessionTimeout <= 0 {
+		bad("SessionTimeout %v: must be positive, e.g. 10s", c.SessionTimeout)
+	}
+	if c.TransactionTimeout <= 0 {
+		bad("TransactionTimeout %v: must be positive, e.g. 10s", c.TransactionTimeout)
+	}
+	if c.Backend == nil {
+		bad("Backend: set a state backend")
+	}
+	if c.Logger == nil {
+		bad("Logger: set a logger")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,98 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
+)
+
+// Run runs topo with cfg until ctx is cancelled, then commits, closes the
+// tasks and returns. It creates the changelog topics it needs.
+func Run(ctx context.Context, cfg Config, topo Topology) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("runtime: invalid config: %w", err)
+	}
+	if len(topo.Sources) == 0 {
+		return errors.New("runtime: the topology has no source topic")
+	}
+	if err := prepareTopics(ctx, cfg, topo); err != nil {
+		return err
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := 0; i < cfg.Workers; i++ {
+		w := newWorker(cfg, topo, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.run(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				cancel() // one worker failing stops the instance
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// prepareTopics checks that the sources exist and are co-partitioned, and
+// creates the compacted changelog topics with the sources' partition count.
+func prepareTopics(ctx context.Context, cfg Config, topo Topology) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("runtime: admin client: %w", err)
+	}
+	defer cl.Close()
+	parts, err := kafka.Partitions(ctx, cl, topo.Sources...)
+	if err != nil {
+		return fmt.Errorf("runtime: source topics: %w", err)
+	}
+	n := parts[topo.Sources[0]]
+	for _, s := range topo.Sources[1:] {
+		if parts[s] != n {
+			return fmt.Errorf("runtime: source topics %s (%d partitions) and %s (%d partitions) are not co-partitioned; give them the same partition count",
+				topo.Sources[0], n, s, parts[s])
+		}
+	}
+	var specs []kafka.TopicSpec
+	for _, store := range topo.Stores {
+		specs = append(specs, kafka.TopicSpec{Name: ChangelogTopic(cfg.AppID, store), Partitions: n, Compacted: true})
+	}
+	if len(specs) == 0 {
+		return nil
+	}
+	if err := kafka.CreateTopics(ctx, cl, specs...); err != nil {
+		return fmt.Errorf("runtime: changelog topics: %w", err)
+	}
+	clParts, err := kafka.Partitions(ctx, cl, specsNames(specs)...)
+	if err != nil {
+		return fmt.Errorf("runtime: changelog topics: %w", err)
+	}
+	for _, s := range specs {
+		if clParts[s.Name] != n {
+			return fmt.Errorf("runtime: changelog %s has %d partitions, the sources %d; delete it or restore the source partition count",
+				s.Name, clParts[s.Name], n)
+		}
+	}
+	return nil
+}
+
+func specsNames(specs []kafka.TopicSpec) []string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return names
+}

@@ -1,0 +1,229 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/state"
+)
+
+// task is one partition of the topology's sources, its stores and its
+// processors. It is used by its worker's goroutine only (rebalance callbacks
+// run serialized with processing, see worker).
+type task struct {
+	w    *worker
+	id   TaskID
+	dir  string
+	log  *slog.Logger
+	db   state.DB
+	buf  *state.Buffer
+	proc TaskProcessor
+
+	// committed is what db reflects: input offsets and, per store, the
+	// next changelog offset.
+	committed state.Offsets
+	// sources[i] is the i-th source partition; next[i] is the offset after
+	// the last record processed in the open transaction, skip[i] the
+	// committed input offset below which records are already in the state.
+	sources []state.TopicPartition
+	next    []int64
+	skip    []int64
+
+	// dirty is set once the open transaction processed a record here.
+	dirty bool
+	// writes are the buffer's dirty writes, taken once per commit: sent to
+	// the changelog, then applied to db if the transaction committed.
+	writes []state.Write
+	// logged are the changelog records of the open transaction and
+	// loggedStore[i] the index (in topology Stores) of logged[i]'s store.
+	logged      []*kgo.Record
+	loggedStore []int
+	// scratch holds encoded offsets records.
+	scratch []byte
+}
+
+func (t *task) ID() TaskID                          { return t.id }
+func (t *task) Logger() *slog.Logger                { return t.log }
+func (t *task) Store(name string) *state.StoreBuffer { return t.buf.Store(name) }
+
+func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
+	return t.w.produce(topic, -1, key, value, timestamp, headers)
+}
+
+// openTask opens (creating it if needed) the task's database, restores it
+// from the changelog and instantiates the processors.
+func (w *worker) openTask(id TaskID) (*task, error) {
+	t := &task{
+		w:   w,
+		id:  id,
+		dir: filepath.Join(w.cfg.StateDir, w.cfg.AppID, id.String()),
+		log: w.log.With("task", id.String()),
+	}
+	for _, topic := range w.topo.Sources {
+		t.sources = append(t.sources, state.TopicPartition{Topic: topic, Partition: id.Partition})
+	}
+	t.next = make([]int64, len(t.sources))
+	t.skip = make([]int64, len(t.sources))
+	if err := os.MkdirAll(t.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("runtime: task %s: %w", id, err)
+	}
+	if err := t.openDB(); err != nil {
+		return nil, err
+	}
+	if len(w.topo.Stores) > 0 {
+		err := w.restore(t)
+		if errors.Is(err, errStateAhead) {
+			// The database claims more than the changelog holds: it is
+			// from another life of the topic. Rebuild it from scratch.
+			t.log.Warn("local state is ahead of its changelog; rebuilding it", "err", err)
+			if err = t.rebuildDB(); err == nil {
+				err = w.restore(t)
+			}
+		}
+		if err != nil {
+			t.db.Close()
+			return nil, fmt.Errorf("runtime: task %s: restore: %w", id, err)
+		}
+	}
+	for i, tp := range t.sources {
+		t.skip[i] = t.committed.Input[tp]
+		t.next[i] = t.skip[i]
+	}
+	t.buf = state.NewBuffer(t.db)
+	proc, err := w.topo.NewTask(t)
+	if err != nil {
+		t.db.Close()
+		return nil, fmt.Errorf("runtime: task %s: build processors: %w", id, err)
+	}
+	t.proc = proc
+	return t, nil
+}
+
+// openDB opens the database, discarding it when the backend reports it
+// corrupt (the changelog is the truth; DESIGN.md §4).
+func (t *task) openDB() error {
+	db, err := t.w.cfg.Backend.Open(t.dir)
+	if errors.Is(err, state.ErrCorrupt) {
+		t.log.Warn("local state is corrupt; rebuilding it from the changelog", "err", err)
+		if err = t.w.cfg.Backend.Destroy(t.dir); err == nil {
+			db, err = t.w.cfg.Backend.Open(t.dir)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("runtime: task %s: open state: %w", t.id, err)
+	}
+	offsets, err := db.Offsets()
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("runtime: task %s: read offsets: %w", t.id, err)
+	}
+	t.db, t.committed = db, offsets
+	return nil
+}
+
+func (t *task) rebuildDB() error {
+	t.db.Close()
+	if err := t.w.cfg.Backend.Destroy(t.dir); err != nil {
+		return err
+	}
+	return t.openDB()
+}
+
+// sourceIndex returns the index of topic among the task's sources.
+func (t *task) sourceIndex(topic string) int {
+	for i := range t.sources {
+		if t.sources[i].Topic == topic {
+			return i
+		}
+	}
+	return -1
+}
+
+// logChangelog produces the open transaction's dirty keys, then one offsets
+// record per store, to the task's changelog partitions (DESIGN.md §3 step 2).
+func (t *task) logChangelog() error {
+	t.writes = t.buf.Writes(t.writes[:0])
+	t.logged, t.loggedStore = t.logged[:0], t.loggedStore[:0]
+	for i := range t.writes {
+		wr := &t.writes[i]
+		si := t.w.storeIndex[wr.Store]
+		var value []byte
+		if !wr.Delete {
+			value = wr.Value
+			if value == nil {
+				value = []byte{}
+			}
+		}
+		r, err := t.w.produceRecord(t.w.changelogs[si], t.id.Partition, wr.Key, value, 0, nil)
+		if err != nil {
+			return err
+		}
+		t.logged, t.loggedStore = append(t.logged, r), append(t.loggedStore, si)
+	}
+	input := make(map[state.TopicPartition]int64, len(t.sources))
+	for i, tp := range t.sources {
+		input[tp] = t.next[i]
+	}
+	t.scratch = appendOffsetsRecord(t.scratch[:0], input)
+	for si, topic := range t.w.changelogs {
+		r, err := t.w.produceRecord(topic, t.id.Partition, []byte(offsetsRecordKey), t.scratch, 0, offsetsHeader)
+		if err != nil {
+			return err
+		}
+		t.logged, t.loggedStore = append(t.logged, r), append(t.loggedStore, si)
+	}
+	return nil
+}
+
+var offsetsHeader = []kgo.RecordHeader{{Key: offsetsHeaderKey, Value: []byte{offsetsFormatV1}}}
+
+// applyCommitted writes the committed transaction's state and offsets to the
+// database in one batch (DESIGN.md §3 step 4).
+func (t *task) applyCommitted() error {
+	for i, tp := range t.sources {
+		t.committed.Input[tp] = t.next[i]
+	}
+	for i, r := range t.logged {
+		store := t.w.topo.Stores[t.loggedStore[i]]
+		if r.Offset+1 > t.committed.Changelog[store] {
+			t.committed.Changelog[store] = r.Offset + 1
+		}
+	}
+	if err := t.db.Apply(&state.Batch{Writes: t.writes, Offsets: t.committed}); err != nil {
+		return fmt.Errorf("runtime: task %s: apply committed state: %w", t.id, err)
+	}
+	copy(t.skip, t.next)
+	t.reset()
+	return nil
+}
+
+// rollback drops the open transaction's work after an abort (§3 step 5).
+func (t *task) rollback() {
+	copy(t.next, t.skip)
+	t.reset()
+}
+
+func (t *task) reset() {
+	t.buf.Reset()
+	t.dirty = false
+	clear(t.writes)
+	t.writes = t.writes[:0]
+	clear(t.logged)
+	t.logged, t.loggedStore = t.logged[:0], t.loggedStore[:0]
+}
+
+// close drops uncommitted work and releases the processors and the database.
+func (t *task) close() error {
+	t.rollback()
+	var errs []error
+	if t.proc != nil {
+		errs = append(errs, t.proc.Close())
+	}
+	errs = append(errs, t.db.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,512 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
+)
+
+// worker owns one consumer-group member and one transactional producer and
+// runs the commit cycle for its tasks (DESIGN.md §3).
+//
+// Concurrency: the worker's loop runs on one goroutine. Rebalance callbacks
+// run on franz-go's goroutines, but BlockRebalanceOnPoll keeps them from
+// running between a poll and AllowRebalance, which is where the loop
+// processes and commits; mu makes the hand-over explicit for the race
+// detector and for shutdown.
+type worker struct {
+	cfg        Config
+	topo       Topology
+	log        *slog.Logger
+	memberID   string // static group instance id
+	txnID      string
+	changelogs []string
+	storeIndex map[string]int
+
+	ctx  context.Context
+	sess *kgo.GroupTransactSession
+	cl   *kgo.Client
+
+	mu    sync.Mutex
+	tasks map[int32]*task
+	fatal error
+
+	inTxn      bool
+	txnStart   time.Time
+	txnRecords int
+
+	// produced are this transaction's records; once the transaction ended
+	// they go to free and are reused, so outputs cost no allocation.
+	produced []*kgo.Record
+	free     []*kgo.Record
+	promise  func(*kgo.Record, error)
+	errMu    sync.Mutex
+	prodErr  error
+}
+
+func newWorker(cfg Config, topo Topology, idx int) *worker {
+	w := &worker{
+		cfg:        cfg,
+		topo:       topo,
+		memberID:   cfg.InstanceID,
+		storeIndex: make(map[string]int, len(topo.Stores)),
+	}
+	if cfg.Workers > 1 {
+		w.memberID = fmt.Sprintf("%s-w%d", cfg.InstanceID, idx)
+	}
+	w.txnID = cfg.AppID + "-" + w.memberID
+	w.log = cfg.Logger.With("worker", idx)
+	for i, s := range topo.Stores {
+		w.changelogs = append(w.changelogs, ChangelogTopic(cfg.AppID, s))
+		w.storeIndex[s] = i
+	}
+	w.promise = w.onProduced
+	return w
+}
+
+// run runs sessions until ctx is cancelled. A session ends on an error that
+// leaves the producer or the group membership unusable (fencing, a failed
+// End); the worker then closes its tasks and starts a new one, which fences
+// its own predecessor and restores the tasks from their stores.
+func (w *worker) run(ctx context.Context) error {
+	w.ctx = ctx
+	failures := 0
+	for {
+		err := w.session(ctx)
+		if ctx.Err() != nil {
+			return err
+		}
+		failures++
+		if failures > 10 {
+			return fmt.Errorf("runtime: worker %s: giving up after %d failed sessions: %w", w.memberID, failures-1, err)
+		}
+		w.log.Warn("session failed; starting a new one", "err", err, "attempt", failures)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Duration(failures) * 500 * time.Millisecond):
+		}
+	}
+}
+
+func (w *worker) session(ctx context.Context) (err error) {
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(w.cfg.Brokers...),
+		kgo.ConsumerGroup(w.cfg.AppID),
+		kgo.InstanceID(w.memberID),
+		kgo.TransactionalID(w.txnID),
+		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
+		kgo.SessionTimeout(w.cfg.SessionTimeout),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(w.onAssigned),
+		kgo.OnPartitionsRevoked(w.onRevoked),
+		kgo.OnPartitionsLost(w.onRevoked),
+		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
+		kgo.RecordPartitioner(newPartitioner(w.changelogs)),
+	}, w.cfg.ClientOpts...)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return fmt.Errorf("runtime: new session: %w", err)
+	}
+	w.sess, w.cl = sess, sess.Client()
+	defer w.closeSession()
+
+	// Fence a predecessor with our transactional id (a crashed run of this
+	// instance) before joining: its open transaction is aborted now, so our
+	// stable offset fetch does not wait for the transaction timeout.
+	if _, _, err := w.cl.ProducerID(ctx); err != nil {
+		return fmt.Errorf("runtime: init producer id %s: %w", w.txnID, err)
+	}
+	w.cl.AddConsumeTopics(w.topo.Sources...)
+	w.log.Info("worker joined", "member", w.memberID, "transactional_id", w.txnID)
+
+	for {
+		if ctx.Err() != nil {
+			return w.shutdown()
+		}
+		pollCtx, cancel := context.WithTimeout(ctx, w.pollWait())
+		fetches := w.sess.PollRecords(pollCtx, w.cfg.CommitRecords-w.txnRecords)
+		cancel()
+		err := w.step(fetches)
+		w.sess.AllowRebalance()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// pollWait is how long a poll may block: until the open transaction is due,
+// or a while when there is none.
+func (w *worker) pollWait() time.Duration {
+	if !w.inTxn {
+		return time.Second
+	}
+	return max(time.Until(w.txnStart.Add(w.cfg.CommitInterval)), time.Millisecond)
+}
+
+// step processes one poll's records and commits when the transaction is due.
+// It runs while rebalances are blocked.
+func (w *worker) step(fetches kgo.Fetches) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fatal != nil {
+		return w.fatal
+	}
+	if err := fetchError(fetches); err != nil {
+		return err
+	}
+	for it := fetches.RecordIter(); !it.Done(); {
+		if err := w.processRecord(it.Next()); err != nil {
+			// The records of this poll after the failed one were consumed
+			// but not processed: abort so the consumer rewinds to them.
+			w.abort()
+			return err
+		}
+	}
+	if w.inTxn && (w.txnRecords >= w.cfg.CommitRecords || !time.Now().Before(w.txnStart.Add(w.cfg.CommitInterval))) {
+		return w.commit(w.ctx)
+	}
+	return nil
+}
+
+// fetchError returns the first error of a poll that is not merely its
+// context ending.
+func fetchError(fetches kgo.Fetches) error {
+	var err error
+	fetches.EachError(func(topic string, p int32, e error) {
+		if errors.Is(e, context.DeadlineExceeded) || errors.Is(e, context.Canceled) {
+			return
+		}
+		err = errors.Join(err, fmt.Errorf("runtime: fetch %s/%d: %w", topic, p, e))
+	})
+	if errors.Is(err, kgo.ErrClientClosed) {
+		return fmt.Errorf("runtime: client closed: %w", err)
+	}
+	return err
+}
+
+func (w *worker) processRecord(r *kgo.Record) error {
+	t := w.tasks[r.Partition]
+	if t == nil {
+		return nil // revoked after this record was fetched; its new owner processes it
+	}
+	src := t.sourceIndex(r.Topic)
+	if src < 0 {
+		return nil
+	}
+	if r.Offset < t.skip[src] {
+		// Already in the state: the group's offset fell behind the
+		// offsets our changelog carried (DESIGN.md §6).
+		return nil
+	}
+	if !w.inTxn {
+		if err := w.sess.Begin(); err != nil {
+			return fmt.Errorf("runtime: begin transaction: %w", err)
+		}
+		w.inTxn, w.txnStart, w.txnRecords = true, time.Now(), 0
+	}
+	t.dirty = true
+	t.next[src] = r.Offset + 1
+	w.txnRecords++
+	if err := t.proc.Process(r); err != nil {
+		return fmt.Errorf("runtime: task %s: process %s/%d@%d: %w", t.id, r.Topic, r.Partition, r.Offset, err)
+	}
+	return nil
+}
+
+// commit runs steps 2–5 of the commit cycle for every task of the worker.
+func (w *worker) commit(ctx context.Context) error {
+	if !w.inTxn {
+		return nil
+	}
+	var err error
+	for _, t := range w.sortedTasks() {
+		if t.dirty {
+			if err = t.logChangelog(); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = w.cl.Flush(ctx)
+	}
+	if err == nil {
+		err = w.produceErr()
+	}
+	try := kgo.TryCommit
+	if err != nil {
+		try = kgo.TryAbort
+	}
+	committed, endErr := w.sess.End(ctx, try)
+	w.inTxn = false
+	if committed {
+		for _, t := range w.sortedTasks() {
+			if !t.dirty {
+				continue
+			}
+			if aerr := t.applyCommitted(); aerr != nil {
+				err = errors.Join(err, aerr)
+			}
+		}
+	} else {
+		w.rollbackAll()
+	}
+	w.recycle()
+	if endErr != nil {
+		return fmt.Errorf("runtime: end transaction: %w", endErr)
+	}
+	if err != nil {
+		return fmt.Errorf("runtime: transaction aborted: %w", err)
+	}
+	if !committed {
+		w.log.Info("transaction aborted (rebalance); reprocessing from the committed offsets")
+	}
+	return nil
+}
+
+// abort ends the open transaction with an abort and drops the tasks' work.
+func (w *worker) abort() {
+	if !w.inTxn {
+		return
+	}
+	if _, err := w.sess.End(w.ctx, kgo.TryAbort); err != nil {
+		w.log.Warn("abort transaction", "err", err)
+	}
+	w.inTxn = false
+	w.rollbackAll()
+	w.recycle()
+}
+
+func (w *worker) rollbackAll() {
+	for _, t := range w.tasks {
+		t.rollback()
+	}
+}
+
+// sortedTasks returns the tasks in partition order, so changelog records are
+// produced in a deterministic order.
+func (w *worker) sortedTasks() []*task {
+	ts := make([]*task, 0, len(w.tasks))
+	for _, t := range w.tasks {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].id.Partition < ts[j].id.Partition })
+	return ts
+}
+
+// shutdown commits the open transaction and closes the tasks, so a clean
+// stop leaves nothing to replay.
+func (w *worker) shutdown() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := w.commit(ctx)
+	w.closeTasks()
+	w.log.Info("worker stopped")
+	return err
+}
+
+func (w *worker) closeTasks() {
+	for p, t := range w.tasks {
+		if err := t.close(); err != nil {
+			w.log.Warn("close task", "task", t.id.String(), "err", err)
+		}
+		delete(w.tasks, p)
+	}
+}
+
+func (w *worker) closeSession() {
+	w.mu.Lock()
+	w.closeTasks()
+	w.inTxn = false
+	w.mu.Unlock()
+	w.sess.Close()
+	w.recycle()
+}
+
+// onAssigned opens and restores the newly assigned tasks.
+func (w *worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.tasks == nil {
+		w.tasks = make(map[int32]*task)
+	}
+	for _, p := range assigned[w.topo.Sources[0]] {
+		if w.tasks[p] != nil || w.fatal != nil {
+			continue
+		}
+		t, err := w.openTask(TaskID{Partition: p})
+		if err != nil {
+			w.fatal = err
+			return
+		}
+		w.tasks[p] = t
+		t.log.Info("task assigned", "input_offsets", fmt.Sprint(t.committed.Input))
+	}
+}
+
+// onRevoked closes revoked or lost tasks. The session aborts the open
+// transaction, so their uncommitted work is dropped with it.
+func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range revoked[w.topo.Sources[0]] {
+		if t := w.tasks[p]; t != nil {
+			if err := t.close(); err != nil {
+				w.log.Warn("close task", "task", t.id.String(), "err", err)
+			}
+			delete(w.tasks, p)
+			t.log.Info("task revoked")
+		}
+	}
+}
+
+// adjustOffsets starts each task from the later of the group's committed
+// offset and the offset its state reflects (DESIGN.md §6).
+func (w *worker) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for topic, parts := range offsets {
+		for p, off := range parts {
+			t := w.tasks[p]
+			if t == nil {
+				continue
+			}
+			src := t.sourceIndex(topic)
+			if src < 0 {
+				continue
+			}
+			ours, theirs := t.skip[src], off.EpochOffset().Offset
+			if ours > theirs {
+				t.log.Info("group offset behind the state's; resuming from the state's", "topic", topic, "group", theirs, "state", ours)
+				parts[p] = kgo.NewOffset().At(ours)
+			}
+		}
+	}
+	return offsets, nil
+}
+
+// produce sends a record in the open transaction; partition < 0 means the
+// partitioner chooses from the key.
+func (w *worker) produce(topic string, partition int32, key, value []byte, ts int64, headers []kgo.RecordHeader) error {
+	_, err := w.produceRecord(topic, partition, key, value, ts, headers)
+	return err
+}
+
+// produceRecord copies key, value and headers into a recycled record and
+// produces it. A nil value stays nil (a tombstone).
+func (w *worker) produceRecord(topic string, partition int32, key, value []byte, ts int64, headers []kgo.RecordHeader) (*kgo.Record, error) {
+	if !w.inTxn {
+		return nil, errors.New("runtime: produce outside a transaction")
+	}
+	var r *kgo.Record
+	if n := len(w.free); n > 0 {
+		r, w.free = w.free[n-1], w.free[:n-1]
+	} else {
+		r = new(kgo.Record)
+	}
+	r.Topic, r.Partition = topic, partition
+	r.Key = append(r.Key[:0], key...)
+	if key == nil {
+		r.Key = nil
+	}
+	if value == nil {
+		r.Value = nil
+	} else {
+		r.Value = append(r.Value[:0], value...)
+	}
+	r.Headers = append(r.Headers[:0], headers...)
+	if ts > 0 {
+		r.Timestamp = time.UnixMilli(ts)
+	} else {
+		r.Timestamp = time.Time{}
+	}
+	w.produced = append(w.produced, r)
+	w.sess.Produce(w.ctx, r, w.promise)
+	return r, nil
+}
+
+func (w *worker) onProduced(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	w.errMu.Lock()
+	if w.prodErr == nil {
+		w.prodErr = fmt.Errorf("produce to %s/%d: %w", r.Topic, r.Partition, err)
+	}
+	w.errMu.Unlock()
+}
+
+func (w *worker) produceErr() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.prodErr
+}
+
+// recycle returns the ended transaction's records to the free list. After
+// End, franz-go holds none of them.
+func (w *worker) recycle() {
+	for _, r := range w.produced {
+		key, value, headers := r.Key, r.Value, r.Headers
+		*r = kgo.Record{Key: key[:0], Value: value[:0], Headers: headers[:0]}
+		w.free = append(w.free, r)
+	}
+	clear(w.produced)
+	w.produced = w.produced[:0]
+	w.errMu.Lock()
+	w.prodErr = nil
+	w.errMu.Unlock()
+}
+
+// partitioner places changelog records on the partition the task set and
+// keyed records where Kafka's default partitioner would, so a JVM producer
+// and eddy agree on which partition holds a key.
+type partitioner struct{ manual map[string]bool }
+
+func newPartitioner(manualTopics []string) kgo.Partitioner {
+	p := partitioner{manual: make(map[string]bool, len(manualTopics))}
+	for _, t := range manualTopics {
+		p.manual[t] = true
+	}
+	return p
+}
+
+func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if p.manual[topic] {
+		return manualPartitioner{}
+	}
+	return &keyPartitioner{}
+}
+
+type manualPartitioner struct{}
+
+func (manualPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
+func (manualPartitioner) Partition(r *kgo.Record, _ int) int  { return int(r.Partition) }
+
+type keyPartitioner struct{ next atomic.Uint32 }
+
+func (*keyPartitioner) RequiresConsistency(r *kgo.Record) bool { return r.Key != nil }
+
+func (p *keyPartitioner) Partition(r *kgo.Record, n int) int {
+	if r.Partition >= 0 {
+		return int(r.Partition) % n
+	}
+	if r.Key == nil {
+		return int(p.next.Add(1) % uint32(n))
+	}
+	return int(kafka.KeyPartition(r.Key, int32(n)))
+}

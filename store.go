@@ -1,0 +1,140 @@
+package eddy
+
+import (
+	"fmt"
+
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/state"
+)
+
+// StoreSpec names a state store for Process.
+type StoreSpec interface {
+	StoreName() string
+}
+
+// KeyValueStoreSpec declares a typed key-value store. Declare it once, pass
+// it to Process, and open it in the processor's Init with Open.
+type KeyValueStoreSpec[K, V any] struct {
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+}
+
+// KeyValueStore declares a key-value store named name: its changelog topic
+// is "<app-id>-<name>-changelog".
+func KeyValueStore[K, V any](name string, keys serde.Serde[K], values serde.Serde[V]) KeyValueStoreSpec[K, V] {
+	return KeyValueStoreSpec[K, V]{name: name, keys: keys, values: values}
+}
+
+// StoreName implements StoreSpec.
+func (s KeyValueStoreSpec[K, V]) StoreName() string { return s.name }
+
+// Open returns the task's instance of the store. ctx is the processor's
+// context (any ProcessorContext).
+func (s KeyValueStoreSpec[K, V]) Open(ctx storeOpener) *KVStore[K, V] {
+	return &KVStore[K, V]{buf: ctx.taskContext().Store(s.name), keys: s.keys, values: s.values}
+}
+
+// KVStore is a task's typed view of a key-value store. Reads see the task's
+// own uncommitted writes; writes reach the database only once the
+// transaction that made them committed.
+type KVStore[K, V any] struct {
+	buf    *state.StoreBuffer
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	kbuf   []byte
+	vbuf   []byte
+}
+
+// Get returns the value of k, and whether it exists.
+func (s *KVStore[K, V]) Get(k K) (V, bool, error) {
+	var zero V
+	var err error
+	if s.kbuf, err = s.keys.Serialize(s.kbuf[:0], k); err != nil {
+		return zero, false, fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+	}
+	b, ok, err := s.buf.Get(s.kbuf)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	v, err := s.values.Deserialize(b)
+	if err != nil {
+		return zero, false, fmt.Errorf("eddy: store %s: decode value: %w", s.buf.Name(), err)
+	}
+	return v, true, nil
+}
+
+// Put sets k to v.
+func (s *KVStore[K, V]) Put(k K, v V) error {
+	var err error
+	if s.kbuf, err = s.keys.Serialize(s.kbuf[:0], k); err != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+	}
+	if s.vbuf, err = s.values.Serialize(s.vbuf[:0], v); err != nil {
+		return fmt.Errorf("eddy: store %s: encode value: %w", s.buf.Name(), err)
+	}
+	s.buf.Put(s.kbuf, s.vbuf)
+	return nil
+}
+
+// Delete removes k.
+func (s *KVStore[K, V]) Delete(k K) error {
+	var err error
+	if s.kbuf, err = s.keys.Serialize(s.kbuf[:0], k); err != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+	}
+	s.buf.Delete(s.kbuf)
+	return nil
+}
+
+// Range calls fn for each entry with from <= encoded key < to, in the byte
+// order of the encoded keys; fn returning false stops the scan.
+func (s *KVStore[K, V]) Range(from, to K, fn func(K, V) bool) error {
+	lo, err := s.keys.Serialize(nil, from)
+	if err != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+	}
+	hi, err := s.keys.Serialize(nil, to)
+	if err != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+	}
+	return s.scan(func(visit func(k, v []byte) error) error { return s.buf.Scan(lo, hi, visit) }, fn)
+}
+
+// Prefix calls fn for each entry whose encoded key starts with the encoding
+// of prefix (with string keys: the keys that start with prefix).
+func (s *KVStore[K, V]) Prefix(prefix K, fn func(K, V) bool) error {
+	p, err := s.keys.Serialize(nil, prefix)
+	if err != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+	}
+	return s.scan(func(visit func(k, v []byte) error) error { return s.buf.PrefixScan(p, visit) }, fn)
+}
+
+// All calls fn for every entry in key order.
+func (s *KVStore[K, V]) All(fn func(K, V) bool) error {
+	return s.scan(func(visit func(k, v []byte) error) error { return s.buf.Scan(nil, nil, visit) }, fn)
+}
+
+var errStopScan = fmt.Errorf("eddy: scan stopped")
+
+func (s *KVStore[K, V]) scan(run func(visit func(k, v []byte) error) error, fn func(K, V) bool) error {
+	err := run(func(kb, vb []byte) error {
+		k, err := s.keys.Deserialize(kb)
+		if err != nil {
+			return fmt.Errorf("eddy: store %s: decode key: %w", s.buf.Name(), err)
+		}
+		v, err := s.values.Deserialize(vb)
+		if err != nil {
+			return fmt.Errorf("eddy: store %s: decode value: %w", s.buf.Name(), err)
+		}
+		if !fn(k, v) {
+			return errStopScan
+		}
+		return nil
+	})
+	if err == errStopScan {
+		return nil
+	}
+	return err
+}

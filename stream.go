@@ -1,0 +1,193 @@
+package eddy
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// Stream is an unbounded sequence of keyed records (a KStream).
+type Stream[K, V any] struct {
+	t *Topology
+	n *node
+	// keyChanged is set once an operation may have changed the key, so
+	// the records may no longer sit on the partition of their key.
+	keyChanged bool
+}
+
+// Topology returns the topology the stream belongs to.
+func (s Stream[K, V]) Topology() *Topology { return s.t }
+
+// Source reads topic, decoding keys and values with the serdes. A record
+// that fails to decode goes to the dead-letter topic "<topic>.dlq" with the
+// reason in its headers, or stops the app, as Config.OnDecodeError says.
+func Source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V]) Stream[K, V] {
+	n := t.add("source-"+topic, nil)
+	if _, dup := t.sources[topic]; dup {
+		t.fail("eddy: topic %s is a source twice; read it once and branch the stream", topic)
+	}
+	t.sources[topic] = n
+	n.build = func(b *taskBuild) error {
+		out := &emitter[K, V]{}
+		b.out[n] = out
+		b.sources[topic] = &sourceNode[K, V]{b: b, topic: topic, keys: keys, values: values, out: out}
+		return nil
+	}
+	return Stream[K, V]{t: t, n: n}
+}
+
+type sourceNode[K, V any] struct {
+	b      *taskBuild
+	topic  string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	out    *emitter[K, V]
+}
+
+func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
+	var rec Record[K, V]
+	var err error
+	if rec.Key, err = s.keys.Deserialize(r.Key); err != nil {
+		return s.decodeFailed(r, fmt.Errorf("key: %w", err))
+	}
+	if rec.Value, err = s.values.Deserialize(r.Value); err != nil {
+		return s.decodeFailed(r, fmt.Errorf("value: %w", err))
+	}
+	rec.Timestamp = r.Timestamp.UnixMilli()
+	if len(r.Headers) > 0 {
+		rec.Headers = make([]Header, len(r.Headers))
+		for i, h := range r.Headers {
+			rec.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return s.out.emit(rec)
+}
+
+// Header keys of a dead-letter record.
+const (
+	HeaderDLQError     = "eddy.error"
+	HeaderDLQTopic     = "eddy.topic"
+	HeaderDLQPartition = "eddy.partition"
+	HeaderDLQOffset    = "eddy.offset"
+)
+
+// DeadLetterTopic is the topic that receives the records of topic that
+// could not be decoded.
+func DeadLetterTopic(topic string) string { return topic + ".dlq" }
+
+func (s *sourceNode[K, V]) decodeFailed(r *kgo.Record, err error) error {
+	if s.b.cfg.OnDecodeError == DecodeErrorFail {
+		return fmt.Errorf("eddy: decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	headers := append(toKgoHeaders(r.Headers),
+		kgo.RecordHeader{Key: HeaderDLQError, Value: []byte(err.Error())},
+		kgo.RecordHeader{Key: HeaderDLQTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: HeaderDLQPartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
+		kgo.RecordHeader{Key: HeaderDLQOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
+	)
+	s.b.tc.Logger().Warn("record failed to decode; sent to the dead-letter topic",
+		"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+	return s.b.tc.Produce(DeadLetterTopic(s.topic), r.Key, r.Value, r.Timestamp.UnixMilli(), headers)
+}
+
+func toKgoHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
+	return append([]kgo.RecordHeader(nil), hs...)
+}
+
+// attach adds a stateless operator after s: fn gets the output emitter of
+// the new node and returns the receiver that joins s's output.
+func attach[K, V, K2, V2 any](s Stream[K, V], name string, keyChange bool, fn func(b *taskBuild, out *emitter[K2, V2]) receiver[K, V]) Stream[K2, V2] {
+	n := s.t.add(name, s.n)
+	n.build = func(b *taskBuild) error {
+		out := &emitter[K2, V2]{}
+		b.out[n] = out
+		in := output[K, V](b, s.n)
+		in.children = append(in.children, fn(b, out))
+		return nil
+	}
+	return Stream[K2, V2]{t: s.t, n: n, keyChanged: s.keyChanged || keyChange}
+}
+
+// Map replaces each record's key and value.
+func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2)) Stream[K2, V2] {
+	return attach(s, "map", true, func(_ *taskBuild, out *emitter[K2, V2]) receiver[K, V] {
+		return receiverFunc[K, V](func(r Record[K, V]) error {
+			k, v := fn(r.Key, r.Value)
+			return out.emit(Record[K2, V2]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers})
+		})
+	})
+}
+
+// MapValues replaces each record's value; the key, and so the partition,
+// stays.
+func MapValues[K, V, V2 any](s Stream[K, V], fn func(K, V) V2) Stream[K, V2] {
+	return attach(s, "map-values", false, func(_ *taskBuild, out *emitter[K, V2]) receiver[K, V] {
+		return receiverFunc[K, V](func(r Record[K, V]) error {
+			return out.emit(Record[K, V2]{Key: r.Key, Value: fn(r.Key, r.Value), Timestamp: r.Timestamp, Headers: r.Headers})
+		})
+	})
+}
+
+// Filter keeps the records for which keep returns true.
+func Filter[K, V any](s Stream[K, V], keep func(K, V) bool) Stream[K, V] {
+	return attach(s, "filter", false, func(_ *taskBuild, out *emitter[K, V]) receiver[K, V] {
+		return receiverFunc[K, V](func(r Record[K, V]) error {
+			if !keep(r.Key, r.Value) {
+				return nil
+			}
+			return out.emit(r)
+		})
+	})
+}
+
+// KeyValue is one output of FlatMap.
+type KeyValue[K, V any] struct {
+	Key   K
+	Value V
+}
+
+// FlatMap replaces each record with zero or more records. fn appends its
+// outputs to dst and returns it, so the slice is reused across records.
+func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(dst []KeyValue[K2, V2], k K, v V) []KeyValue[K2, V2]) Stream[K2, V2] {
+	return attach(s, "flat-map", true, func(_ *taskBuild, out *emitter[K2, V2]) receiver[K, V] {
+		var buf []KeyValue[K2, V2]
+		return receiverFunc[K, V](func(r Record[K, V]) error {
+			buf = fn(buf[:0], r.Key, r.Value)
+			for _, kv := range buf {
+				if err := out.emit(Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// To writes the stream to topic, inside the transaction of the input that
+// produced each record. The partition is Kafka's default partitioner of the
+// encoded key.
+func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serde.Serde[V]) {
+	n := s.t.add("sink-"+topic, s.n)
+	n.build = func(b *taskBuild) error {
+		var kbuf, vbuf []byte
+		in := output[K, V](b, s.n)
+		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
+			var err error
+			if kbuf, err = keys.Serialize(kbuf[:0], r.Key); err != nil {
+				return fmt.Errorf("eddy: encode key for %s: %w", topic, err)
+			}
+			if vbuf, err = values.Serialize(vbuf[:0], r.Value); err != nil {
+				return fmt.Errorf("eddy: encode value for %s: %w", topic, err)
+			}
+			var hs []kgo.RecordHeader
+			for _, h := range r.Headers {
+				hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			return b.tc.Produce(topic, kbuf, vbuf, r.Timestamp, hs)
+		}))
+		return nil
+	}
+}
