@@ -81,7 +81,8 @@ type DB interface {
 	Get(store string, key []byte) (value []byte, ok bool, err error)
 	// Scan calls fn for each key of store in [lower, upper) in ascending
 	// byte order; a nil upper means no upper bound. The slices passed to fn
-	// are valid only during the call. An error from fn stops the scan and
+	// are valid only during the call and must not be modified (they may
+	// alias the backend's own memory). An error from fn stops the scan and
 	// is returned.
 	Scan(store string, lower, upper []byte, fn func(key, value []byte) error) error
 	// Apply writes b atomically and durably (synced): after it returns nil,

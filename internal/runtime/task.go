@@ -47,8 +47,8 @@ type task struct {
 	scratch []byte
 }
 
-func (t *task) ID() TaskID                          { return t.id }
-func (t *task) Logger() *slog.Logger                { return t.log }
+func (t *task) ID() TaskID                           { return t.id }
+func (t *task) Logger() *slog.Logger                 { return t.log }
 func (t *task) Store(name string) *state.StoreBuffer { return t.buf.Store(name) }
 
 func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {

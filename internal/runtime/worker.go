@@ -495,7 +495,7 @@ func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
 type manualPartitioner struct{}
 
 func (manualPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
-func (manualPartitioner) Partition(r *kgo.Record, _ int) int  { return int(r.Partition) }
+func (manualPartitioner) Partition(r *kgo.Record, _ int) int   { return int(r.Partition) }
 
 type keyPartitioner struct{ next atomic.Uint32 }
 
