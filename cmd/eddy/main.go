@@ -22,6 +22,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"broker", "run the embedded Kafka-protocol broker until SIGINT/SIGTERM", runBroker},
+		{"demo", "run the exactly-once ledger under SIGKILLs and verify its output", runDemo},
+		{"ledger", "run the ledger example (flags of examples/ledger)", runLedger},
 	}
 }
 

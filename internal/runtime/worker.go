@@ -40,9 +40,13 @@ type worker struct {
 	tasks map[int32]*task
 	fatal error
 
-	inTxn      bool
-	txnStart   time.Time
-	txnRecords int
+	inTxn bool
+	// committedOnce is set at the session's first committed transaction,
+	// which is logged: it marks that a restarted instance is back.
+	committedOnce bool
+	started       time.Time
+	txnStart      time.Time
+	txnRecords    int
 
 	// produced are this transaction's records; once the transaction ended
 	// they go to free and are reused, so outputs cost no allocation.
@@ -122,6 +126,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 		return fmt.Errorf("runtime: new session: %w", err)
 	}
 	w.sess, w.cl = sess, sess.Client()
+	w.started, w.committedOnce = time.Now(), false
 	defer w.closeSession()
 
 	// Fence a predecessor with our transactional id (a crashed run of this
@@ -253,6 +258,10 @@ func (w *worker) commit(ctx context.Context) error {
 	committed, endErr := w.sess.End(ctx, try)
 	w.inTxn = false
 	if committed {
+		if !w.committedOnce {
+			w.committedOnce = true
+			w.log.Info("first transaction committed", "since_start", time.Since(w.started).Round(time.Millisecond))
+		}
 		for _, t := range w.sortedTasks() {
 			if !t.dirty {
 				continue

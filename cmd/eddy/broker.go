@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
+)
+
+// runBroker is `eddy broker`: the embedded Kafka-protocol broker, durable
+// in --data-dir, until SIGINT or SIGTERM.
+func runBroker(ctx context.Context, args []string) error {
+	return brokerMain(ctx, args, os.Stdout, os.Stderr)
+}
+
+// brokerMain is runBroker with its outputs as parameters, for tests.
+// stdout gets the two lifecycle lines scripts wait for; stderr gets logs
+// and -h.
+func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eddy broker", flag.ContinueOnError)
+	// The flag package prints parse errors itself; main prints ours, so
+	// silence it and print the usage only when asked for.
+	fs.SetOutput(io.Discard)
+	addr := fs.String("addr", "127.0.0.1:9092", "`host:port` to listen on and advertise to clients (port 0: any free port)")
+	dataDir := fs.String("data-dir", "", "`directory` that keeps topics, offsets and transactions across restarts (required; created 0700 if missing)")
+	syncWrites := fs.Bool("sync-writes", true, "fsync every produced batch before acknowledging it; false is faster but a machine crash can lose acknowledged records")
+	partitions := fs.Int("partitions", 4, "partition `count` of auto-created topics")
+	logLevel := fs.String("log-level", "info", "broker log `level`: debug, info, warn, error or none")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "usage: eddy broker --data-dir DIR [flags]\n\nflags:")
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return err
+		}
+		return fmt.Errorf("%w (run 'eddy broker -h' for the flags)", err)
+	}
+
+	var problems []error
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Errorf("unexpected argument %q: eddy broker takes only flags", fs.Arg(0)))
+	}
+	if *dataDir == "" {
+		problems = append(problems, errors.New("--data-dir is required: pass --data-dir DIR, the directory the broker keeps its data in"))
+	}
+	if *partitions < 1 || *partitions > 1<<20 {
+		problems = append(problems, fmt.Errorf("--partitions is %d: pass a partition count from 1 to %d", *partitions, 1<<20))
+	}
+	logger, err := brokerLogger(*logLevel, stderr)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	if err := errors.Join(problems...); err != nil {
+		return err
+	}
+
+	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
+		return fmt.Errorf("create --data-dir: %w", err)
+	}
+	b, err := kafka.StartBroker(kafka.BrokerConfig{
+		Addr:              *addr,
+		DataDir:           *dataDir,
+		SyncWrites:        *syncWrites,
+		DefaultPartitions: int32(*partitions),
+		Logger:            logger,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "eddy broker: listening on %s, data dir %s\n", b.Addr(), *dataDir)
+
+	// A signal is the normal way to stop, not an error.
+	<-ctx.Done()
+	b.Close()
+	fmt.Fprintln(stdout, "eddy broker: stopped")
+	return nil
+}
+
+// brokerLogger maps --log-level to a text logger on w; "none" discards.
+func brokerLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "none":
+		return nil, nil
+	case "debug":
+		l = slog.LevelDebug
+	case "info":
+		l = slog.LevelInfo
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		return nil, fmt.Errorf("--log-level is %q: pass one of debug, info, warn, error, none", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
