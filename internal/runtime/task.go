@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/state"
@@ -199,6 +200,27 @@ func (t *task) applyCommitted() error {
 	}
 	copy(t.skip, t.next)
 	t.reset()
+	return nil
+}
+
+// recordChangelogEnds stores the changelog end offsets when they are past
+// what the database records only by the commit markers of the task's own
+// last transaction (one marker per transaction and partition).
+func (t *task) recordChangelogEnds(ends kadm.ListedOffsets) error {
+	changed := false
+	for _, store := range t.w.topo.Stores {
+		end, ok := ends.Lookup(ChangelogTopic(t.w.cfg.AppID, store), t.id.Partition)
+		if ok && end.Offset == t.committed.Changelog[store]+1 {
+			t.committed.Changelog[store] = end.Offset
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := t.db.Apply(&state.Batch{Offsets: t.committed}); err != nil {
+		return fmt.Errorf("runtime: task %s: record changelog ends: %w", t.id, err)
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/internal/kafka"
@@ -324,9 +325,35 @@ func (w *worker) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := w.commit(ctx)
+	if err == nil {
+		err = w.recordChangelogEnds(ctx)
+	}
 	w.closeTasks()
 	w.log.Info("worker stopped")
 	return err
+}
+
+// recordChangelogEnds moves each task's changelog offsets past the commit
+// markers of its last transaction. The worker owns these partitions and has
+// committed, so the end offsets are exactly what the database reflects, and
+// a restart finds nothing to replay.
+func (w *worker) recordChangelogEnds(ctx context.Context) error {
+	if len(w.changelogs) == 0 || len(w.tasks) == 0 {
+		return nil
+	}
+	ends, err := kadm.NewClient(w.cl).ListCommittedOffsets(ctx, w.changelogs...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("runtime: changelog end offsets at shutdown: %w", err)
+	}
+	for _, t := range w.sortedTasks() {
+		if err := t.recordChangelogEnds(ends); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *worker) closeTasks() {

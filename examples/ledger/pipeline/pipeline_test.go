@@ -1,9 +1,12 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,12 +70,30 @@ func payment(id, account string, amount int64) *kgo.Record {
 	return &kgo.Record{Key: []byte(account), Value: v}
 }
 
-func runLedger(t *testing.T, addr, dir string) (stop func()) {
+// syncBuffer is a log sink shared between the ledger's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func runLedger(t *testing.T, addr, dir string, log io.Writer) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Main(ctx, []string{"--brokers", addr, "--state-dir", dir, "--log-level", "warn"}, io.Discard)
+		done <- Main(ctx, []string{"--brokers", addr, "--state-dir", dir, "--log-level", "info"}, log)
 	}()
 	return func() {
 		cancel()
@@ -85,7 +106,7 @@ func runLedger(t *testing.T, addr, dir string) (stop func()) {
 func TestLedgerBalancesAndDeadLetters(t *testing.T) {
 	b := startBroker(t)
 	dir := t.TempDir()
-	stop := runLedger(t, b.Addr(), dir)
+	stop := runLedger(t, b.Addr(), dir, io.Discard)
 	produce(t, b.Addr(), "payments",
 		payment("p1", "a", 10), payment("p2", "b", 5), payment("p3", "a", -3),
 		&kgo.Record{Key: []byte("a"), Value: []byte("{not json")},
@@ -125,8 +146,10 @@ func TestLedgerBalancesAndDeadLetters(t *testing.T) {
 	}
 	stop()
 
-	// A restart continues the balances from the state, with nothing replayed twice.
-	stop = runLedger(t, b.Addr(), dir)
+	// A restart after a clean stop continues the balances from the local
+	// state: it replays nothing from the changelog and processes nothing twice.
+	var log syncBuffer
+	stop = runLedger(t, b.Addr(), dir, &log)
 	defer stop()
 	produce(t, b.Addr(), "payments", payment("p5", "a", 100))
 	recs := consume(t, b.Addr(), "balances", 5)
@@ -143,5 +166,11 @@ func TestLedgerBalancesAndDeadLetters(t *testing.T) {
 	}
 	if len(recs) != 5 {
 		t.Fatalf("got %d balance records, want 5", len(recs))
+	}
+	if strings.Contains(log.String(), "restoring state from changelog") {
+		t.Fatalf("a restart after a clean stop replayed the changelog:\n%s", log.String())
+	}
+	if !strings.Contains(log.String(), "task assigned") {
+		t.Fatalf("the restarted ledger logged no task assignment:\n%s", log.String())
 	}
 }
