@@ -138,6 +138,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 				if err := opts.MidRun(); err != nil {
 					return res, fmt.Errorf("demo: mid-run step: %w", err)
 				}
+				fmt.Fprintf(out, "mid-run step done (%.1fs)\n", time.Since(start).Seconds())
 			}
 		case <-crash:
 			child.Kill()

@@ -1,0 +1,94 @@
+package demo
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// TestLedgerSurvivesKillsAndBrokerRestart is the crash test of the exactly
+// once promise: the ledger runs as a real process against `eddy broker`,
+// is SIGKILLed at random moments at least five times while payments flow,
+// the broker is stopped with SIGTERM and restarted once half-way, and then
+// every balance record is checked against a sequential computation.
+func TestLedgerSurvivesKillsAndBrokerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test runs processes for about a minute")
+	}
+	broker := startBrokerProc(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Options{
+		Brokers:       []string{broker.addr},
+		LedgerCommand: []string{eddyBin, "ledger"},
+		WorkDir:       t.TempDir(),
+		Rate:          1000,
+		Accounts:      200,
+		Partitions:    4,
+		Duration:      25 * time.Second,
+		CrashEvery:    2500 * time.Millisecond,
+		Seed:          uint64(time.Now().UnixNano()),
+		MidRun:        broker.restart,
+		Out:           testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v; crashes %d; dead letters %d of %d; recoveries %v", res.Report, res.Crashes, res.DeadLetters, res.Invalid, res.Resumes)
+	for _, e := range res.Report.Examples {
+		t.Log(e)
+	}
+	if res.Crashes < 5 {
+		t.Fatalf("only %d SIGKILLs happened; the test needs at least 5", res.Crashes)
+	}
+	if !res.OK() {
+		t.Fatalf("exactly-once violated: %v, dead letters %d for %d malformed payments (ledger log %s)", res.Report, res.DeadLetters, res.Invalid, res.LedgerLog)
+	}
+	if res.Report.Payments < 10000 {
+		t.Fatalf("only %d payments went through; the workload did not run", res.Report.Payments)
+	}
+	checkWithKcat(t, broker.addr, res.Report.Outputs)
+}
+
+// checkWithKcat reads the balances with librdkafka's kcat, a non-Go
+// read_committed client, and checks it sees the same records: one per
+// payment id. CI installs kcat; elsewhere the check is skipped when kcat is
+// missing.
+func checkWithKcat(t *testing.T, addr string, want int) {
+	t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("kcat is not installed; .ci/run must install it")
+		}
+		t.Log("kcat not installed; skipping the non-Go client check")
+		return
+	}
+	out, err := exec.Command(kcat, "-b", addr, "-C", "-t", "balances", "-e", "-q",
+		"-X", "isolation.level=read_committed", "-f", "%s\n").Output()
+	if err != nil {
+		t.Fatalf("kcat: %v", err)
+	}
+	ids := map[string]int{}
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var b struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &b); err != nil {
+			t.Fatalf("kcat read a record that is not a balance: %q", sc.Text())
+		}
+		ids[b.ID]++
+		n++
+	}
+	if n != want || len(ids) != want {
+		t.Fatalf("kcat read %d records with %d distinct payment ids; want %d of each", n, len(ids), want)
+	}
+	t.Logf("kcat (read_committed) read %d balance records, one per payment", n)
+}
