@@ -32,6 +32,39 @@ const (
 	DecodeErrorFail
 )
 
+// Guarantee is the processing guarantee.
+type Guarantee int
+
+const (
+	// ExactlyOnce: every input changes state and outputs exactly once,
+	// through Kafka transactions (the default).
+	ExactlyOnce Guarantee = iota
+	// AtLeastOnce: no transactions; after a crash the records since the
+	// last commit are processed again and their outputs written again.
+	AtLeastOnce
+)
+
+func (g Guarantee) String() string {
+	switch g {
+	case ExactlyOnce:
+		return "exactly-once"
+	case AtLeastOnce:
+		return "at-least-once"
+	}
+	return fmt.Sprintf("Guarantee(%d)", int(g))
+}
+
+// ParseGuarantee parses "exactly-once" or "at-least-once".
+func ParseGuarantee(s string) (Guarantee, error) {
+	switch s {
+	case "exactly-once", "exactly_once":
+		return ExactlyOnce, nil
+	case "at-least-once", "at_least_once":
+		return AtLeastOnce, nil
+	}
+	return 0, fmt.Errorf("eddy: guarantee %q: use exactly-once or at-least-once", s)
+}
+
 // Config configures Run. Zero fields take the defaults named on them.
 type Config struct {
 	// AppID names the application: its consumer group, the prefix of its
@@ -58,6 +91,8 @@ type Config struct {
 	// TransactionTimeout bounds how long a crashed instance's open
 	// transaction blocks its partitions. Default 10s.
 	TransactionTimeout time.Duration
+	// Guarantee is the processing guarantee. Default ExactlyOnce.
+	Guarantee Guarantee
 	// OnDecodeError is the policy for records that fail to decode.
 	// Default DecodeErrorDeadLetter.
 	OnDecodeError DecodeErrorPolicy
@@ -132,6 +167,7 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 		CommitRecords:      cfg.CommitRecords,
 		SessionTimeout:     cfg.SessionTimeout,
 		TransactionTimeout: cfg.TransactionTimeout,
+		AtLeastOnce:        cfg.Guarantee == AtLeastOnce,
 		Backend:            backend,
 		Logger:             cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID),
 		ClientOpts:         cfg.KafkaOptions,

@@ -23,6 +23,7 @@ func commands() []command {
 	return []command{
 		{"broker", "run the embedded Kafka-protocol broker until SIGINT/SIGTERM", runBroker},
 		{"demo", "run the exactly-once ledger under SIGKILLs and verify its output", runDemo},
+		{"bench", "measure the ledger exactly-once vs at-least-once vs the broker's raw rate", runBench},
 		{"ledger", "run the ledger example (flags of examples/ledger)", runLedger},
 	}
 }

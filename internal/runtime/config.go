@@ -33,8 +33,12 @@ type Config struct {
 	// open before aborting it; it bounds how long a zombie can block a
 	// successor's reads.
 	TransactionTimeout time.Duration
-	Backend            state.Backend
-	Logger             *slog.Logger
+	// AtLeastOnce trades exactly-once for a plain producer and offset
+	// commits (Kafka Streams' at_least_once): a crash replays the records
+	// since the last commit, and their outputs appear again.
+	AtLeastOnce bool
+	Backend     state.Backend
+	Logger      *slog.Logger
 	// ClientOpts are added to every Kafka client (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 }

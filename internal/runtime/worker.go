@@ -108,11 +108,8 @@ func (w *worker) session(ctx context.Context) (err error) {
 		kgo.SeedBrokers(w.cfg.Brokers...),
 		kgo.ConsumerGroup(w.cfg.AppID),
 		kgo.InstanceID(w.memberID),
-		kgo.TransactionalID(w.txnID),
-		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -122,19 +119,33 @@ func (w *worker) session(ctx context.Context) (err error) {
 		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
 		kgo.RecordPartitioner(newPartitioner(w.changelogs)),
 	}, w.cfg.ClientOpts...)
-	sess, err := kgo.NewGroupTransactSession(opts...)
-	if err != nil {
-		return fmt.Errorf("runtime: new session: %w", err)
+	if w.cfg.AtLeastOnce {
+		cl, err := kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
+		if err != nil {
+			return fmt.Errorf("runtime: new client: %w", err)
+		}
+		w.sess, w.cl = nil, cl
+	} else {
+		opts = append(opts,
+			kgo.TransactionalID(w.txnID),
+			kgo.TransactionTimeout(w.cfg.TransactionTimeout),
+			kgo.RequireStableFetchOffsets())
+		sess, err := kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			return fmt.Errorf("runtime: new session: %w", err)
+		}
+		w.sess, w.cl = sess, sess.Client()
 	}
-	w.sess, w.cl = sess, sess.Client()
 	w.started, w.committedOnce = time.Now(), false
 	defer w.closeSession()
 
 	// Fence a predecessor with our transactional id (a crashed run of this
 	// instance) before joining: its open transaction is aborted now, so our
 	// stable offset fetch does not wait for the transaction timeout.
-	if _, _, err := w.cl.ProducerID(ctx); err != nil {
-		return fmt.Errorf("runtime: init producer id %s: %w", w.txnID, err)
+	if w.sess != nil {
+		if _, _, err := w.cl.ProducerID(ctx); err != nil {
+			return fmt.Errorf("runtime: init producer id %s: %w", w.txnID, err)
+		}
 	}
 	w.cl.AddConsumeTopics(w.topo.Sources...)
 	w.log.Info("worker joined", "member", w.memberID, "transactional_id", w.txnID)
@@ -144,10 +155,10 @@ func (w *worker) session(ctx context.Context) (err error) {
 			return w.shutdown()
 		}
 		pollCtx, cancel := context.WithTimeout(ctx, w.pollWait())
-		fetches := w.sess.PollRecords(pollCtx, w.cfg.CommitRecords-w.txnRecords)
+		fetches := w.cl.PollRecords(pollCtx, w.cfg.CommitRecords-w.txnRecords)
 		cancel()
 		err := w.step(fetches)
-		w.sess.AllowRebalance()
+		w.cl.AllowRebalance()
 		if err != nil {
 			return err
 		}
@@ -219,7 +230,7 @@ func (w *worker) processRecord(r *kgo.Record) error {
 		return nil
 	}
 	if !w.inTxn {
-		if err := w.sess.Begin(); err != nil {
+		if err := w.begin(); err != nil {
 			return fmt.Errorf("runtime: begin transaction: %w", err)
 		}
 		w.inTxn, w.txnStart, w.txnRecords = true, time.Now(), 0
@@ -256,7 +267,7 @@ func (w *worker) commit(ctx context.Context) error {
 	if err != nil {
 		try = kgo.TryAbort
 	}
-	committed, endErr := w.sess.End(ctx, try)
+	committed, endErr := w.end(ctx, try)
 	w.inTxn = false
 	if committed {
 		if !w.committedOnce {
@@ -287,12 +298,36 @@ func (w *worker) commit(ctx context.Context) error {
 	return nil
 }
 
+// begin starts a transaction (exactly-once) or a commit period.
+func (w *worker) begin() error {
+	if w.sess == nil {
+		return nil
+	}
+	return w.sess.Begin()
+}
+
+// end ends the transaction. At least once, "commit" is a synchronous commit
+// of the consumed offsets after the outputs were flushed: a crash in
+// between replays records whose outputs were already written.
+func (w *worker) end(ctx context.Context, try kgo.TransactionEndTry) (bool, error) {
+	if w.sess != nil {
+		return w.sess.End(ctx, try)
+	}
+	if try == kgo.TryAbort {
+		return false, nil
+	}
+	if err := w.cl.CommitUncommittedOffsets(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // abort ends the open transaction with an abort and drops the tasks' work.
 func (w *worker) abort() {
 	if !w.inTxn {
 		return
 	}
-	if _, err := w.sess.End(w.ctx, kgo.TryAbort); err != nil {
+	if _, err := w.end(w.ctx, kgo.TryAbort); err != nil {
 		w.log.Warn("abort transaction", "err", err)
 	}
 	w.inTxn = false
@@ -370,7 +405,7 @@ func (w *worker) closeSession() {
 	w.closeTasks()
 	w.inTxn = false
 	w.mu.Unlock()
-	w.sess.Close()
+	w.cl.Close()
 	w.recycle()
 }
 
@@ -472,7 +507,7 @@ func (w *worker) produceRecord(topic string, partition int32, key, value []byte,
 		r.Timestamp = time.Time{}
 	}
 	w.produced = append(w.produced, r)
-	w.sess.Produce(w.ctx, r, w.promise)
+	w.cl.Produce(w.ctx, r, w.promise)
 	return r, nil
 }
 

@@ -27,6 +27,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	appID := fs.String("app-id", "ledger", "application id: consumer group and topic prefix")
 	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "how often the transaction commits")
 	partitions := fs.Int("partitions", 4, "partitions of the input topic when the ledger creates it")
+	guarantee := fs.String("guarantee", "exactly-once", "processing guarantee: exactly-once or at-least-once (for comparison)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -44,6 +45,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: use debug, info, warn or error", *logLevel)
 	}
+	g, err := eddy.ParseGuarantee(*guarantee)
+	if err != nil {
+		return fmt.Errorf("--guarantee: %w", err)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	seeds := strings.Split(*brokers, ",")
 	if err := createTopics(ctx, seeds, *input, *output, int32(*partitions)); err != nil {
@@ -54,6 +59,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		Brokers:        seeds,
 		StateDir:       *stateDir,
 		CommitInterval: *commitInterval,
+		Guarantee:      g,
 		Logger:         log,
 	})
 }

@@ -50,7 +50,7 @@ func Topology(input, output string) *eddy.Topology {
 	balances := eddy.Process(payments, "ledger", func() eddy.Processor[string, Payment, string, Balance] {
 		return &ledger{spec: accounts}
 	}, accounts)
-	eddy.To(balances, output, serde.String(), serde.JSON[Balance]())
+	eddy.To(balances, output, serde.String(), BalanceSerde{})
 	return t
 }
 
@@ -96,6 +96,9 @@ func (PaymentSerde) Serialize(dst []byte, p Payment) ([]byte, error) {
 }
 
 func (PaymentSerde) Deserialize(b []byte) (Payment, error) {
+	if p, id, acc, amt, err := decodePaymentFast(b); err == nil {
+		return checkPayment(p, id && p.ID != "", acc && p.Account != "", amt)
+	}
 	var raw struct {
 		ID      *string `json:"id"`
 		Account *string `json:"account"`
@@ -104,20 +107,34 @@ func (PaymentSerde) Deserialize(b []byte) (Payment, error) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return Payment{}, fmt.Errorf("payment: %w", err)
 	}
+	var p Payment
+	if raw.ID != nil {
+		p.ID = *raw.ID
+	}
+	if raw.Account != nil {
+		p.Account = *raw.Account
+	}
+	if raw.Amount != nil {
+		p.Amount = *raw.Amount
+	}
+	return checkPayment(p, p.ID != "", p.Account != "", raw.Amount != nil)
+}
+
+func checkPayment(p Payment, hasID, hasAccount, hasAmount bool) (Payment, error) {
+	if hasID && hasAccount && hasAmount {
+		return p, nil
+	}
 	var missing []error
-	if raw.ID == nil || *raw.ID == "" {
+	if !hasID {
 		missing = append(missing, errors.New(`"id"`))
 	}
-	if raw.Account == nil || *raw.Account == "" {
+	if !hasAccount {
 		missing = append(missing, errors.New(`"account"`))
 	}
-	if raw.Amount == nil {
+	if !hasAmount {
 		missing = append(missing, errors.New(`"amount"`))
 	}
-	if len(missing) > 0 {
-		return Payment{}, fmt.Errorf("payment: missing field: %w", errors.Join(missing...))
-	}
-	return Payment{ID: *raw.ID, Account: *raw.Account, Amount: *raw.Amount}, nil
+	return Payment{}, fmt.Errorf("payment: missing field: %w", errors.Join(missing...))
 }
 
 // AccountSerde stores an account in 16 bytes (seq, balance; big-endian), so

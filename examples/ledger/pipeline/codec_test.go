@@ -1,0 +1,93 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// The fast codecs must agree with encoding/json on everything.
+func TestPaymentSerdeAgreesWithEncodingJSON(t *testing.T) {
+	for _, in := range []string{
+		`{"id":"p1","account":"a","amount":5}`,
+		`{"amount":-12,"account":"acct-1","id":"x"}`,
+		` { "id" : "p1" , "account" : "a" , "amount" : 0 } `,
+		`{"id":"p\u00e9","account":"a","amount":5}`,
+		`{"id":"p1","account":"a","amount":5,"extra":[1,2]}`,
+		`{"id":"p1","account":"a","amount":05}`,
+		`{"id":"p1","account":"a","amount":5.5}`,
+		`{"id":"p1","account":"a","amount":-0}`,
+		`{"id":"p1","account":"a"}`,
+		`{"id":"","account":"a","amount":1}`,
+		`{"id":"p1","account":"a","amount":99999999999999999999}`,
+		`{"id":"p1","id":"p2","account":"a","amount":1}`,
+		`{"id":"p1","account":"a","amount":1}x`,
+		`{}`, `[]`, `null`, ``, `{"id":`,
+	} {
+		fast, fastErr := PaymentSerde{}.Deserialize([]byte(in))
+		var raw struct {
+			ID      *string `json:"id"`
+			Account *string `json:"account"`
+			Amount  *int64  `json:"amount"`
+		}
+		slowErr := json.Unmarshal([]byte(in), &raw)
+		valid := slowErr == nil && raw.ID != nil && *raw.ID != "" && raw.Account != nil && *raw.Account != "" && raw.Amount != nil
+		if valid != (fastErr == nil) {
+			t.Errorf("%s: fast error %v, encoding/json valid=%v (%v)", in, fastErr, valid, slowErr)
+			continue
+		}
+		if valid && (fast.ID != *raw.ID || fast.Account != *raw.Account || fast.Amount != *raw.Amount) {
+			t.Errorf("%s: fast %+v, encoding/json %v %v %v", in, fast, *raw.ID, *raw.Account, *raw.Amount)
+		}
+	}
+}
+
+func TestBalanceSerdeMatchesMarshal(t *testing.T) {
+	for _, b := range []Balance{
+		{"p1", "acct-1", -5, 1, -5},
+		{"p<1>", "a&b", 0, 2, 9},
+		{"p\"q", "é", 1 << 62, 3, -1 << 62},
+	} {
+		got, err := BalanceSerde{}.Serialize([]byte("x"), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(b)
+		if string(got[1:]) != string(want) {
+			t.Errorf("got %s, want %s", got[1:], want)
+		}
+		back, err := BalanceSerde{}.Deserialize(got[1:])
+		if err != nil || back != b {
+			t.Errorf("round trip %+v: %+v %v", b, back, err)
+		}
+	}
+}
+
+func FuzzPaymentSerde(f *testing.F) {
+	f.Add([]byte(`{"id":"p1","account":"a","amount":5}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fast, fastErr := PaymentSerde{}.Deserialize(in)
+		var raw struct {
+			ID      *string `json:"id"`
+			Account *string `json:"account"`
+			Amount  *int64  `json:"amount"`
+		}
+		slowErr := json.Unmarshal(in, &raw)
+		valid := slowErr == nil && raw.ID != nil && *raw.ID != "" && raw.Account != nil && *raw.Account != "" && raw.Amount != nil
+		if valid != (fastErr == nil) {
+			t.Fatalf("%q: fast error %v, encoding/json valid=%v", in, fastErr, valid)
+		}
+		if valid && (fast.ID != *raw.ID || fast.Account != *raw.Account || fast.Amount != *raw.Amount) {
+			t.Fatalf("%q: fast %+v", in, fast)
+		}
+	})
+}
+
+func BenchmarkPaymentSerde(b *testing.B) {
+	in := []byte(`{"id":"p123456","account":"acct-00042","amount":-250}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := (PaymentSerde{}).Deserialize(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

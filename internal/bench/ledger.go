@@ -1,0 +1,288 @@
+// Package bench measures eddy against the same data in the same process:
+// the ledger exactly-once, at-least-once, and the embedded broker's raw
+// consume+produce rate on that data as the ceiling.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/examples/ledger/pipeline"
+	"github.com/eddy-streams/eddy/internal/kafka"
+)
+
+// LedgerOptions configure the ledger benchmark.
+type LedgerOptions struct {
+	Records    int
+	Partitions int
+	Accounts   int
+	// Rounds is how many times each of the three runs is repeated.
+	Rounds int
+	// CommitInterval and Workers are passed to the ledger (0 = defaults).
+	CommitInterval time.Duration
+	Workers        int
+	// CPUProfile, when set, receives a CPU profile of the exactly-once run.
+	CPUProfile string
+	Out        io.Writer
+}
+
+// Result is one measured run.
+type Result struct {
+	Name          string  `json:"name"`
+	Round         int     `json:"round"`
+	Records       int     `json:"records"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_second"`
+	CPUSeconds    float64 `json:"cpu_seconds"`
+}
+
+const inputTopic = "payments"
+
+// Ledger runs the three measurements on one in-memory broker.
+func Ledger(ctx context.Context, opts LedgerOptions) ([]Result, error) {
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	broker, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: int32(opts.Partitions)})
+	if err != nil {
+		return nil, err
+	}
+	defer broker.Close()
+	seeds := []string{broker.Addr()}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(inputTopic), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: inputTopic, Partitions: int32(opts.Partitions)}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "producing %d payments over %d accounts to %d partitions...\n", opts.Records, opts.Accounts, opts.Partitions)
+	if err := producePayments(ctx, cl, opts.Records, opts.Accounts); err != nil {
+		return nil, err
+	}
+
+	// Rounds alternate the order of the three runs, so drift over the
+	// process lifetime (a broker log that grows, GC heap size) does not
+	// favour one of them; the summary takes each one's median.
+	var results []Result
+	for round := 1; round <= opts.Rounds; round++ {
+		runs := []func() (Result, error){
+			func() (Result, error) {
+				return measure("ceiling", opts.Records, func() error {
+					return copyTopic(ctx, seeds, inputTopic, fmt.Sprintf("ceiling-out-%d", round), opts.Records)
+				})
+			},
+			func() (Result, error) { return runLedger(ctx, seeds, eddy.AtLeastOnce, opts, round, "") },
+			func() (Result, error) { return runLedger(ctx, seeds, eddy.ExactlyOnce, opts, round, opts.CPUProfile) },
+		}
+		if round%2 == 0 {
+			runs[0], runs[2] = runs[2], runs[0]
+		}
+		for _, run := range runs {
+			r, err := run()
+			if err != nil {
+				return nil, err
+			}
+			r.Round = round
+			results = append(results, r)
+			fmt.Fprintf(out, "round %d  %-24s %9.0f records/s  (%.2f CPU-s)\n", round, r.Name, r.RecordsPerSec, r.CPUSeconds)
+		}
+	}
+	return results, nil
+}
+
+func producePayments(ctx context.Context, cl *kgo.Client, n, accounts int) error {
+	rng := rand.New(rand.NewPCG(1, 2))
+	errc := make(chan error, 1)
+	for i := 0; i < n; i++ {
+		account := fmt.Sprintf("acct-%05d", rng.IntN(accounts))
+		v, _ := json.Marshal(pipeline.Payment{ID: fmt.Sprintf("p%d", i), Account: account, Amount: rng.Int64N(1501) - 500})
+		cl.Produce(ctx, &kgo.Record{Key: []byte(account), Value: v}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errc <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("bench: produce payments: %w", err)
+	default:
+		return nil
+	}
+}
+
+// measure times fn and the process CPU it used.
+func measure(name string, records int, fn func() error) (Result, error) {
+	cpu0 := cpuSeconds()
+	start := time.Now()
+	if err := fn(); err != nil {
+		return Result{}, fmt.Errorf("bench: %s: %w", name, err)
+	}
+	secs := time.Since(start).Seconds()
+	return Result{Name: name, Records: records, Seconds: secs, RecordsPerSec: float64(records) / secs, CPUSeconds: cpuSeconds() - cpu0}, nil
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// copyTopic is the ceiling: read every record of from (read_committed) and
+// produce it unchanged to to, with an idempotent producer, no processing and
+// no transactions.
+func copyTopic(ctx context.Context, seeds []string, from, to string, n int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(from),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DefaultProduceTopic(to), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var failed error
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil && failed == nil {
+			failed = err
+		}
+	}
+	for seen := 0; seen < n; {
+		f := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f.EachRecord(func(r *kgo.Record) {
+			seen++
+			cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value}, promise)
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	return failed
+}
+
+// runLedger runs the ledger until its group has committed every input
+// offset. The clock starts at the group's first commit, so the group join
+// and topic creation are not counted; the records are those committed
+// after it.
+func runLedger(ctx context.Context, seeds []string, g eddy.Guarantee, opts LedgerOptions, round int, profile string) (Result, error) {
+	n := opts.Records
+	appID := fmt.Sprintf("bench-%s-%d", g, round)
+	dir, err := os.MkdirTemp("", "eddy-bench-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	output := "balances-" + appID
+	go func() {
+		done <- eddy.Run(runCtx, pipeline.Topology(inputTopic, output), eddy.Config{
+			AppID: appID, Brokers: seeds, StateDir: dir, Guarantee: g,
+			CommitInterval: opts.CommitInterval, Workers: opts.Workers,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+	}()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return Result{}, err
+	}
+	defer admCl.Close()
+	if err := kafka.CreateTopics(ctx, admCl, kafka.TopicSpec{Name: output, Partitions: 4}); err != nil {
+		return Result{}, err
+	}
+	adm := kadm.NewClient(admCl)
+	committed := func() (int64, error) {
+		offs, err := adm.FetchOffsets(ctx, appID)
+		if err != nil {
+			return 0, err
+		}
+		var sum int64
+		offs.Each(func(o kadm.OffsetResponse) {
+			if o.Topic == inputTopic && o.Err == nil {
+				sum += o.At
+			}
+		})
+		return sum, nil
+	}
+	var first int64
+	var start time.Time
+	var cpu0 float64
+	for {
+		select {
+		case err := <-done:
+			return Result{}, fmt.Errorf("bench: ledger %s stopped: %v", g, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		c, err := committed()
+		if err != nil {
+			continue
+		}
+		if start.IsZero() && c > 0 {
+			first, start, cpu0 = c, time.Now(), cpuSeconds()
+			if profile != "" && round == 1 {
+				f, err := os.Create(profile)
+				if err != nil {
+					return Result{}, err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return Result{}, err
+				}
+				defer pprof.StopCPUProfile()
+			}
+		}
+		if c >= int64(n) {
+			secs := time.Since(start).Seconds()
+			cpu := cpuSeconds() - cpu0
+			cancel()
+			if err := <-done; err != nil {
+				return Result{}, fmt.Errorf("bench: ledger %s: %w", g, err)
+			}
+			recs := int(int64(n) - first)
+			return Result{Name: g.String(), Records: recs, Seconds: secs, RecordsPerSec: float64(recs) / secs, CPUSeconds: cpu}, nil
+		}
+	}
+}
+
+// Median returns the median records/s of the results named name.
+func Median(results []Result, name string) float64 {
+	var v []float64
+	for _, r := range results {
+		if r.Name == name {
+			v = append(v, r.RecordsPerSec)
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}

@@ -1,0 +1,196 @@
+package pebble
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/eddy-streams/eddy/state"
+)
+
+// Key prefixes. Data and metadata live in disjoint ranges, so a store scan
+// can never see the metadata key.
+const (
+	prefixStore = 's'
+	prefixMeta  = 'm'
+)
+
+// metaKey returns the key that holds the offsets. A single key, so reading
+// the offsets is one point lookup and Apply replaces them with one Set.
+func metaKey() []byte { return []byte{prefixMeta} }
+
+// db is one task's Pebble database. Like every state.DB it is used by one
+// goroutine at a time, which lets it reuse its key buffers.
+type db struct {
+	backend *Backend
+	dir     string
+	pdb     *pebbledb.DB // nil once closed; Pebble panics on use after Close
+	// offsets caches what the metadata key holds: read at Open, replaced
+	// after each successful Apply.
+	offsets state.Offsets
+	key     []byte // scratch for Get and Apply keys
+	meta    []byte // scratch for encoded offsets
+}
+
+var _ state.DB = (*db)(nil)
+
+// appendKey appends the database key of user key k in store to dst.
+func appendKey(dst []byte, store string, k []byte) []byte {
+	dst = append(dst, prefixStore)
+	dst = append(dst, store...)
+	dst = append(dst, 0)
+	return append(dst, k...)
+}
+
+func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
+	if d.pdb == nil {
+		return nil, false, fmt.Errorf("state/pebble: get: %w", state.ErrClosed)
+	}
+	if err := state.CheckStoreName(store); err != nil {
+		return nil, false, fmt.Errorf("state/pebble: get: %w", err)
+	}
+	d.key = appendKey(d.key[:0], store, key)
+	v, closer, err := d.pdb.Get(d.key)
+	if errors.Is(err, pebbledb.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, wrapErr("get from", d.dir, err)
+	}
+	// v points into Pebble's memory until closer.Close; the caller owns
+	// what we return.
+	out := bytes.Clone(v)
+	if out == nil {
+		out = []byte{}
+	}
+	if err := closer.Close(); err != nil {
+		return nil, false, wrapErr("get from", d.dir, err)
+	}
+	return out, true, nil
+}
+
+func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) error) error {
+	if d.pdb == nil {
+		return fmt.Errorf("state/pebble: scan: %w", state.ErrClosed)
+	}
+	if err := state.CheckStoreName(store); err != nil {
+		return fmt.Errorf("state/pebble: scan: %w", err)
+	}
+	if upper != nil && bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
+	// Fresh bounds rather than d.key: Pebble reads them for the iterator's
+	// whole life, and fn may call Get, which reuses d.key.
+	opts := pebbledb.IterOptions{LowerBound: appendKey(nil, store, lower)}
+	if upper != nil {
+		opts.UpperBound = appendKey(nil, store, upper)
+	} else {
+		opts.UpperBound = state.PrefixEnd(appendKey(nil, store, nil))
+	}
+	prefixLen := len(store) + 2
+	it, err := d.pdb.NewIter(&opts)
+	if err != nil {
+		return wrapErr("scan", d.dir, err)
+	}
+	var fnErr error
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			break // it.Error reports it
+		}
+		if fnErr = fn(it.Key()[prefixLen:], v); fnErr != nil {
+			break
+		}
+	}
+	iterErr := it.Error()
+	closeErr := it.Close()
+	switch {
+	case fnErr != nil:
+		return fnErr
+	case iterErr != nil:
+		return wrapErr("scan", d.dir, iterErr)
+	case closeErr != nil:
+		return wrapErr("scan", d.dir, closeErr)
+	}
+	return nil
+}
+
+func (d *db) Apply(b *state.Batch) error {
+	if d.pdb == nil {
+		return fmt.Errorf("state/pebble: apply: %w", state.ErrClosed)
+	}
+	if b == nil {
+		return fmt.Errorf("state/pebble: apply to %s: nil batch", d.dir)
+	}
+	batch := d.pdb.NewBatch()
+	defer batch.Close()
+	for _, w := range b.Writes {
+		if err := state.CheckStoreName(w.Store); err != nil {
+			return fmt.Errorf("state/pebble: apply to %s: %w", d.dir, err)
+		}
+		// The batch copies keys and values, so the scratch can be reused.
+		d.key = appendKey(d.key[:0], w.Store, w.Key)
+		var err error
+		if w.Delete {
+			err = batch.Delete(d.key, nil)
+		} else {
+			err = batch.Set(d.key, w.Value, nil)
+		}
+		if err != nil {
+			return wrapErr("apply to", d.dir, err)
+		}
+	}
+	d.meta = appendOffsets(d.meta[:0], b.Offsets)
+	if err := batch.Set(metaKey(), d.meta, nil); err != nil {
+		return wrapErr("apply to", d.dir, err)
+	}
+	if err := batch.Commit(pebbledb.Sync); err != nil {
+		return wrapErr("apply to", d.dir, err)
+	}
+	d.offsets = b.Offsets.Clone()
+	return nil
+}
+
+func (d *db) Offsets() (state.Offsets, error) {
+	if d.pdb == nil {
+		return state.Offsets{}, fmt.Errorf("state/pebble: offsets: %w", state.ErrClosed)
+	}
+	return d.offsets.Clone(), nil
+}
+
+// readOffsets reads the metadata key; a new database has none and reflects
+// no offsets.
+func (d *db) readOffsets() (state.Offsets, error) {
+	v, closer, err := d.pdb.Get(metaKey())
+	if errors.Is(err, pebbledb.ErrNotFound) {
+		return state.Offsets{}.Clone(), nil
+	}
+	if err != nil {
+		return state.Offsets{}, wrapErr("read offsets of", d.dir, err)
+	}
+	o, decErr := decodeOffsets(v)
+	if err := closer.Close(); err != nil {
+		return state.Offsets{}, wrapErr("read offsets of", d.dir, err)
+	}
+	if decErr != nil {
+		return state.Offsets{}, fmt.Errorf("state/pebble: read offsets of %s: %w: %w", d.dir, state.ErrCorrupt, decErr)
+	}
+	return o, nil
+}
+
+// Close closes the Pebble database. Applied batches were synced, so nothing
+// is flushed here; the WAL replays on the next Open.
+func (d *db) Close() error {
+	if d.pdb == nil {
+		return fmt.Errorf("state/pebble: close: %w", state.ErrClosed)
+	}
+	err := d.pdb.Close()
+	d.pdb = nil
+	d.backend.closed1(d.dir)
+	if err != nil {
+		return wrapErr("close", d.dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+// Package pebble is the default state.Backend: one Pebble database per task
+// directory, with a block cache and a file cache shared by every database of
+// the Backend so that memory and file descriptors do not grow with the
+// number of tasks.
+//
+// Layout inside a database:
+//
+//	's' + store name + 0x00 + user key  →  value
+//	'm'                                 →  offsets (see offsets.go)
+//
+// Store names never contain 0x00 (state.CheckStoreName), so the 0x00 ends
+// the name unambiguously and one store's keys form one contiguous range.
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/eddy-streams/eddy/state"
+)
+
+// Options configure a Backend. The zero value is valid: every field has the
+// default named in its comment.
+type Options struct {
+	// CacheSize is the size in bytes of the block cache shared by every
+	// database of the Backend. Zero or negative means 64 MiB.
+	CacheSize int64
+	// MemTableSize is the size in bytes of each database's memtable. Zero
+	// means 16 MiB. Tasks apply small batches, so a memtable this size
+	// flushes rarely while bounding memory per task.
+	MemTableSize uint64
+	// MaxOpenFiles bounds the table files kept open over all databases of
+	// the Backend (a shared file cache). Zero or negative means 1000.
+	MaxOpenFiles int
+	// Logger receives Pebble's informational lines at debug level and its
+	// errors (background errors, detected corruption) at error level. Nil
+	// means discard.
+	Logger *slog.Logger
+	// FS is the file system every database lives on. Nil means vfs.Default
+	// (the OS); tests pass vfs.NewMem, vfs.NewCrashableMem or vfs.NewStrictMem.
+	FS vfs.FS
+}
+
+// Defaults of Options.
+const (
+	DefaultCacheSize    = 64 << 20
+	DefaultMemTableSize = 16 << 20
+	DefaultMaxOpenFiles = 1000
+)
+
+// Backend opens Pebble databases that share one block cache and one file
+// cache. It is safe for concurrent use.
+type Backend struct {
+	fs           vfs.FS
+	memTableSize uint64
+	logger       *slog.Logger
+
+	mu        sync.Mutex
+	cache     *pebbledb.Cache
+	fileCache *pebbledb.FileCache
+	open      map[string]bool // directories with an open DB
+	closed    bool
+}
+
+var _ state.Backend = (*Backend)(nil)
+
+// New returns a Backend configured by opts. Call Close when done with it.
+func New(opts Options) *Backend {
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
+	if opts.MemTableSize == 0 {
+		opts.MemTableSize = DefaultMemTableSize
+	}
+	if opts.MaxOpenFiles <= 0 {
+		opts.MaxOpenFiles = DefaultMaxOpenFiles
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	return &Backend{
+		fs:           opts.FS,
+		memTableSize: opts.MemTableSize,
+		logger:       opts.Logger,
+		cache:        pebbledb.NewCache(opts.CacheSize),
+		fileCache:    pebbledb.NewFileCache(runtime.GOMAXPROCS(0), pebbledb.FileCacheSize(opts.MaxOpenFiles)),
+		open:         make(map[string]bool),
+	}
+}
+
+// Close releases the Backend's references to the shared caches. Databases
+// still open keep their own references and stay usable until they close;
+// Open fails after Close.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.fileCache.Unref()
+	b.cache.Unref()
+	return nil
+}
+
+// Open opens the database in dir, creating it if needed, and reads its
+// offsets, so that damaged metadata is reported here, as state.ErrCorrupt,
+// before the task starts. A directory can be open only once at a time.
+func (b *Backend) Open(dir string) (state.DB, error) {
+	dir = filepath.Clean(dir)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("state/pebble: open %s: backend closed", dir)
+	}
+	if b.open[dir] {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("state/pebble: open %s: already open", dir)
+	}
+	b.open[dir] = true
+	// Hold references while pebble.Open runs outside the lock, so a
+	// concurrent Close cannot free the caches under it.
+	b.cache.Ref()
+	b.fileCache.Ref()
+	b.mu.Unlock()
+
+	d, err := b.open1(dir)
+
+	b.mu.Lock()
+	b.fileCache.Unref()
+	b.cache.Unref()
+	if err != nil {
+		delete(b.open, dir)
+	}
+	b.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (b *Backend) open1(dir string) (*db, error) {
+	logger := &pebbleLogger{l: b.logger.With("dir", dir)}
+	pdb, err := pebbledb.Open(dir, &pebbledb.Options{
+		FS:                 b.fs,
+		Cache:              b.cache,
+		FileCache:          b.fileCache,
+		MemTableSize:       b.memTableSize,
+		FormatMajorVersion: pebbledb.FormatNewest,
+		Logger:             logger,
+		EventListener: &pebbledb.EventListener{
+			BackgroundError: func(err error) { logger.Errorf("background error: %v", err) },
+			// Pebble's default reports corruption through Logger.Fatalf,
+			// which exits. The read that hit it returns an error wrapping
+			// pebble.ErrCorruption, which we map to state.ErrCorrupt: the
+			// runtime rebuilds the task instead of the process dying.
+			DataCorruption: func(info pebbledb.DataCorruptionInfo) { logger.Errorf("data corruption: %s", info) },
+		},
+	})
+	if err != nil {
+		return nil, wrapErr("open", dir, err)
+	}
+	d := &db{backend: b, dir: dir, pdb: pdb}
+	if d.offsets, err = d.readOffsets(); err != nil {
+		// The read error is the one worth returning; Close cannot make
+		// the database more usable.
+		_ = pdb.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Destroy removes the database in dir (the whole directory), so the next
+// Open starts empty. It fails if the database is open.
+func (b *Backend) Destroy(dir string) error {
+	dir = filepath.Clean(dir)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open[dir] {
+		return fmt.Errorf("state/pebble: destroy %s: database is open", dir)
+	}
+	if err := b.fs.RemoveAll(dir); err != nil {
+		return fmt.Errorf("state/pebble: destroy %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (b *Backend) closed1(dir string) {
+	b.mu.Lock()
+	delete(b.open, dir)
+	b.mu.Unlock()
+}
+
+// wrapErr prefixes err with the package, the operation and the directory, and
+// adds state.ErrCorrupt when the error means the database is damaged.
+func wrapErr(op, dir string, err error) error {
+	if isCorruption(err) {
+		return fmt.Errorf("state/pebble: %s %s: %w: %w", op, dir, state.ErrCorrupt, err)
+	}
+	return fmt.Errorf("state/pebble: %s %s: %w", op, dir, err)
+}
+
+// isCorruption reports whether a Pebble error means the database cannot be
+// trusted. What Pebble v2.1.7 does, found by damaging files in tests (see
+// corrupt_test.go):
+//
+//   - Checksum mismatches in tables, a garbled MANIFEST or OPTIONS file are
+//     marked with pebble.ErrCorruption through cockroachdb/errors.Mark,
+//     which the standard errors.Is does not see (the mark is not in the
+//     Unwrap chain); pebble.IsCorruptionError does.
+//   - A missing MANIFEST or table file fails Open with an error that wraps
+//     os.ErrNotExist and is not marked. Pebble creates the directory itself,
+//     so a missing file can only be a file the database refers to.
+//   - A table whose size differs from what the MANIFEST records (truncated,
+//     or overwritten with other content) fails Open's consistency check
+//     with a plain error; only its text identifies it.
+//
+// Damage in the tail of the last WAL is not reported at all: Pebble stops
+// the replay at the first bad record and opens. That is safe here, because
+// every Apply writes its offsets in the same batch: the database comes back
+// as of an earlier Apply, with that Apply's offsets, and the changelog
+// replay from those offsets restores the rest.
+func isCorruption(err error) bool {
+	return pebbledb.IsCorruptionError(err) ||
+		errors.Is(err, fs.ErrNotExist) ||
+		strings.Contains(err.Error(), "object size mismatch")
+}
+
+// pebbleLogger adapts slog to Pebble's Logger.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p *pebbleLogger) Infof(format string, args ...any) {
+	if p.l.Enabled(context.Background(), slog.LevelDebug) {
+		p.l.Debug(fmt.Sprintf(format, args...))
+	}
+}
+
+func (p *pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...))
+}
+
+// Fatalf is called by Pebble on broken internal invariants, after which it
+// must not continue (its default logger exits). A panic stops the goroutine
+// with a stack trace that the log line alone would not give.
+func (p *pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg, "fatal", true)
+	panic("state/pebble: pebble fatal error: " + msg)
+}
