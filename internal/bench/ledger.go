@@ -157,7 +157,9 @@ func cpuSeconds() float64 {
 func copyTopic(ctx context.Context, seeds []string, from, to string, n int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(from),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.DefaultProduceTopic(to), kgo.AllowAutoTopicCreation())
+		kgo.DefaultProduceTopic(to), kgo.AllowAutoTopicCreation(),
+		// The same producer settings as eddy's, so the ceiling is comparable.
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		return err
 	}
