@@ -96,6 +96,11 @@ type Config struct {
 	// OnDecodeError is the policy for records that fail to decode.
 	// Default DecodeErrorDeadLetter.
 	OnDecodeError DecodeErrorPolicy
+	// IgnoreStateOffsets resumes tasks from the group's committed offsets
+	// alone, ignoring the input offsets carried in the changelog. It exists
+	// only to measure what those offsets protect against (lost group
+	// offsets, DESIGN.md §6); it weakens exactly-once. Default false.
+	IgnoreStateOffsets bool
 	// Backend stores task state. Default: Pebble with its default options.
 	Backend state.Backend
 	// Logger receives the app's logs. Default slog.Default().
@@ -168,6 +173,7 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 		SessionTimeout:     cfg.SessionTimeout,
 		TransactionTimeout: cfg.TransactionTimeout,
 		AtLeastOnce:        cfg.Guarantee == AtLeastOnce,
+		IgnoreStateOffsets: cfg.IgnoreStateOffsets,
 		Backend:            backend,
 		Logger:             cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID),
 		ClientOpts:         cfg.KafkaOptions,

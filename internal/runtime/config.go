@@ -37,6 +37,11 @@ type Config struct {
 	// commits (Kafka Streams' at_least_once): a crash replays the records
 	// since the last commit, and their outputs appear again.
 	AtLeastOnce bool
+	// IgnoreStateOffsets makes tasks resume from the group's committed
+	// offsets alone, as Kafka Streams does, ignoring the input offsets
+	// their changelog carries. It exists to measure what those offsets
+	// protect against (DESIGN.md §6); never set it in production.
+	IgnoreStateOffsets bool
 	Backend     state.Backend
 	Logger      *slog.Logger
 	// ClientOpts are added to every Kafka client (TLS, SASL, ...).

@@ -92,7 +92,9 @@ func (w *worker) openTask(id TaskID) (*task, error) {
 		}
 	}
 	for i, tp := range t.sources {
-		t.skip[i] = t.committed.Input[tp]
+		if !w.cfg.IgnoreStateOffsets {
+			t.skip[i] = t.committed.Input[tp]
+		}
 		t.next[i] = t.skip[i]
 	}
 	t.buf = state.NewBuffer(t.db)

@@ -90,6 +90,10 @@ func (w *worker) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return err
 		}
+		var perm permanentError
+		if errors.As(err, &perm) {
+			return perm.err
+		}
 		failures++
 		if failures > 10 {
 			return fmt.Errorf("runtime: worker %s: giving up after %d failed sessions: %w", w.memberID, failures-1, err)
@@ -103,12 +107,22 @@ func (w *worker) run(ctx context.Context) error {
 	}
 }
 
+// permanentError marks a session error that a new session would repeat
+// (a bad configuration), so the worker stops instead of retrying.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return permanentError{err} }
+
 func (w *worker) session(ctx context.Context) (err error) {
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(w.cfg.Brokers...),
 		kgo.ConsumerGroup(w.cfg.AppID),
 		kgo.InstanceID(w.memberID),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(min(3*time.Second, w.cfg.SessionTimeout/3)),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -126,7 +140,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 	if w.cfg.AtLeastOnce {
 		cl, err := kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
 		if err != nil {
-			return fmt.Errorf("runtime: new client: %w", err)
+			return permanent(fmt.Errorf("runtime: new client: %w", err))
 		}
 		w.sess, w.cl = nil, cl
 	} else {
@@ -136,7 +150,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 			kgo.RequireStableFetchOffsets())
 		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
-			return fmt.Errorf("runtime: new session: %w", err)
+			return permanent(fmt.Errorf("runtime: new session: %w", err))
 		}
 		w.sess, w.cl = sess, sess.Client()
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -60,7 +61,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		StateDir:       *stateDir,
 		CommitInterval: *commitInterval,
 		Guarantee:      g,
-		Logger:         log,
+		// Only the broker-kill stress run sets this, to measure what the
+		// offsets in the changelog protect against.
+		IgnoreStateOffsets: os.Getenv("EDDY_IGNORE_STATE_OFFSETS") == "1",
+		Logger:             log,
 	})
 }
 
