@@ -42,8 +42,8 @@ type Config struct {
 	// their changelog carries. It exists to measure what those offsets
 	// protect against (DESIGN.md §6); never set it in production.
 	IgnoreStateOffsets bool
-	Backend     state.Backend
-	Logger      *slog.Logger
+	Backend            state.Backend
+	Logger             *slog.Logger
 	// ClientOpts are added to every Kafka client (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 }
