@@ -299,7 +299,7 @@ func header(r *kgo.Record, key string) (string, bool) {
 	return "", false
 }
 
-// errContainsAll reports the substrings of want that err's message lacks.
+// errLacks returns the substrings of want that err's message lacks.
 func errLacks(err error, want ...string) []string {
 	var missing []string
 	msg := ""

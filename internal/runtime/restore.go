@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/state"
 )
 
@@ -33,8 +34,7 @@ func (w *worker) restore(t *task) error {
 	if err := ends.Error(); err != nil {
 		return fmt.Errorf("list changelog end offsets: %w", err)
 	}
-	want := make(map[string]map[int32]kgo.Offset)
-	end := make(map[string]int64)
+	spans := make(map[string]map[int32]kafka.Span)
 	var total int64
 	for _, store := range w.topo.Stores {
 		topic := ChangelogTopic(w.cfg.AppID, store)
@@ -48,31 +48,15 @@ func (w *worker) restore(t *task) error {
 				errStateAhead, store, from, topic, t.id.Partition, lo.Offset)
 		}
 		if from < lo.Offset {
-			want[topic] = map[int32]kgo.Offset{t.id.Partition: kgo.NewOffset().At(from)}
-			end[topic] = lo.Offset
+			spans[topic] = map[int32]kafka.Span{t.id.Partition: {From: from, End: lo.Offset}}
 			total += lo.Offset - from
 		}
 	}
-	if len(want) == 0 {
+	if len(spans) == 0 {
 		return nil
 	}
 	start := time.Now()
 	t.log.Info("restoring state from changelog", "records", total)
-
-	opts := append([]kgo.Opt{
-		kgo.SeedBrokers(w.cfg.Brokers...),
-		kgo.ConsumePartitions(want),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Control records show where a transaction ended, so restore can
-		// tell it reached the end offset even when the last records of the
-		// partition are commit markers.
-		kgo.KeepControlRecords(),
-	}, w.cfg.ClientOpts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("restore client: %w", err)
-	}
-	defer cl.Close()
 
 	storeOf := make(map[string]string, len(w.topo.Stores))
 	for _, store := range w.topo.Stores {
@@ -81,65 +65,57 @@ func (w *worker) restore(t *task) error {
 	batch := state.Batch{Offsets: t.committed.Clone()}
 	var replayed int64
 	lastLog := time.Now()
-	for len(end) > 0 {
-		fetches := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return err
+	flush := func() error {
+		if err := t.db.Apply(&batch); err != nil {
+			return fmt.Errorf("apply restored batch: %w", err)
 		}
-		var ferr error
-		fetches.EachError(func(topic string, p int32, err error) {
-			ferr = errors.Join(ferr, fmt.Errorf("fetch %s/%d: %w", topic, p, err))
-		})
-		if ferr != nil {
-			return ferr
-		}
-		var derr error
-		fetches.EachRecord(func(r *kgo.Record) {
-			store := storeOf[r.Topic]
-			stop, ok := end[r.Topic]
-			if !ok || r.Offset >= stop {
-				return // past the end captured at the start: not ours to apply
+		clear(batch.Writes)
+		batch.Writes = batch.Writes[:0]
+		return nil
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(w.cfg.Brokers...)}, w.cfg.ClientOpts...)
+	err = kafka.ReadCommitted(ctx, opts, spans, func(r *kgo.Record) error {
+		store := storeOf[r.Topic]
+		replayed++
+		// Released in offset order: everything before r is applied.
+		batch.Offsets.Changelog[store] = r.Offset + 1
+		if isOffsetsRecord(r) {
+			input, err := decodeOffsetsRecord(r.Value)
+			if err != nil {
+				return fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 			}
-			replayed++
-			batch.Offsets.Changelog[store] = r.Offset + 1
-			if r.Offset+1 >= stop {
-				delete(end, r.Topic)
-			}
-			switch {
-			case r.Attrs.IsControl():
-			case isOffsetsRecord(r):
-				input, err := decodeOffsetsRecord(r.Value)
-				if err != nil {
-					derr = errors.Join(derr, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
-					return
+			for tp, off := range input {
+				if off > batch.Offsets.Input[tp] {
+					batch.Offsets.Input[tp] = off
 				}
-				for tp, off := range input {
-					if off > batch.Offsets.Input[tp] {
-						batch.Offsets.Input[tp] = off
-					}
-				}
-			default:
-				batch.Writes = append(batch.Writes, state.Write{Store: store, Key: r.Key, Value: r.Value, Delete: r.Value == nil})
 			}
-		})
-		if derr != nil {
-			return derr
+		} else {
+			batch.Writes = append(batch.Writes, state.Write{Store: store, Key: r.Key, Value: r.Value, Delete: r.Value == nil})
 		}
-		if len(batch.Writes) >= restoreBatch || len(end) == 0 {
-			if err := t.db.Apply(&batch); err != nil {
-				return fmt.Errorf("apply restored batch: %w", err)
+		if len(batch.Writes) >= restoreBatch {
+			if err := flush(); err != nil {
+				return err
 			}
-			clear(batch.Writes)
-			batch.Writes = batch.Writes[:0]
 		}
 		if time.Since(lastLog) > 5*time.Second {
 			lastLog = time.Now()
-			t.log.Info("restoring", "done", replayed, "records", total,
-				"percent", fmt.Sprintf("%.1f", 100*float64(replayed)/float64(max(total, 1))))
+			t.log.Info("restoring", "records_applied", replayed, "offsets", total)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The spans were read to their ends: what lies before is applied or
+	// was never committed.
+	for topic, parts := range spans {
+		batch.Offsets.Changelog[storeOf[topic]] = parts[t.id.Partition].End
+	}
+	if err := flush(); err != nil {
+		return err
 	}
 	t.committed = batch.Offsets
-	t.log.Info("restored state from changelog", "records", replayed, "took", time.Since(start).Round(time.Millisecond))
+	t.log.Info("restored state from changelog", "records", replayed, "offsets", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

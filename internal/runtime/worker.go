@@ -90,6 +90,9 @@ func (w *worker) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return err
 		}
+		if w.committedOnce {
+			failures = 0 // the session did useful work: count anew
+		}
 		var perm permanentError
 		if errors.As(err, &perm) {
 			return perm.err
@@ -155,6 +158,9 @@ func (w *worker) session(ctx context.Context) (err error) {
 		w.sess, w.cl = sess, sess.Client()
 	}
 	w.started, w.committedOnce = time.Now(), false
+	w.mu.Lock()
+	w.fatal = nil
+	w.mu.Unlock()
 	defer w.closeSession()
 
 	// Fence a predecessor with our transactional id (a crashed run of this
@@ -212,7 +218,7 @@ func (w *worker) step(fetches kgo.Fetches) error {
 		}
 	}
 	if w.inTxn && (w.txnRecords >= w.cfg.CommitRecords || !time.Now().Before(w.txnStart.Add(w.cfg.CommitInterval))) {
-		return w.commit(w.ctx)
+		return w.commit()
 	}
 	return nil
 }
@@ -262,11 +268,20 @@ func (w *worker) processRecord(r *kgo.Record) error {
 	return nil
 }
 
+// endContext bounds one commit or abort. It does not derive from the run
+// context: cancelling End half-way leaves franz-go's producer unusable, and
+// a shutdown wants its final commit.
+func (w *worker) endContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), w.cfg.TransactionTimeout+30*time.Second)
+}
+
 // commit runs steps 2–5 of the commit cycle for every task of the worker.
-func (w *worker) commit(ctx context.Context) error {
+func (w *worker) commit() error {
 	if !w.inTxn {
 		return nil
 	}
+	ctx, cancel := w.endContext()
+	defer cancel()
 	var err error
 	for _, t := range w.sortedTasks() {
 		if t.dirty {
@@ -345,7 +360,9 @@ func (w *worker) abort() {
 	if !w.inTxn {
 		return
 	}
-	if _, err := w.end(w.ctx, kgo.TryAbort); err != nil {
+	ctx, cancel := w.endContext()
+	defer cancel()
+	if _, err := w.end(ctx, kgo.TryAbort); err != nil {
 		w.log.Warn("abort transaction", "err", err)
 	}
 	w.inTxn = false
@@ -375,10 +392,10 @@ func (w *worker) sortedTasks() []*task {
 func (w *worker) shutdown() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := w.commit(ctx)
+	err := w.commit()
 	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		err = w.recordChangelogEnds(ctx)
 	}
 	w.closeTasks()
@@ -480,7 +497,7 @@ func (w *worker) adjustOffsets(_ context.Context, offsets map[string]map[int32]k
 				continue
 			}
 			ours, theirs := t.skip[src], off.EpochOffset().Offset
-			if ours > theirs {
+			if ours > 0 && ours > theirs {
 				t.log.Info("group offset behind the state's; resuming from the state's", "topic", topic, "group", theirs, "state", ours)
 				parts[p] = kgo.NewOffset().At(ours)
 			}
@@ -525,7 +542,9 @@ func (w *worker) produceRecord(topic string, partition int32, key, value []byte,
 		r.Timestamp = time.Time{}
 	}
 	w.produced = append(w.produced, r)
-	w.cl.Produce(w.ctx, r, w.promise)
+	// Not the run context: a shutdown must still be able to produce the
+	// changelog of its final commit. The transaction bounds the record.
+	w.cl.Produce(context.Background(), r, w.promise)
 	return r, nil
 }
 

@@ -9,10 +9,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // ReadAll returns every committed record of topic, partition by partition
-// in offset order, up to the last stable offset at the time of the call.
+// in offset order, up to the last stable offset at the time of the call:
+// what a read_committed consumer reads (see kafka.ReadCommitted for why it
+// does not simply consume with read_committed).
 func ReadAll(ctx context.Context, seeds []string, topic string, opts ...kgo.Opt) ([]*kgo.Record, error) {
 	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
@@ -26,52 +30,21 @@ func ReadAll(ctx context.Context, seeds []string, topic string, opts ...kgo.Opt)
 	if err != nil {
 		return nil, fmt.Errorf("verify: end offsets of %s: %w", topic, err)
 	}
-	want := map[int32]kgo.Offset{}
-	stop := map[int32]int64{}
+	spans := map[int32]kafka.Span{}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Offset > 0 {
-			want[o.Partition] = kgo.NewOffset().AtStart()
-			stop[o.Partition] = o.Offset
+			spans[o.Partition] = kafka.Span{From: 0, End: o.Offset}
 		}
 	})
-	if len(want) == 0 {
-		return nil, nil
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(seeds...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	}, opts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("verify: client: %w", err)
-	}
-	defer cl.Close()
 	byPartition := map[int32][]*kgo.Record{}
-	for len(stop) > 0 {
-		fetches := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("verify: read %s: %w (partitions left: %v)", topic, err, stop)
-		}
-		var ferr error
-		fetches.EachError(func(t string, p int32, err error) {
-			ferr = fmt.Errorf("verify: fetch %s/%d: %w", t, p, err)
+	err = kafka.ReadCommitted(ctx, append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...),
+		map[string]map[int32]kafka.Span{topic: spans},
+		func(r *kgo.Record) error {
+			byPartition[r.Partition] = append(byPartition[r.Partition], r)
+			return nil
 		})
-		if ferr != nil {
-			return nil, ferr
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			end, ok := stop[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			if r.Offset+1 >= end {
-				delete(stop, r.Partition)
-			}
-			if !r.Attrs.IsControl() {
-				byPartition[r.Partition] = append(byPartition[r.Partition], r)
-			}
-		})
+	if err != nil {
+		return nil, fmt.Errorf("verify: read %s: %w", topic, err)
 	}
 	var out []*kgo.Record
 	for p := int32(0); len(byPartition) > 0; p++ {
