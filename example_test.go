@@ -89,8 +89,9 @@ type dedup struct {
 }
 
 func (d *dedup) Init(ctx *eddy.ProcessorContext[string, string]) error {
-	d.ctx, d.seen = ctx, d.spec.Open(ctx)
-	return nil
+	seen, err := d.spec.Open(ctx)
+	d.ctx, d.seen = ctx, seen
+	return err
 }
 
 func (d *dedup) Process(rec eddy.Record[string, string]) error {

@@ -1,9 +1,11 @@
 package eddy
 
 import (
+	"fmt"
 	"log/slog"
+	"slices"
 
-	"github.com/eddy-streams/eddy/internal/runtime"
+	"github.com/eddy-streams/eddy/state"
 )
 
 // Processor is the low-level API: one instance per task processes that
@@ -23,8 +25,10 @@ type Processor[KIn, VIn, KOut, VOut any] interface {
 
 // ProcessorContext is a processor's access to its task.
 type ProcessorContext[K, V any] struct {
-	b   *taskBuild
-	out *emitter[K, V]
+	b      *taskBuild
+	out    *emitter[K, V]
+	name   string
+	stores []string // the stores passed to Process for this processor
 }
 
 // Forward sends rec to the processor's children, synchronously.
@@ -39,23 +43,30 @@ func (c *ProcessorContext[K, V]) Partition() int32 { return c.b.tc.ID().Partitio
 // Logger carries the app, instance and task attributes.
 func (c *ProcessorContext[K, V]) Logger() *slog.Logger { return c.b.tc.Logger() }
 
-func (c *ProcessorContext[K, V]) taskContext() runtime.TaskContext { return c.b.tc }
+func (c *ProcessorContext[K, V]) openStore(name string) (*state.StoreBuffer, error) {
+	if !slices.Contains(c.stores, name) {
+		return nil, fmt.Errorf("eddy: processor %s opens store %q, which was not passed to eddy.Process for it", c.name, name)
+	}
+	return c.b.tc.Store(name)
+}
 
 // storeOpener is what a store spec needs from a processor context.
 type storeOpener interface {
-	taskContext() runtime.TaskContext
+	openStore(name string) (*state.StoreBuffer, error)
 }
 
 // Process adds a processor after s. newProcessor is called once per task.
 // stores are the state stores the processor uses (declared with
 // KeyValueStore); each is logged to its changelog topic.
 func Process[KIn, VIn, KOut, VOut any](s Stream[KIn, VIn], name string, newProcessor func() Processor[KIn, VIn, KOut, VOut], stores ...StoreSpec) Stream[KOut, VOut] {
-	for _, st := range stores {
-		s.t.addStore(st.StoreName())
+	names := make([]string, len(stores))
+	for i, st := range stores {
+		names[i] = st.StoreName()
+		s.t.addStore(names[i])
 	}
 	return attach(s, "process-"+name, true, func(b *taskBuild, out *emitter[KOut, VOut]) receiver[KIn, VIn] {
 		p := newProcessor()
-		ctx := &ProcessorContext[KOut, VOut]{b: b, out: out}
+		ctx := &ProcessorContext[KOut, VOut]{b: b, out: out, name: name, stores: names}
 		return &processorNode[KIn, VIn, KOut, VOut]{b: b, p: p, ctx: ctx}
 	})
 }

@@ -30,9 +30,14 @@ func KeyValueStore[K, V any](name string, keys serde.Serde[K], values serde.Serd
 func (s KeyValueStoreSpec[K, V]) StoreName() string { return s.name }
 
 // Open returns the task's instance of the store. ctx is the processor's
-// context (any ProcessorContext).
-func (s KeyValueStoreSpec[K, V]) Open(ctx storeOpener) *KVStore[K, V] {
-	return &KVStore[K, V]{buf: ctx.taskContext().Store(s.name), keys: s.keys, values: s.values}
+// context (any ProcessorContext); the store must be one of those passed to
+// Process for this processor, or Open returns an error.
+func (s KeyValueStoreSpec[K, V]) Open(ctx storeOpener) (*KVStore[K, V], error) {
+	buf, err := ctx.openStore(s.name)
+	if err != nil {
+		return nil, err
+	}
+	return &KVStore[K, V]{buf: buf, keys: s.keys, values: s.values}, nil
 }
 
 // KVStore is a task's typed view of a key-value store. Reads see the task's

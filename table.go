@@ -51,7 +51,11 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, A]{}
 		b.out[n] = out
-		kv := &KVStore[K, A]{buf: b.tc.Store(store), keys: spec.keys, values: spec.values}
+		buf, err := b.tc.Store(store)
+		if err != nil {
+			return err
+		}
+		kv := &KVStore[K, A]{buf: buf, keys: spec.keys, values: spec.values}
 		in := output[K, V](b, g.s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			agg, ok, err := kv.Get(r.Key)

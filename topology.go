@@ -3,7 +3,6 @@ package eddy
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -44,8 +43,8 @@ func (t *Topology) fail(format string, args ...any) {
 }
 
 func (t *Topology) addStore(name string) {
-	if name == "" || strings.ContainsAny(name, "\x00/\\ ") {
-		t.fail("eddy: store name %q: use a non-empty name without spaces, slashes or NUL", name)
+	if !runtime.ValidName(name) {
+		t.fail("eddy: store name %q: use letters, digits, '.', '_' and '-' (it names the changelog topic)", name)
 		return
 	}
 	for _, s := range t.stores {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -52,8 +51,8 @@ type Config struct {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.AppID == "" || strings.ContainsAny(c.AppID, "/\\ \x00") {
-		bad("AppID %q: set a non-empty id without spaces or slashes, e.g. \"ledger\"", c.AppID)
+	if !ValidName(c.AppID) {
+		bad("AppID %q: set a non-empty id of letters, digits, '.', '_' and '-' (it prefixes topic names), e.g. \"ledger\"", c.AppID)
 	}
 	if len(c.Brokers) == 0 {
 		bad("Brokers: set at least one host:port, e.g. 127.0.0.1:9092")
@@ -61,8 +60,8 @@ func (c *Config) Validate() error {
 	if c.StateDir == "" {
 		bad("StateDir: set the directory that holds the task databases")
 	}
-	if c.InstanceID == "" || strings.ContainsAny(c.InstanceID, "/\\ \x00") {
-		bad("InstanceID %q: set a stable id per instance (static group membership)", c.InstanceID)
+	if !ValidName(c.InstanceID) {
+		bad("InstanceID %q: set a stable id per instance of letters, digits, '.', '_' and '-' (static group membership)", c.InstanceID)
 	}
 	if c.Workers < 1 {
 		bad("Workers %d: must be at least 1", c.Workers)
@@ -86,4 +85,18 @@ func (c *Config) Validate() error {
 		bad("Logger: set a logger")
 	}
 	return errors.Join(errs...)
+}
+
+// ValidName reports whether s is usable in a Kafka topic name (and so in a
+// file name); app ids, instance ids and store names must be: the characters Kafka allows, at most 200 of them.
+func ValidName(s string) bool {
+	if s == "" || len(s) > 200 || s == "." || s == ".." {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

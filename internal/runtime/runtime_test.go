@@ -33,7 +33,11 @@ func counting() Topology {
 		Sources: []string{"in"},
 		Stores:  []string{"counts"},
 		NewTask: func(tc TaskContext) (TaskProcessor, error) {
-			return &countTask{tc: tc, store: tc.Store("counts")}, nil
+			store, err := tc.Store("counts")
+			if err != nil {
+				return nil, err
+			}
+			return &countTask{tc: tc, store: store}, nil
 		},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -48,9 +49,14 @@ type task struct {
 	scratch []byte
 }
 
-func (t *task) ID() TaskID                           { return t.id }
-func (t *task) Logger() *slog.Logger                 { return t.log }
-func (t *task) Store(name string) *state.StoreBuffer { return t.buf.Store(name) }
+func (t *task) ID() TaskID           { return t.id }
+func (t *task) Logger() *slog.Logger { return t.log }
+func (t *task) Store(name string) (*state.StoreBuffer, error) {
+	if _, ok := t.w.storeIndex[name]; !ok {
+		return nil, fmt.Errorf("runtime: store %q is not declared in the topology; pass it to the processor that uses it", name)
+	}
+	return t.buf.Store(name), nil
+}
 
 func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
 	return t.w.produce(topic, -1, key, value, timestamp, headers)
@@ -101,7 +107,7 @@ func (w *worker) openTask(id TaskID) (*task, error) {
 	proc, err := w.topo.NewTask(t)
 	if err != nil {
 		t.db.Close()
-		return nil, fmt.Errorf("runtime: task %s: build processors: %w", id, err)
+		return nil, permanent(fmt.Errorf("runtime: task %s: build processors: %w", id, err))
 	}
 	t.proc = proc
 	return t, nil
@@ -135,6 +141,18 @@ func (t *task) rebuildDB() error {
 		return err
 	}
 	return t.openDB()
+}
+
+// process runs the topology on r, turning a panic in user code into an
+// error: a panic must not leave the worker with rebalances blocked and the
+// transaction open.
+func (t *task) process(r *kgo.Record) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return t.proc.Process(r)
 }
 
 // sourceIndex returns the index of topic among the task's sources.

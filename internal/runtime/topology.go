@@ -48,8 +48,9 @@ type TaskProcessor interface {
 // record is processed.
 type TaskContext interface {
 	ID() TaskID
-	// Store returns the write buffer of the named store.
-	Store(name string) *state.StoreBuffer
+	// Store returns the write buffer of the named store, or an error if
+	// the topology did not declare it (it would have no changelog).
+	Store(name string) (*state.StoreBuffer, error)
 	// Produce sends a record to topic within the open transaction. The
 	// key and value slices must not be modified afterwards. The partition
 	// is Kafka's default partitioner of the key (or spread for a nil key).

@@ -126,6 +126,9 @@ func (w *worker) session(ctx context.Context) (err error) {
 		kgo.InstanceID(w.memberID),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(min(3*time.Second, w.cfg.SessionTimeout/3)),
+		// Kafka's fetch.max.wait.ms default; franz-go's 5s made a fetch
+		// that missed a newly assigned partition hold it back for 5s.
+		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -262,8 +265,11 @@ func (w *worker) processRecord(r *kgo.Record) error {
 	t.dirty = true
 	t.next[src] = r.Offset + 1
 	w.txnRecords++
-	if err := t.proc.Process(r); err != nil {
-		return fmt.Errorf("runtime: task %s: process %s/%d@%d: %w", t.id, r.Topic, r.Partition, r.Offset, err)
+	if err := t.process(r); err != nil {
+		// The topology's own error (a processor, a serde, the fail
+		// policy for bad records): processing the record again would fail
+		// again, so the app stops, as Kafka Streams' default handler does.
+		return permanent(fmt.Errorf("runtime: task %s: process %s/%d@%d: %w", t.id, r.Topic, r.Partition, r.Offset, err))
 	}
 	return nil
 }

@@ -61,8 +61,9 @@ type ledger struct {
 }
 
 func (l *ledger) Init(ctx *eddy.ProcessorContext[string, Balance]) error {
-	l.ctx, l.store = ctx, l.spec.Open(ctx)
-	return nil
+	store, err := l.spec.Open(ctx)
+	l.ctx, l.store = ctx, store
+	return err
 }
 
 func (l *ledger) Process(rec eddy.Record[string, Payment]) error {
