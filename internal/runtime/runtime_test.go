@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/internal/testutil"
 	"github.com/eddy-streams/eddy/internal/verify"
 	"github.com/eddy-streams/eddy/state/pebble"
 )
@@ -267,7 +267,7 @@ func TestLostGroupOffsetsDoNotDuplicate(t *testing.T) {
 func TestRestoreWithoutLocalState(t *testing.T) {
 	h := newHarness(t)
 	dir := t.TempDir()
-	var log syncBuffer
+	var log testutil.LogBuffer
 	cfg := h.config(dir, &log)
 	stop := h.run(cfg)
 	h.produce(0, 100)
@@ -294,7 +294,7 @@ func TestRestoreWithoutLocalState(t *testing.T) {
 // so the output is still exact.
 func TestProduceErrorAbortsTransaction(t *testing.T) {
 	h := newHarness(t)
-	var log syncBuffer
+	var log testutil.LogBuffer
 	cfg := h.config(t.TempDir(), &log)
 	h.produce(0, 50)
 	fault := h.broker.Cluster().Fault(kfake.Fault{
@@ -334,19 +334,3 @@ func TestRecordCapCommits(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}

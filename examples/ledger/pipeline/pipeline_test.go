@@ -1,12 +1,10 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/internal/testutil"
 )
 
 func startBroker(t *testing.T) *kafka.Broker {
@@ -70,23 +69,6 @@ func payment(id, account string, amount int64) *kgo.Record {
 	return &kgo.Record{Key: []byte(account), Value: v}
 }
 
-// syncBuffer is a log sink shared between the ledger's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func runLedger(t *testing.T, addr, dir string, log io.Writer) (stop func()) {
 	t.Helper()
@@ -148,7 +130,7 @@ func TestLedgerBalancesAndDeadLetters(t *testing.T) {
 
 	// A restart after a clean stop continues the balances from the local
 	// state: it replays nothing from the changelog and processes nothing twice.
-	var log syncBuffer
+	var log testutil.LogBuffer
 	stop = runLedger(t, b.Addr(), dir, &log)
 	defer stop()
 	produce(t, b.Addr(), "payments", payment("p5", "a", 100))
