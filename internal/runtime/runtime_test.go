@@ -333,4 +333,3 @@ func TestRecordCapCommits(t *testing.T) {
 		t.Fatalf("%+v", e)
 	}
 }
-

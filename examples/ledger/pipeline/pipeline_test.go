@@ -69,7 +69,6 @@ func payment(id, account string, amount int64) *kgo.Record {
 	return &kgo.Record{Key: []byte(account), Value: v}
 }
 
-
 func runLedger(t *testing.T, addr, dir string, log io.Writer) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
