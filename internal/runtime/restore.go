@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -24,8 +25,7 @@ const restoreBatch = 10_000
 // database recorded up to the last stable offset, so the database holds
 // exactly what committed transactions wrote (DESIGN.md §4). Offsets records
 // met on the way move the database's input offsets forward.
-func (w *worker) restore(t *task) error {
-	ctx := w.ctx
+func (w *worker) restore(ctx context.Context, t *task) error {
 	adm := kadm.NewClient(w.cl)
 	ends, err := adm.ListCommittedOffsets(ctx, w.changelogs...)
 	if err != nil {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,7 +65,7 @@ func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers
 
 // openTask opens (creating it if needed) the task's database, restores it
 // from the changelog and instantiates the processors.
-func (w *worker) openTask(id TaskID) (*task, error) {
+func (w *worker) openTask(ctx context.Context, id TaskID) (*task, error) {
 	t := &task{
 		w:   w,
 		id:  id,
@@ -83,13 +84,13 @@ func (w *worker) openTask(id TaskID) (*task, error) {
 		return nil, err
 	}
 	if len(w.topo.Stores) > 0 {
-		err := w.restore(t)
+		err := w.restore(ctx, t)
 		if errors.Is(err, errStateAhead) {
 			// The database claims more than the changelog holds: it is
 			// from another life of the topic. Rebuild it from scratch.
 			t.log.Warn("local state is ahead of its changelog; rebuilding it", "err", err)
 			if err = t.rebuildDB(); err == nil {
-				err = w.restore(t)
+				err = w.restore(ctx, t)
 			}
 		}
 		if err != nil {
@@ -173,11 +174,11 @@ func (t *task) logChangelog() error {
 	for i := range t.writes {
 		wr := &t.writes[i]
 		si := t.w.storeIndex[wr.Store]
-		var value []byte
+		var value []byte // nil: a tombstone
 		if !wr.Delete {
 			value = wr.Value
 			if value == nil {
-				value = []byte{}
+				value = []byte{} // an empty value is a value
 			}
 		}
 		r, err := t.w.produceRecord(t.w.changelogs[si], t.id.Partition, wr.Key, value, 0, nil)

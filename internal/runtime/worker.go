@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,10 @@ type worker struct {
 	mu    sync.Mutex
 	tasks map[int32]*task
 	fatal error
+	// revokePending is set by onRevoked; the loop then ends the open
+	// transaction (or, idle, the session's rebalance state), so that the
+	// next revoke reaches onRevoked again.
+	revokePending bool
 
 	inTxn bool
 	// committedOnce is set at the session's first committed transaction,
@@ -162,7 +167,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 	}
 	w.started, w.committedOnce = time.Now(), false
 	w.mu.Lock()
-	w.fatal = nil
+	w.fatal, w.revokePending = nil, false // they belonged to the last session
 	w.mu.Unlock()
 	defer w.closeSession()
 
@@ -178,13 +183,17 @@ func (w *worker) session(ctx context.Context) (err error) {
 	w.log.Info("worker joined", "member", w.memberID, "transactional_id", w.txnID)
 
 	for {
-		if ctx.Err() != nil {
-			return w.shutdown()
-		}
 		pollCtx, cancel := context.WithTimeout(ctx, w.pollWait())
 		fetches := w.cl.PollRecords(pollCtx, w.cfg.CommitRecords-w.txnRecords)
 		cancel()
 		err := w.step(fetches)
+		if err == nil && ctx.Err() != nil {
+			// Still inside the poll's rebalance block: no revoke callback
+			// can run while the final commit holds the lock.
+			err = w.shutdown()
+			w.cl.AllowRebalance()
+			return err
+		}
 		w.cl.AllowRebalance()
 		if err != nil {
 			return err
@@ -211,6 +220,24 @@ func (w *worker) step(fetches kgo.Fetches) error {
 	}
 	if err := fetchError(fetches); err != nil {
 		return err
+	}
+	if w.revokePending {
+		w.revokePending = false
+		if w.inTxn {
+			w.abort() // End would abort it anyway: the group rebalanced
+		} else if w.sess != nil {
+			// End with no transaction only resets the session's record
+			// of the revoke, which would hide the next one from us.
+			ctx, cancel := w.endContext()
+			_, err := w.sess.End(ctx, kgo.TryAbort)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("runtime: reset after revoke: %w", err)
+			}
+		}
+		// End rewound the consumer to the committed offsets: this poll's
+		// records come again.
+		return nil
 	}
 	for it := fetches.RecordIter(); !it.Done(); {
 		if err := w.processRecord(it.Next()); err != nil {
@@ -245,15 +272,19 @@ func fetchError(fetches kgo.Fetches) error {
 func (w *worker) processRecord(r *kgo.Record) error {
 	t := w.tasks[r.Partition]
 	if t == nil {
-		return nil // revoked after this record was fetched; its new owner processes it
+		// Rebalances are blocked between poll and processing, so every
+		// polled partition has its task; consuming the record without one
+		// would commit its offset unprocessed.
+		return fmt.Errorf("runtime: no task for %s/%d", r.Topic, r.Partition)
 	}
 	src := t.sourceIndex(r.Topic)
 	if src < 0 {
-		return nil
+		return fmt.Errorf("runtime: task %s does not read %s", t.id, r.Topic)
 	}
-	if r.Offset < t.skip[src] {
-		// Already in the state: the group's offset fell behind the
-		// offsets our changelog carried (DESIGN.md §6).
+	if r.Offset < t.next[src] {
+		// Already in the state (the group's offset fell behind the
+		// offsets our changelog carried, DESIGN.md §6) or already
+		// processed in this transaction (the consumer was rewound).
 		return nil
 	}
 	if !w.inTxn {
@@ -307,7 +338,7 @@ func (w *worker) commit() error {
 		try = kgo.TryAbort
 	}
 	committed, endErr := w.end(ctx, try)
-	w.inTxn = false
+	w.inTxn, w.txnRecords = false, 0
 	if committed {
 		if !w.committedOnce {
 			w.committedOnce = true
@@ -328,11 +359,16 @@ func (w *worker) commit() error {
 	if endErr != nil {
 		return fmt.Errorf("runtime: end transaction: %w", endErr)
 	}
-	if err != nil {
+	if err != nil && !committed {
 		return fmt.Errorf("runtime: transaction aborted: %w", err)
 	}
+	if err != nil {
+		// The transaction committed but a task's database did not take
+		// it: a new session restores that task from the changelog.
+		return fmt.Errorf("runtime: transaction committed, local state not updated: %w", err)
+	}
 	if !committed {
-		w.log.Info("transaction aborted (rebalance); reprocessing from the committed offsets")
+		w.log.Info("transaction aborted (the group rebalanced or the session was fenced); reprocessing from the committed offsets")
 	}
 	return nil
 }
@@ -371,7 +407,7 @@ func (w *worker) abort() {
 	if _, err := w.end(ctx, kgo.TryAbort); err != nil {
 		w.log.Warn("abort transaction", "err", err)
 	}
-	w.inTxn = false
+	w.inTxn, w.txnRecords = false, 0
 	w.rollbackAll()
 	w.recycle()
 }
@@ -450,50 +486,82 @@ func (w *worker) closeSession() {
 	w.recycle()
 }
 
-// onAssigned opens and restores the newly assigned tasks.
+// onAssigned runs for partitions newly assigned to this member. A task we
+// still hold for one of them is stale: franz-go's transact session does not
+// call our revoke callback for a second revoke before the next End, so its
+// partition went to another member and came back while we kept the old
+// state. It is closed here and reopened from the changelog in adjustOffsets.
 func (w *worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, parts := range assigned {
+		for _, p := range parts {
+			if t := w.tasks[p]; t != nil {
+				t.log.Info("closing a stale task: its partition was revoked and assigned again")
+				if err := t.close(); err != nil {
+					w.log.Warn("close task", "task", t.id.String(), "err", err)
+				}
+				delete(w.tasks, p)
+			}
+		}
+	}
+}
+
+// onRevoked closes revoked or lost tasks. The open transaction will abort,
+// so their uncommitted work is dropped with it; revokePending makes the
+// loop end it at once.
+func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.revokePending = true
+	for _, parts := range revoked {
+		for _, p := range parts {
+			if t := w.tasks[p]; t != nil {
+				if err := t.close(); err != nil {
+					w.log.Warn("close task", "task", t.id.String(), "err", err)
+				}
+				delete(w.tasks, p)
+				t.log.Info("task revoked")
+			}
+		}
+	}
+}
+
+// adjustOffsets opens and restores the newly assigned tasks, then starts
+// each from the later of the group's committed offset and the offset its
+// state reflects (DESIGN.md §6). franz-go calls it after the group's stable
+// offset fetch, which waits for the previous owner's pending transaction:
+// restoring here rather than in onAssigned means the changelog already holds
+// every transaction whose offsets the fetch returned.
+func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.tasks == nil {
 		w.tasks = make(map[int32]*task)
 	}
-	for _, p := range assigned[w.topo.Sources[0]] {
+	var parts []int32
+	for _, ps := range offsets {
+		for p := range ps {
+			if !slices.Contains(parts, p) {
+				parts = append(parts, p)
+			}
+		}
+	}
+	slices.Sort(parts)
+	for _, p := range parts {
 		if w.tasks[p] != nil || w.fatal != nil {
 			continue
 		}
-		t, err := w.openTask(TaskID{Partition: p})
+		t, err := w.openTask(ctx, TaskID{Partition: p})
 		if err != nil {
 			w.fatal = err
-			return
+			return offsets, nil
 		}
 		w.tasks[p] = t
 		t.log.Info("task assigned", "input_offsets", fmt.Sprint(t.committed.Input))
 	}
-}
-
-// onRevoked closes revoked or lost tasks. The session aborts the open
-// transaction, so their uncommitted work is dropped with it.
-func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, p := range revoked[w.topo.Sources[0]] {
-		if t := w.tasks[p]; t != nil {
-			if err := t.close(); err != nil {
-				w.log.Warn("close task", "task", t.id.String(), "err", err)
-			}
-			delete(w.tasks, p)
-			t.log.Info("task revoked")
-		}
-	}
-}
-
-// adjustOffsets starts each task from the later of the group's committed
-// offset and the offset its state reflects (DESIGN.md §6).
-func (w *worker) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for topic, parts := range offsets {
-		for p, off := range parts {
+	for topic, ps := range offsets {
+		for p, off := range ps {
 			t := w.tasks[p]
 			if t == nil {
 				continue
@@ -505,7 +573,7 @@ func (w *worker) adjustOffsets(_ context.Context, offsets map[string]map[int32]k
 			ours, theirs := t.skip[src], off.EpochOffset().Offset
 			if ours > 0 && ours > theirs {
 				t.log.Info("group offset behind the state's; resuming from the state's", "topic", topic, "group", theirs, "state", ours)
-				parts[p] = kgo.NewOffset().At(ours)
+				ps[p] = kgo.NewOffset().At(ours)
 			}
 		}
 	}
@@ -532,15 +600,8 @@ func (w *worker) produceRecord(topic string, partition int32, key, value []byte,
 		r = new(kgo.Record)
 	}
 	r.Topic, r.Partition = topic, partition
-	r.Key = append(r.Key[:0], key...)
-	if key == nil {
-		r.Key = nil
-	}
-	if value == nil {
-		r.Value = nil
-	} else {
-		r.Value = append(r.Value[:0], value...)
-	}
+	r.Key = copyBytes(r.Key, key)
+	r.Value = copyBytes(r.Value, value)
 	r.Headers = append(r.Headers[:0], headers...)
 	if ts > 0 {
 		r.Timestamp = time.UnixMilli(ts)
@@ -552,6 +613,18 @@ func (w *worker) produceRecord(topic string, partition int32, key, value []byte,
 	// changelog of its final commit. The transaction bounds the record.
 	w.cl.Produce(context.Background(), r, w.promise)
 	return r, nil
+}
+
+// copyBytes copies src into dst's storage, keeping nil (a null key, a
+// tombstone) apart from empty: append to an empty slice would return nil.
+func copyBytes(dst, src []byte) []byte {
+	switch {
+	case src == nil:
+		return nil
+	case len(src) == 0:
+		return []byte{}
+	}
+	return append(dst[:0], src...)
 }
 
 func (w *worker) onProduced(r *kgo.Record, err error) {
