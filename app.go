@@ -84,7 +84,8 @@ type Config struct {
 	Workers int
 	// CommitInterval is how often a transaction commits. Default 100ms.
 	CommitInterval time.Duration
-	// CommitRecords caps the records of one transaction. Default 10000.
+	// CommitRecords caps the records of one transaction. Default 100000
+	// (the interval usually ends a transaction first).
 	CommitRecords int
 	// SessionTimeout is the group session timeout. Default 10s.
 	SessionTimeout time.Duration
@@ -120,7 +121,7 @@ func (c *Config) applyDefaults() {
 		c.CommitInterval = 100 * time.Millisecond
 	}
 	if c.CommitRecords == 0 {
-		c.CommitRecords = 10_000
+		c.CommitRecords = 100_000
 	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second

@@ -6,14 +6,17 @@ import (
 	"slices"
 )
 
-// A store buffer keeps the slots of keys it has seen across Reset, so that a
-// key written in every transaction (a counter, a window aggregate) costs no
-// allocation once warm. These limits bound what a buffer keeps between
-// transactions; past either one, Reset forgets every slot and the next
-// transaction starts cold. They are per store.
+// A store buffer keeps the slots of keys it has seen across transactions, so
+// that a key used in every transaction (a counter, a window aggregate) costs
+// no allocation once warm. After Commit a slot also caches the committed
+// value, so the next transaction reads it without going to the database
+// (the ledger spent a quarter of its CPU in Pebble's Get without this).
+// These limits bound what a buffer keeps between transactions; past either
+// one, every slot is forgotten and the next transaction starts cold. They
+// are per store.
 const (
-	maxRetainedSlots = 1 << 14
-	maxRetainedBytes = 4 << 20
+	maxRetainedSlots = 1 << 16
+	maxRetainedBytes = 16 << 20
 )
 
 // Buffer holds the uncommitted writes of one task, over all of its stores
@@ -79,15 +82,22 @@ func (b *Buffer) Writes(dst []Write) []Write {
 	return dst
 }
 
-// Reset drops every dirty entry, after the writes were applied to the DB or
-// because the transaction aborted. Store handles stay valid and the memory
-// of recently used keys is kept for the next transaction, within the
-// retention limits above.
-func (b *Buffer) Reset() {
+// Commit ends the transaction after its writes were applied to the DB: the
+// written values become the cached committed values of their keys. Store
+// handles stay valid.
+func (b *Buffer) Commit() { b.end(true) }
+
+// Reset drops every dirty entry, because the transaction aborted (or to
+// start over): the keys it wrote read from the DB again. Store handles stay
+// valid and the memory of recently used keys is kept, within the retention
+// limits above.
+func (b *Buffer) Reset() { b.end(false) }
+
+func (b *Buffer) end(committed bool) {
 	b.gen++
 	b.dirty = 0
 	for _, s := range b.stores {
-		s.reset()
+		s.reset(committed)
 	}
 }
 
@@ -111,12 +121,15 @@ type StoreBuffer struct {
 }
 
 // slot is one key the store buffer knows. It is dirty in the transaction
-// whose number is gen; otherwise it is only kept to reuse its memory.
+// whose number is gen. Otherwise, when clean is set, value (or deleted)
+// is the key's committed value, the same as the DB's; when not, the slot
+// is only kept to reuse its memory.
 type slot struct {
 	key     []byte
 	value   []byte
 	gen     uint64
 	deleted bool
+	clean   bool
 }
 
 // Name returns the store's name.
@@ -127,11 +140,14 @@ func (s *StoreBuffer) Name() string { return s.name }
 // The caller must not modify the returned slice; a buffered value stays
 // valid until the next write of key or Reset.
 func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
-	if sl := s.dirtySlot(key); sl != nil {
-		if sl.deleted {
-			return nil, false, nil
+	i, known := s.index[string(key)]
+	if known {
+		if sl := &s.slots[i]; sl.gen == s.buf.gen || sl.clean {
+			if sl.deleted {
+				return nil, false, nil
+			}
+			return clip(sl.value), true, nil
 		}
-		return clip(sl.value), true, nil
 	}
 	if s.buf.db == nil {
 		return nil, false, nil
@@ -140,7 +156,16 @@ func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("state: get from store %q: %w", s.name, err)
 	}
-	return value, ok, nil
+	// Cache what the DB holds, a miss included, for later transactions.
+	if !known {
+		i = s.newSlot(key)
+	}
+	sl := &s.slots[i]
+	old := cap(sl.value)
+	sl.value = append(sl.value[:0], value...)
+	s.retained += cap(sl.value) - old
+	sl.deleted, sl.clean = !ok, true
+	return clip(sl.value), ok, nil
 }
 
 // Put buffers key = value. Both are copied; when the key already has a slot,
@@ -265,28 +290,12 @@ func PrefixEnd(prefix []byte) []byte {
 	return nil
 }
 
-// dirtySlot returns the slot of key if the key was written in the current
-// transaction, else nil.
-func (s *StoreBuffer) dirtySlot(key []byte) *slot {
-	i, ok := s.index[string(key)]
-	if !ok || s.slots[i].gen != s.buf.gen {
-		return nil
-	}
-	return &s.slots[i]
-}
-
 // slot returns the slot of key, creating it if needed and marking it dirty
 // in the current transaction.
 func (s *StoreBuffer) slot(key []byte) *slot {
 	i, ok := s.index[string(key)]
 	if !ok {
-		i = len(s.slots)
-		s.slots = append(s.slots, slot{key: bytes.Clone(key)})
-		if s.slots[i].key == nil {
-			s.slots[i].key = []byte{} // keep "" distinct from a missing key in Writes
-		}
-		s.index[string(key)] = i
-		s.retained += 2 * len(key)
+		i = s.newSlot(key)
 	}
 	sl := &s.slots[i]
 	if sl.gen != s.buf.gen {
@@ -302,6 +311,19 @@ func (s *StoreBuffer) slot(key []byte) *slot {
 	return sl
 }
 
+// newSlot adds a slot for key, neither dirty nor clean, and returns its
+// index.
+func (s *StoreBuffer) newSlot(key []byte) int {
+	i := len(s.slots)
+	s.slots = append(s.slots, slot{key: bytes.Clone(key)})
+	if s.slots[i].key == nil {
+		s.slots[i].key = []byte{} // keep "" distinct from a missing key in Writes
+	}
+	s.index[string(key)] = i
+	s.retained += 2 * len(key)
+	return i
+}
+
 func (s *StoreBuffer) sortDirty() {
 	if s.sorted {
 		return
@@ -312,7 +334,12 @@ func (s *StoreBuffer) sortDirty() {
 
 func (s *StoreBuffer) cmpSlot(i int, key []byte) int { return bytes.Compare(s.slots[i].key, key) }
 
-func (s *StoreBuffer) reset() {
+func (s *StoreBuffer) reset(committed bool) {
+	for _, i := range s.dirty {
+		// Committed: the slot holds what the DB now holds. Aborted: it
+		// holds a value that never committed.
+		s.slots[i].clean = committed
+	}
 	s.dirty = s.dirty[:0]
 	s.sorted = true
 	if len(s.slots) > maxRetainedSlots || s.retained > maxRetainedBytes {

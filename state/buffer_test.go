@@ -497,3 +497,60 @@ func BenchmarkStoreBufferPutGet(b *testing.B) {
 		})
 	}
 }
+
+// countingDB counts the Gets that reach the database.
+type countingDB struct {
+	state.DB
+	gets int
+}
+
+func (c *countingDB) Get(store string, key []byte) ([]byte, bool, error) {
+	c.gets++
+	return c.DB.Get(store, key)
+}
+
+// After Commit the buffer serves committed values (and misses) itself;
+// after an aborted transaction the keys it wrote read from the DB again.
+func TestBufferCachesCommittedValues(t *testing.T) {
+	mem, err := memory.New().Open("task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := &countingDB{DB: mem}
+	b := state.NewBuffer(db)
+	s := b.Store("s")
+	s.Put([]byte("a"), []byte("1"))
+	if err := db.Apply(&state.Batch{Writes: b.Writes(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	b.Commit()
+	if v, ok, _ := s.Get([]byte("a")); !ok || string(v) != "1" || db.gets != 0 {
+		t.Fatalf("committed value: got %q %v after %d DB gets, want \"1\" from the cache", v, ok, db.gets)
+	}
+	if _, ok, _ := s.Get([]byte("missing")); ok || db.gets != 1 {
+		t.Fatalf("first miss: ok=%v gets=%d", ok, db.gets)
+	}
+	if _, ok, _ := s.Get([]byte("missing")); ok || db.gets != 1 {
+		t.Fatalf("cached miss went to the DB: ok=%v gets=%d", ok, db.gets)
+	}
+	// An aborted overwrite: the committed value comes back from the DB.
+	s.Put([]byte("a"), []byte("2"))
+	s.Put([]byte("missing"), []byte("x"))
+	b.Reset()
+	if v, ok, _ := s.Get([]byte("a")); !ok || string(v) != "1" || db.gets != 2 {
+		t.Fatalf("after abort: got %q %v with %d DB gets, want \"1\" read again from the DB", v, ok, db.gets)
+	}
+	if _, ok, _ := s.Get([]byte("missing")); ok {
+		t.Fatal("an aborted put is visible after Reset")
+	}
+	// A committed delete is cached as a miss.
+	s.Delete([]byte("a"))
+	if err := db.Apply(&state.Batch{Writes: b.Writes(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	b.Commit()
+	gets := db.gets
+	if _, ok, _ := s.Get([]byte("a")); ok || db.gets != gets {
+		t.Fatalf("committed delete: ok=%v, DB gets %d -> %d", ok, gets, db.gets)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"syscall"
@@ -51,50 +52,35 @@ type Result struct {
 
 const inputTopic = "payments"
 
-// Ledger runs the three measurements on one in-memory broker.
+// Ledger runs the three measurements, each on a fresh in-memory broker
+// loaded with the same payments (the same seed), so that no run inherits
+// the heap and log growth of the runs before it.
 func Ledger(ctx context.Context, opts LedgerOptions) ([]Result, error) {
 	out := opts.Out
 	if out == nil {
 		out = io.Discard
 	}
-	broker, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: int32(opts.Partitions)})
-	if err != nil {
-		return nil, err
-	}
-	defer broker.Close()
-	seeds := []string{broker.Addr()}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(inputTopic), kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: inputTopic, Partitions: int32(opts.Partitions)}); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(out, "producing %d payments over %d accounts to %d partitions...\n", opts.Records, opts.Accounts, opts.Partitions)
-	if err := producePayments(ctx, cl, opts.Records, opts.Accounts); err != nil {
-		return nil, err
-	}
-
-	// Rounds alternate the order of the three runs, so drift over the
-	// process lifetime (a broker log that grows, GC heap size) does not
-	// favour one of them; the summary takes each one's median.
+	fmt.Fprintf(out, "each run: %d payments over %d accounts in %d partitions, on a fresh embedded broker\n", opts.Records, opts.Accounts, opts.Partitions)
+	// Rounds alternate the order of the three runs; the summary takes each
+	// one's median.
 	var results []Result
 	for round := 1; round <= opts.Rounds; round++ {
-		runs := []func() (Result, error){
-			func() (Result, error) {
+		runs := []func(seeds []string) (Result, error){
+			func(seeds []string) (Result, error) {
 				return measure("ceiling", opts.Records, func() error {
-					return copyTopic(ctx, seeds, inputTopic, fmt.Sprintf("ceiling-out-%d", round), opts.Records)
+					return copyTopic(ctx, seeds, inputTopic, "ceiling-out", opts.Records)
 				})
 			},
-			func() (Result, error) { return runLedger(ctx, seeds, eddy.AtLeastOnce, opts, round, "") },
-			func() (Result, error) { return runLedger(ctx, seeds, eddy.ExactlyOnce, opts, round, opts.CPUProfile) },
+			func(seeds []string) (Result, error) { return runLedger(ctx, seeds, eddy.AtLeastOnce, opts, round, "") },
+			func(seeds []string) (Result, error) {
+				return runLedger(ctx, seeds, eddy.ExactlyOnce, opts, round, opts.CPUProfile)
+			},
 		}
 		if round%2 == 0 {
 			runs[0], runs[2] = runs[2], runs[0]
 		}
 		for _, run := range runs {
-			r, err := run()
+			r, err := withLoadedBroker(ctx, opts, run)
 			if err != nil {
 				return nil, err
 			}
@@ -104,6 +90,30 @@ func Ledger(ctx context.Context, opts LedgerOptions) ([]Result, error) {
 		}
 	}
 	return results, nil
+}
+
+// withLoadedBroker starts a broker, writes the payments, runs fn against
+// it and stops it.
+func withLoadedBroker(ctx context.Context, opts LedgerOptions, fn func(seeds []string) (Result, error)) (Result, error) {
+	broker, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: int32(opts.Partitions)})
+	if err != nil {
+		return Result{}, err
+	}
+	defer broker.Close()
+	seeds := []string{broker.Addr()}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(inputTopic), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return Result{}, err
+	}
+	defer cl.Close()
+	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: inputTopic, Partitions: int32(opts.Partitions)}); err != nil {
+		return Result{}, err
+	}
+	if err := producePayments(ctx, cl, opts.Records, opts.Accounts); err != nil {
+		return Result{}, err
+	}
+	runtime.GC()
+	return fn(seeds)
 }
 
 func producePayments(ctx context.Context, cl *kgo.Client, n, accounts int) error {

@@ -220,6 +220,7 @@ func (t *task) applyCommitted() error {
 		return fmt.Errorf("runtime: task %s: apply committed state: %w", t.id, err)
 	}
 	copy(t.skip, t.next)
+	t.buf.Commit()
 	t.reset()
 	return nil
 }
@@ -248,11 +249,11 @@ func (t *task) recordChangelogEnds(ends kadm.ListedOffsets) error {
 // rollback drops the open transaction's work after an abort (§3 step 5).
 func (t *task) rollback() {
 	copy(t.next, t.skip)
+	t.buf.Reset()
 	t.reset()
 }
 
 func (t *task) reset() {
-	t.buf.Reset()
 	t.dirty = false
 	clear(t.writes)
 	t.writes = t.writes[:0]
