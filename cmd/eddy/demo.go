@@ -21,12 +21,15 @@ func runDemo(ctx context.Context, args []string) error {
 	accounts := fs.Int("accounts", 1000, "number of accounts")
 	partitions := fs.Int("partitions", 4, "partitions of the payments topic")
 	duration := fs.Duration("duration", 30*time.Second, "how long to generate payments")
-	crashEvery := fs.Duration("crash-every", 4*time.Second, "mean time between SIGKILLs of the ledger (0 = never)")
+	crashEvery := fs.Duration("crash-every", 3*time.Second, "mean time between SIGKILLs of the ledger (0 = never)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed of the workload and the crash schedule")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected argument %q: eddy demo takes only flags", fs.Arg(0)))
+	}
 	if *rate < 1 {
 		errs = append(errs, fmt.Errorf("--rate %d: must be at least 1", *rate))
 	}
