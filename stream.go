@@ -173,6 +173,7 @@ func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serd
 	n := s.t.add("sink-"+topic, s.n)
 	n.build = func(b *taskBuild) error {
 		var kbuf, vbuf []byte
+		var hs []kgo.RecordHeader // reused: the runtime copies what it is given
 		in := output[K, V](b, s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			var err error
@@ -182,7 +183,7 @@ func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serd
 			if vbuf, err = values.Serialize(vbuf[:0], r.Value); err != nil {
 				return fmt.Errorf("eddy: encode value for %s: %w", topic, err)
 			}
-			var hs []kgo.RecordHeader
+			hs = hs[:0]
 			for _, h := range r.Headers {
 				hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 			}

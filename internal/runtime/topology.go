@@ -51,9 +51,10 @@ type TaskContext interface {
 	// Store returns the write buffer of the named store, or an error if
 	// the topology did not declare it (it would have no changelog).
 	Store(name string) (*state.StoreBuffer, error)
-	// Produce sends a record to topic within the open transaction. The
-	// key and value slices must not be modified afterwards. The partition
-	// is Kafka's default partitioner of the key (or spread for a nil key).
+	// Produce sends a record to topic within the open transaction. It
+	// copies key, value and headers, so the caller may reuse its buffers.
+	// The partition is Kafka's default partitioner of the key (or spread
+	// for a nil key).
 	Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error
 	// Logger carries the app, instance and task attributes.
 	Logger() *slog.Logger

@@ -34,7 +34,6 @@ type worker struct {
 	changelogs []string
 	storeIndex map[string]int
 
-	ctx  context.Context
 	sess *kgo.GroupTransactSession
 	cl   *kgo.Client
 
@@ -88,7 +87,6 @@ func newWorker(cfg Config, topo Topology, idx int) *worker {
 // End); the worker then closes its tasks and starts a new one, which fences
 // its own predecessor and restores the tasks from their stores.
 func (w *worker) run(ctx context.Context) error {
-	w.ctx = ctx
 	failures := 0
 	for {
 		err := w.session(ctx)
