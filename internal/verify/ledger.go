@@ -77,6 +77,7 @@ func Ledger(payments, balances []*kgo.Record) LedgerReport {
 		expected[*p.ID] = append(expected[*p.ID], expectation{a.seq, a.balance})
 	}
 	seen := map[string]int{}
+	firstAt := map[string]int64{} // offset of each payment's first output
 	note := func(format string, args ...any) {
 		if len(rep.Examples) < 10 {
 			rep.Examples = append(rep.Examples, fmt.Sprintf(format, args...))
@@ -92,9 +93,13 @@ func Ledger(payments, balances []*kgo.Record) LedgerReport {
 		}
 		exp := expected[b.ID]
 		seen[b.ID]++
+		if seen[b.ID] == 1 {
+			firstAt[b.ID] = r.Offset
+		}
 		if seen[b.ID] > len(exp) {
 			rep.Duplicates++
-			note("payment %s has %d outputs, %d inputs (latest seq=%d balance=%d at %d@%d)", b.ID, seen[b.ID], len(exp), b.Seq, b.Balance, r.Partition, r.Offset)
+			note("payment %s has %d outputs, %d inputs (seq=%d balance=%d at %d@%d, first at %d@%d)",
+				b.ID, seen[b.ID], len(exp), b.Seq, b.Balance, r.Partition, r.Offset, r.Partition, firstAt[b.ID])
 			continue
 		}
 		match := false
