@@ -53,7 +53,7 @@ func TestBrokerKillStress(t *testing.T) {
 				t.Log("  ", e)
 			}
 		}
-		line := fmt.Sprintf("%-22s kills %2d | unfinished %d | exact %2d | input duplicated %2d | output duplicates %2d (%d records; %d of them with every value right: a batch appended twice) | missing %2d (%d) | wrong %2d (%d) | stall >10s %2d (longest %v)",
+		line := fmt.Sprintf("%-22s kills %2d | unfinished %d | exact %2d | input duplicated %2d | output duplicates %2d (%d records; %d of them identical copies: a torn transaction or a batch the broker wrote twice) | missing %2d (%d) | wrong %2d (%d) | stall >10s %2d (longest %v)",
 			mode.name, kills, tally.failed, tally.exact, tally.inputDup, tally.dupTrials, tally.dups, tally.dupOnly, tally.missTrials, tally.missing, tally.wrongTrials, tally.wrong, tally.stalls, tally.longest)
 		t.Log(line)
 		report.WriteString(line + "\n")
@@ -86,9 +86,11 @@ func (s *stressTally) add(r Result) {
 		s.dupTrials++
 		s.dups += rep.Duplicates
 		if rep.Wrong == 0 && rep.Missing == 0 {
-			// Reprocessing shifts every later seq and balance of the
-			// account; identical copies mean the broker wrote a batch
-			// twice (a producer's retry after the restart).
+			// Reprocessing on state that already holds the records
+			// shifts every later seq and balance of the account.
+			// Identical copies mean the outputs were committed and the
+			// state's changelog was not (a torn transaction), or the
+			// broker appended a retried batch twice.
 			s.dupOnly++
 		}
 	}
