@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,7 +38,7 @@ func TestLedgerSurvivesKillsAndBrokerRestart(t *testing.T) {
 		Out:           testWriter{t},
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\nledger log, last lines:\n%s", err, tail(res.LedgerLog, 40))
 	}
 	t.Logf("%v; crashes %d; dead letters %d of %d; recoveries %v", res.Report, res.Crashes, res.DeadLetters, res.Invalid, res.Resumes)
 	for _, e := range res.Report.Examples {
@@ -91,4 +92,15 @@ func checkWithKcat(t *testing.T, addr string, want int) {
 		t.Fatalf("kcat read %d records with %d distinct payment ids; want %d of each", n, len(ids), want)
 	}
 	t.Logf("kcat (read_committed) read %d balance records, one per payment", n)
+}
+
+// tail returns the last n lines of the file at path, for failure messages
+// (the test's temporary directory is gone once it ends).
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -67,7 +67,7 @@ func (s TopicSpec) configs() map[string]*string {
 
 // CreateTopics creates the topics that do not exist yet; existing ones
 // are left alone (not an error), whatever their partition count or
-// configs. Creating instead of listing first makes this safe against
+// configs. An unreachable broker is waited for (StartupWait). Creating instead of listing first makes this safe against
 // other instances of the application creating the same topics at the same
 // time. Replication uses the broker's default. Every failed topic is
 // reported, not only the first.
@@ -88,7 +88,11 @@ func CreateTopics(ctx context.Context, cl *kgo.Client, specs ...TopicSpec) error
 		if partitions == 0 {
 			partitions = -1 // the broker's default, Kafka 2.4+
 		}
-		resps, err := adm.CreateTopics(ctx, partitions, -1, s.configs(), s.Name)
+		var resps kadm.CreateTopicResponses
+		err := whileUnreachable(ctx, func() (err error) {
+			resps, err = adm.CreateTopics(ctx, partitions, -1, s.configs(), s.Name)
+			return err
+		})
 		if err != nil {
 			// The request itself failed (connection, context): later
 			// topics would fail the same way.
@@ -111,7 +115,8 @@ func CreateTopics(ctx context.Context, cl *kgo.Client, specs ...TopicSpec) error
 }
 
 // Partitions returns the partition count of each topic. Missing topics
-// are an error wrapping ErrUnknownTopic that names all of them.
+// are an error wrapping ErrUnknownTopic that names all of them. An
+// unreachable broker is waited for (StartupWait).
 //
 // It asks the broker directly rather than through kadm's metadata cache:
 // that cache keeps a topic's "unknown" answer for a few seconds, so a
@@ -129,7 +134,11 @@ func Partitions(ctx context.Context, cl *kgo.Client, topics ...string) (map[stri
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	resp, err := req.RequestWith(ctx, cl)
+	var resp *kmsg.MetadataResponse
+	err := whileUnreachable(ctx, func() (err error) {
+		resp, err = req.RequestWith(ctx, cl)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kafka: metadata for %s: %w", strings.Join(topics, ", "), err)
 	}

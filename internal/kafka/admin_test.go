@@ -2,11 +2,14 @@ package kafka
 
 import (
 	"errors"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestCreateTopics(t *testing.T) {
@@ -131,5 +134,42 @@ func TestPartitionsUnknownTopic(t *testing.T) {
 
 	if counts, err := Partitions(ctx, cl); err != nil || len(counts) != 0 {
 		t.Fatalf("Partitions of no topics = %v, %v; want empty, nil", counts, err)
+	}
+}
+
+// An app may start before its broker, or while it restarts: CreateTopics
+// waits for the broker instead of failing at once.
+func TestCreateTopicsWaitsForTheBroker(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there yet
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- CreateTopics(t.Context(), cl, TopicSpec{Name: "late", Partitions: 2})
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("CreateTopics returned before a broker existed: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	b, err := StartBroker(BrokerConfig{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("CreateTopics after the broker came up: %v", err)
+	}
+	parts, err := Partitions(t.Context(), cl, "late")
+	if err != nil || parts["late"] != 2 {
+		t.Fatalf("got %v, %v", parts, err)
 	}
 }

@@ -82,10 +82,12 @@ func newWorker(cfg Config, topo Topology, idx int) *worker {
 	return w
 }
 
-// run runs sessions until ctx is cancelled. A session ends on an error that
-// leaves the producer or the group membership unusable (fencing, a failed
-// End); the worker then closes its tasks and starts a new one, which fences
-// its own predecessor and restores the tasks from their stores.
+// run runs sessions until ctx is cancelled or an error that a new session
+// would repeat (a bad configuration, the topology failing on a record). A
+// session ends on an error that leaves the producer or the group membership
+// unusable (fencing, a failed End, an unreachable broker); the worker then
+// closes its tasks and starts a new one, which fences its own predecessor
+// and restores the tasks from their stores.
 func (w *worker) run(ctx context.Context) error {
 	failures := 0
 	for {
@@ -100,15 +102,15 @@ func (w *worker) run(ctx context.Context) error {
 		if errors.As(err, &perm) {
 			return perm.err
 		}
+		// Anything else (a broker restarting or unreachable, fencing, a
+		// failed End) is retried with a new session for as long as it
+		// takes, as a Kafka client retries; the backoff grows to 5s.
 		failures++
-		if failures > 10 {
-			return fmt.Errorf("runtime: worker %s: giving up after %d failed sessions: %w", w.memberID, failures-1, err)
-		}
 		w.log.Warn("session failed; starting a new one", "err", err, "attempt", failures)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(time.Duration(failures) * 500 * time.Millisecond):
+		case <-time.After(min(time.Duration(failures)*500*time.Millisecond, 5*time.Second)):
 		}
 	}
 }
