@@ -788,3 +788,22 @@ func TestUndeclaredStore(t *testing.T) {
 	}
 	t.Fatal("Run did not stop on a processor that opens an undeclared store")
 }
+
+// An empty key or value is a value, not a null key or a tombstone, from the
+// very first record through a sink (a fresh encode buffer once turned the
+// first empty value into a tombstone).
+func TestEmptyKeysAndValuesStayEmpty(t *testing.T) {
+	t.Parallel()
+	addr := startBroker(t)
+	createTopics(t, addr, 1, "in", "out")
+	topo := eddy.NewTopology()
+	eddy.To(eddy.Source(topo, "in", serde.String(), serde.String()), "out", serde.String(), serde.String())
+	app := run(t, topo, config(t, addr))
+	produce(t, addr, "in", srec("", ""), srec("k", "x"), srec("", ""))
+	recs := waitRecords(t, addr, "out", 3, app)
+	for i, r := range recs {
+		if r.Key == nil || r.Value == nil {
+			t.Errorf("output %d: key %#v value %#v; an empty string must stay empty, not null", i, r.Key, r.Value)
+		}
+	}
+}

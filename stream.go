@@ -172,7 +172,9 @@ func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(dst []KeyValue[K2, V2], k
 func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serde.Serde[V]) {
 	n := s.t.add("sink-"+topic, s.n)
 	n.build = func(b *taskBuild) error {
-		var kbuf, vbuf []byte
+		// Non-nil from the start: an empty key or value must reach the
+		// runtime as empty, not as nil (a null key, a tombstone).
+		kbuf, vbuf := []byte{}, []byte{}
 		var hs []kgo.RecordHeader // reused: the runtime copies what it is given
 		in := output[K, V](b, s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -33,7 +34,9 @@ type Span struct {
 //     in the partition: a commit marker releases it, an abort marker drops it;
 //   - a record from a producer at a higher epoch than its pending records
 //     means that earlier transaction ended without a marker: an abort;
-//   - records still pending at End were not committed before End: dropped.
+//   - a transaction still pending at End is resolved by its marker after
+//     End (read up to the high watermark, releasing nothing past End), and
+//     dropped when none comes before the high watermark.
 //
 // Records are released in offset order, as read_committed delivers them.
 func ReadCommitted(ctx context.Context, opts []kgo.Opt, spans map[string]map[int32]Span, fn func(*kgo.Record) error) error {
@@ -66,6 +69,27 @@ func ReadCommitted(ctx context.Context, opts []kgo.Opt, spans map[string]map[int
 		return fmt.Errorf("kafka: read committed: %w", err)
 	}
 	defer cl.Close()
+	// The high watermarks bound how far past End a reader looks for the
+	// markers of transactions that began before End (below).
+	topics := make([]string, 0, len(filters))
+	for topic := range filters {
+		topics = append(topics, topic)
+	}
+	hwms, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = hwms.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: read committed: high watermarks: %w", err)
+	}
+	for topic, parts := range filters {
+		for p, f := range parts {
+			f.hwm = f.end
+			if o, ok := hwms.Lookup(topic, p); ok && o.Offset > f.end {
+				f.hwm = o.Offset
+			}
+		}
+	}
 	for left > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -97,7 +121,12 @@ func ReadCommitted(ctx context.Context, opts []kgo.Opt, spans map[string]map[int
 
 // txnFilter applies transaction outcomes to one partition's records.
 type txnFilter struct {
-	end  int64
+	end int64
+	// hwm is the high watermark when reading began: a transaction whose
+	// records lie before end can have its marker after end (another
+	// producer's transaction opened in between, which is what ended the
+	// stable range). Reading goes on up to hwm for those markers only.
+	hwm  int64
 	done bool
 	// queue holds records in offset order until they are resolved.
 	queue []entry
@@ -112,7 +141,21 @@ type entry struct {
 
 func (f *txnFilter) add(r *kgo.Record, fn func(*kgo.Record) error) error {
 	if r.Offset >= f.end {
-		return f.finish(fn)
+		// Past the span: only the outcome of what is pending matters.
+		if _, ok := f.pending[r.ProducerID]; ok {
+			if r.Attrs.IsControl() {
+				f.resolve(r.ProducerID, isCommitMarker(r.Key))
+			} else if r.ProducerEpoch > f.pending[r.ProducerID] {
+				f.resolve(r.ProducerID, false)
+			}
+		}
+		if err := f.release(fn); err != nil {
+			return err
+		}
+		if len(f.pending) == 0 || r.Offset+1 >= f.hwm {
+			return f.finish(fn)
+		}
+		return nil
 	}
 	switch {
 	case r.Attrs.IsControl():
@@ -129,7 +172,7 @@ func (f *txnFilter) add(r *kgo.Record, fn func(*kgo.Record) error) error {
 	if err := f.release(fn); err != nil {
 		return err
 	}
-	if r.Offset+1 >= f.end {
+	if r.Offset+1 >= f.end && (len(f.pending) == 0 || r.Offset+1 >= f.hwm) {
 		return f.finish(fn)
 	}
 	return nil

@@ -40,6 +40,11 @@ type worker struct {
 	mu    sync.Mutex
 	tasks map[int32]*task
 	fatal error
+	// sessionGen counts sessions, so a restore that outlived its session
+	// does not install its tasks in the next one.
+	sessionGen int
+	// runCtx is the context of run: cancelled at shutdown.
+	runCtx context.Context
 	// revokePending is set by onRevoked; the loop then ends the open
 	// transaction (or, idle, the session's rebalance state), so that the
 	// next revoke reaches onRevoked again.
@@ -89,6 +94,7 @@ func newWorker(cfg Config, topo Topology, idx int) *worker {
 // closes its tasks and starts a new one, which fences its own predecessor
 // and restores the tasks from their stores.
 func (w *worker) run(ctx context.Context) error {
+	w.runCtx = ctx
 	failures := 0
 	for {
 		err := w.session(ctx)
@@ -221,7 +227,7 @@ func (w *worker) step(fetches kgo.Fetches) error {
 	if err := fetchError(fetches); err != nil {
 		return err
 	}
-	if w.revokePending {
+	if w.revokePending && w.sess != nil {
 		w.revokePending = false
 		if w.inTxn {
 			w.abort() // End would abort it anyway: the group rebalanced
@@ -479,6 +485,7 @@ func (w *worker) closeTasks() {
 
 func (w *worker) closeSession() {
 	w.mu.Lock()
+	w.sessionGen++ // a restore still running installs nothing
 	w.closeTasks()
 	w.inTxn = false
 	w.mu.Unlock()
@@ -511,6 +518,11 @@ func (w *worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 // so their uncommitted work is dropped with it; revokePending makes the
 // loop end it at once.
 func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if len(revoked) == 0 {
+		// A cooperative rebalance ends with an empty revoke on every
+		// member; the session does not abort for it, nor do we.
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.revokePending = true
@@ -534,11 +546,6 @@ func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 // restoring here rather than in onAssigned means the changelog already holds
 // every transaction whose offsets the fetch returned.
 func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.tasks == nil {
-		w.tasks = make(map[int32]*task)
-	}
 	var parts []int32
 	for _, ps := range offsets {
 		for p := range ps {
@@ -548,16 +555,61 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		}
 	}
 	slices.Sort(parts)
+	w.mu.Lock()
+	gen, fatal := w.sessionGen, w.fatal
+	var need []int32
 	for _, p := range parts {
-		if w.tasks[p] != nil || w.fatal != nil {
-			continue
+		if w.tasks[p] == nil {
+			need = append(need, p)
 		}
+	}
+	w.mu.Unlock()
+	if fatal != nil {
+		return offsets, nil
+	}
+
+	// Restore without the lock: the loop keeps processing the tasks it
+	// has, and a revoke, which waits for the loop's poll to end, can
+	// cancel ctx. The run context stops a restore at shutdown too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(w.runCtx, cancel)()
+	var opened []*task
+	closeOpened := func() {
+		for _, t := range opened {
+			if err := t.close(); err != nil {
+				w.log.Warn("close task", "task", t.id.String(), "err", err)
+			}
+		}
+	}
+	for _, p := range need {
 		t, err := w.openTask(ctx, TaskID{Partition: p})
 		if err != nil {
+			closeOpened()
+			if ctx.Err() != nil {
+				// A revoke or shutdown: franz-go fetches these partitions
+				// again with the next assignment.
+				return offsets, fmt.Errorf("runtime: restore interrupted: %w", err)
+			}
+			w.mu.Lock()
 			w.fatal = err
+			w.mu.Unlock()
 			return offsets, nil
 		}
-		w.tasks[p] = t
+		opened = append(opened, t)
+	}
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sessionGen != gen {
+		closeOpened() // the session ended while we restored
+		return offsets, errors.New("runtime: session ended during restore")
+	}
+	if w.tasks == nil {
+		w.tasks = make(map[int32]*task)
+	}
+	for _, t := range opened {
+		w.tasks[t.id.Partition] = t
 		t.log.Info("task assigned", "input_offsets", fmt.Sprint(t.committed.Input))
 	}
 	for topic, ps := range offsets {
