@@ -227,23 +227,27 @@ func (w *worker) step(fetches kgo.Fetches) error {
 	if err := fetchError(fetches); err != nil {
 		return err
 	}
-	if w.revokePending && w.sess != nil {
+	if w.revokePending {
 		w.revokePending = false
-		if w.inTxn {
-			w.abort() // End would abort it anyway: the group rebalanced
-		} else if w.sess != nil {
-			// End with no transaction only resets the session's record
-			// of the revoke, which would hide the next one from us.
-			ctx, cancel := w.endContext()
-			_, err := w.sess.End(ctx, kgo.TryAbort)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("runtime: reset after revoke: %w", err)
+		// At least once there is no session to reset, and no rewind: the
+		// poll's records are processed as they are.
+		if w.sess != nil {
+			if w.inTxn {
+				w.abort() // End would abort it anyway: the group rebalanced
+			} else {
+				// End with no transaction only resets the session's record
+				// of the revoke, which would hide the next one from us.
+				ctx, cancel := w.endContext()
+				_, err := w.sess.End(ctx, kgo.TryAbort)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("runtime: reset after revoke: %w", err)
+				}
 			}
+			// End rewound the consumer to the committed offsets: this
+			// poll's records come again.
+			return nil
 		}
-		// End rewound the consumer to the committed offsets: this poll's
-		// records come again.
-		return nil
 	}
 	for it := fetches.RecordIter(); !it.Done(); {
 		if err := w.processRecord(it.Next()); err != nil {
