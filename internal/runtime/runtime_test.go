@@ -388,3 +388,32 @@ func TestTasksMoveBetweenInstances(t *testing.T) {
 		t.Fatalf("%d outputs: %+v\nlog of a:\n%s", len(outs), e, la.String())
 	}
 }
+
+// TestAtLeastOnceLosesNothingThroughRebalances: at least once may
+// duplicate, never lose. Instances join while records flow; every input
+// must have an output. (A revoke once made the at-least-once worker drop a
+// poll's records while its consumer moved past them.)
+func TestAtLeastOnceLosesNothingThroughRebalances(t *testing.T) {
+	h := newHarness(t)
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	n := 0
+	for i, id := range []string{"a", "b", "c"} {
+		cfg := h.config(t.TempDir(), io.Discard)
+		cfg.InstanceID, cfg.AtLeastOnce = id, true
+		stops = append(stops, h.run(cfg))
+		for j := 0; j < 20; j++ {
+			h.produce(n, 25)
+			n += 25
+		}
+		t.Logf("instance %d joined; %d records produced", i+1, n)
+	}
+	outs := h.waitOutputs(n)
+	if e := check(outs, n); e.missing != 0 {
+		t.Fatalf("%d of %d inputs have no output: %+v", e.missing, n, e)
+	}
+}
