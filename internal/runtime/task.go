@@ -60,7 +60,8 @@ func (t *task) Store(name string) (*state.StoreBuffer, error) {
 }
 
 func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
-	return t.w.produce(topic, -1, key, value, timestamp, headers)
+	_, err := t.w.produceRecord(topic, -1, key, value, timestamp, headers)
+	return err
 }
 
 // openTask opens (creating it if needed) the task's database, restores it

@@ -329,8 +329,9 @@ func (w *worker) commit() error {
 	}
 	ctx, cancel := w.endContext()
 	defer cancel()
+	tasks := w.sortedTasks()
 	var err error
-	for _, t := range w.sortedTasks() {
+	for _, t := range tasks {
 		if t.dirty {
 			if err = t.logChangelog(); err != nil {
 				break
@@ -354,7 +355,7 @@ func (w *worker) commit() error {
 			w.committedOnce = true
 			w.log.Info("first transaction committed", "since_start", time.Since(w.started).Round(time.Millisecond))
 		}
-		for _, t := range w.sortedTasks() {
+		for _, t := range tasks {
 			if !t.dirty {
 				continue
 			}
@@ -643,15 +644,9 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	return offsets, nil
 }
 
-// produce sends a record in the open transaction; partition < 0 means the
-// partitioner chooses from the key.
-func (w *worker) produce(topic string, partition int32, key, value []byte, ts int64, headers []kgo.RecordHeader) error {
-	_, err := w.produceRecord(topic, partition, key, value, ts, headers)
-	return err
-}
-
 // produceRecord copies key, value and headers into a recycled record and
-// produces it. A nil value stays nil (a tombstone).
+// produces it in the open transaction; partition < 0 means the partitioner
+// chooses from the key. A nil value stays nil (a tombstone).
 func (w *worker) produceRecord(topic string, partition int32, key, value []byte, ts int64, headers []kgo.RecordHeader) (*kgo.Record, error) {
 	if !w.inTxn {
 		return nil, errors.New("runtime: produce outside a transaction")
