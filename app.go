@@ -186,7 +186,11 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 		return fmt.Errorf("eddy: state dir: %w", err)
 	}
 	if cfg.OnDecodeError == DecodeErrorDeadLetter {
-		if err := createDeadLetterTopics(ctx, &cfg, rt.Sources); err != nil {
+		var sources []string
+		for _, sub := range rt.Subtopologies {
+			sources = append(sources, sub.Sources...)
+		}
+		if err := createDeadLetterTopics(ctx, &cfg, sources); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package eddy
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -67,15 +68,18 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 	if len(t.sources) == 0 {
 		return runtime.Topology{}, errors.New("eddy: the topology has no source; add one with eddy.Source")
 	}
-	rt := runtime.Topology{Stores: append([]string(nil), t.stores...)}
+	sub := runtime.Subtopology{}
+	for _, name := range t.stores {
+		sub.Stores = append(sub.Stores, runtime.Store{Name: name})
+	}
 	for _, n := range t.nodes {
 		for topic, src := range t.sources {
 			if src == n {
-				rt.Sources = append(rt.Sources, topic)
+				sub.Sources = append(sub.Sources, topic)
 			}
 		}
 	}
-	rt.NewTask = func(tc runtime.TaskContext) (runtime.TaskProcessor, error) {
+	sub.NewTask = func(tc runtime.TaskContext) (runtime.TaskProcessor, error) {
 		b := &taskBuild{tc: tc, cfg: cfg, out: make(map[*node]any), sources: make(map[string]rawReceiver)}
 		for _, n := range t.nodes {
 			if err := n.build(b); err != nil {
@@ -84,7 +88,7 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 		}
 		return b, nil
 	}
-	return rt, nil
+	return runtime.Topology{Subtopologies: []runtime.Subtopology{sub}}, nil
 }
 
 // taskBuild is one task's instance of the topology: it routes source
@@ -108,6 +112,8 @@ func (b *taskBuild) Process(r *kgo.Record) error {
 	}
 	return src.receiveRaw(r)
 }
+
+func (b *taskBuild) Punctuate(now time.Time) error { return nil }
 
 func (b *taskBuild) Close() error {
 	var errs []error

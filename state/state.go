@@ -12,6 +12,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // ErrClosed is returned by a DB used after Close.
@@ -40,13 +41,27 @@ type Offsets struct {
 	// after the last one the database holds (the changelog partition is
 	// the task's partition). Restore replays from there.
 	Changelog map[string]int64
+	// StreamTime is the task's stream time (DESIGN.md §5): the largest
+	// record timestamp, in ms since the epoch, that the state reflects, or
+	// NoStreamTime before the first record.
+	StreamTime int64
+}
+
+// NoStreamTime is the stream time of a task that has seen no record.
+const NoStreamTime int64 = math.MinInt64
+
+// NewOffsets returns the offsets of an empty database: no input, no
+// changelog, no stream time.
+func NewOffsets() Offsets {
+	return Offsets{Input: map[TopicPartition]int64{}, Changelog: map[string]int64{}, StreamTime: NoStreamTime}
 }
 
 // Clone returns a deep copy of o.
 func (o Offsets) Clone() Offsets {
 	c := Offsets{
-		Input:     make(map[TopicPartition]int64, len(o.Input)),
-		Changelog: make(map[string]int64, len(o.Changelog)),
+		Input:      make(map[TopicPartition]int64, len(o.Input)),
+		Changelog:  make(map[string]int64, len(o.Changelog)),
+		StreamTime: o.StreamTime,
 	}
 	for k, v := range o.Input {
 		c.Input[k] = v
@@ -66,9 +81,19 @@ type Write struct {
 	Delete bool
 }
 
+// DeleteRange removes every key of Store in [Lower, Upper). Window stores
+// use it to drop a whole expired time segment at once (DESIGN.md §5).
+type DeleteRange struct {
+	Store        string
+	Lower, Upper []byte
+}
+
 // Batch is what a committed transaction changed in one task's database.
 type Batch struct {
 	Writes []Write
+	// Ranges are applied after Writes: a key written by this batch inside
+	// one of the ranges is removed too.
+	Ranges []DeleteRange
 	// Offsets replace the database's offsets in the same atomic write.
 	Offsets Offsets
 }

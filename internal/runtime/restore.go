@@ -36,7 +36,7 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 	}
 	spans := make(map[string]map[int32]kafka.Span)
 	var total int64
-	for _, store := range w.topo.Stores {
+	for _, store := range w.storeNames {
 		topic := ChangelogTopic(w.cfg.AppID, store)
 		lo, ok := ends.Lookup(topic, t.id.Partition)
 		if !ok {
@@ -58,8 +58,8 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 	start := time.Now()
 	t.log.Info("restoring state from changelog", "records", total)
 
-	storeOf := make(map[string]string, len(w.topo.Stores))
-	for _, store := range w.topo.Stores {
+	storeOf := make(map[string]string, len(w.storeNames))
+	for _, store := range w.storeNames {
 		storeOf[ChangelogTopic(w.cfg.AppID, store)] = store
 	}
 	batch := state.Batch{Offsets: t.committed.Clone()}

@@ -17,14 +17,18 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("runtime: invalid config: %w", err)
 	}
-	if len(topo.Sources) == 0 {
+	if len(topo.Subtopologies) != 1 || len(topo.Repartitions) > 0 || len(topo.Globals) > 0 {
+		return fmt.Errorf("runtime: %d sub-topologies, %d repartition topics, %d global stores: this version runs one sub-topology and no global store", len(topo.Subtopologies), len(topo.Repartitions), len(topo.Globals))
+	}
+	sub := topo.Subtopologies[0]
+	if len(sub.Sources) == 0 {
 		return errors.New("runtime: the topology has no source topic")
 	}
-	if len(topo.Sources) > 1 {
+	if len(sub.Sources) > 1 {
 		// The group's assignor places each topic's partitions on its own;
 		// a task needs partition p of every source on one member, which
 		// takes a task-aware assignor that is not built yet.
-		return fmt.Errorf("runtime: %d source topics %v: a topology reads one source topic in this version", len(topo.Sources), topo.Sources)
+		return fmt.Errorf("runtime: %d source topics %v: a topology reads one source topic in this version", len(sub.Sources), sub.Sources)
 	}
 	if err := prepareTopics(ctx, cfg, topo); err != nil {
 		return err
@@ -61,20 +65,21 @@ func prepareTopics(ctx context.Context, cfg Config, topo Topology) error {
 		return fmt.Errorf("runtime: admin client: %w", err)
 	}
 	defer cl.Close()
-	parts, err := kafka.Partitions(ctx, cl, topo.Sources...)
+	sub := topo.Subtopologies[0]
+	parts, err := kafka.Partitions(ctx, cl, sub.Sources...)
 	if err != nil {
 		return fmt.Errorf("runtime: source topics: %w", err)
 	}
-	n := parts[topo.Sources[0]]
-	for _, s := range topo.Sources[1:] {
+	n := parts[sub.Sources[0]]
+	for _, s := range sub.Sources[1:] {
 		if parts[s] != n {
 			return fmt.Errorf("runtime: source topics %s (%d partitions) and %s (%d partitions) are not co-partitioned; give them the same partition count",
-				topo.Sources[0], n, s, parts[s])
+				sub.Sources[0], n, s, parts[s])
 		}
 	}
 	var specs []kafka.TopicSpec
-	for _, store := range topo.Stores {
-		specs = append(specs, kafka.TopicSpec{Name: ChangelogTopic(cfg.AppID, store), Partitions: n, Compacted: true})
+	for _, store := range sub.Stores {
+		specs = append(specs, kafka.TopicSpec{Name: ChangelogTopic(cfg.AppID, store.Name), Partitions: n, Compacted: true})
 	}
 	if len(specs) == 0 {
 		return nil

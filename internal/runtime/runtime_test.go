@@ -29,9 +29,9 @@ import (
 // store "counts" and writes "<count>:<value>" to topic "out" for each one.
 // A sequential run over the input gives exact expected outputs.
 func counting() Topology {
-	return Topology{
+	return Topology{Subtopologies: []Subtopology{{
 		Sources: []string{"in"},
-		Stores:  []string{"counts"},
+		Stores:  []Store{{Name: "counts"}},
 		NewTask: func(tc TaskContext) (TaskProcessor, error) {
 			store, err := tc.Store("counts")
 			if err != nil {
@@ -39,7 +39,7 @@ func counting() Topology {
 			}
 			return &countTask{tc: tc, store: store}, nil
 		},
-	}
+	}}}
 }
 
 type countTask struct {
@@ -64,7 +64,8 @@ func (c *countTask) Process(r *kgo.Record) error {
 	return c.tc.Produce("out", r.Key, []byte(fmt.Sprintf("%d:%s", n, r.Value)), 0, nil)
 }
 
-func (c *countTask) Close() error { return nil }
+func (c *countTask) Punctuate(time.Time) error { return nil }
+func (c *countTask) Close() error             { return nil }
 
 type harness struct {
 	t      *testing.T

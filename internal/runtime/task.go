@@ -37,6 +37,10 @@ type task struct {
 	next    []int64
 	skip    []int64
 
+	// streamTime is the open transaction's stream time; committed holds
+	// the committed one.
+	streamTime int64
+
 	// dirty is set once the open transaction processed a record here.
 	dirty bool
 	// writes are the buffer's dirty writes, taken once per commit: sent to
@@ -59,6 +63,18 @@ func (t *task) Store(name string) (*state.StoreBuffer, error) {
 	return t.buf.Store(name), nil
 }
 
+func (t *task) StreamTime() int64 { return t.streamTime }
+
+func (t *task) AdvanceStreamTime(ts int64) {
+	if ts > t.streamTime {
+		t.streamTime = ts
+	}
+}
+
+func (t *task) GlobalStore(name string) (GlobalReader, error) {
+	return nil, fmt.Errorf("runtime: global store %q: global stores are not supported yet", name)
+}
+
 func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
 	_, err := t.w.produceRecord(topic, -1, key, value, timestamp, headers)
 	return err
@@ -73,7 +89,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (*task, error) {
 		dir: filepath.Join(w.cfg.StateDir, w.cfg.AppID, id.String()),
 		log: w.log.With("task", id.String()),
 	}
-	for _, topic := range w.topo.Sources {
+	for _, topic := range w.sub.Sources {
 		t.sources = append(t.sources, state.TopicPartition{Topic: topic, Partition: id.Partition})
 	}
 	t.next = make([]int64, len(t.sources))
@@ -84,7 +100,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (*task, error) {
 	if err := t.openDB(); err != nil {
 		return nil, err
 	}
-	if len(w.topo.Stores) > 0 {
+	if len(w.storeNames) > 0 {
 		err := w.restore(ctx, t)
 		if errors.Is(err, errStateAhead) {
 			// The database claims more than the changelog holds: it is
@@ -105,8 +121,9 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (*task, error) {
 		}
 		t.next[i] = t.skip[i]
 	}
+	t.streamTime = t.committed.StreamTime
 	t.buf = state.NewBuffer(t.db)
-	proc, err := w.topo.NewTask(t)
+	proc, err := w.sub.NewTask(t)
 	if err != nil {
 		t.db.Close()
 		return nil, permanent(fmt.Errorf("runtime: task %s: build processors: %w", id, err))
@@ -211,8 +228,9 @@ func (t *task) applyCommitted() error {
 	for i, tp := range t.sources {
 		t.committed.Input[tp] = t.next[i]
 	}
+	t.committed.StreamTime = t.streamTime
 	for i, r := range t.logged {
-		store := t.w.topo.Stores[t.loggedStore[i]]
+		store := t.w.storeNames[t.loggedStore[i]]
 		if r.Offset+1 > t.committed.Changelog[store] {
 			t.committed.Changelog[store] = r.Offset + 1
 		}
@@ -231,7 +249,7 @@ func (t *task) applyCommitted() error {
 // last transaction (one marker per transaction and partition).
 func (t *task) recordChangelogEnds(ends kadm.ListedOffsets) error {
 	changed := false
-	for _, store := range t.w.topo.Stores {
+	for _, store := range t.w.storeNames {
 		end, ok := ends.Lookup(ChangelogTopic(t.w.cfg.AppID, store), t.id.Partition)
 		if ok && end.Offset == t.committed.Changelog[store]+1 {
 			t.committed.Changelog[store] = end.Offset
@@ -250,6 +268,7 @@ func (t *task) recordChangelogEnds(ends kadm.ListedOffsets) error {
 // rollback drops the open transaction's work after an abort (§3 step 5).
 func (t *task) rollback() {
 	copy(t.next, t.skip)
+	t.streamTime = t.committed.StreamTime
 	t.buf.Reset()
 	t.reset()
 }

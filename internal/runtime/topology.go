@@ -7,6 +7,7 @@ package runtime
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -22,17 +23,53 @@ type TaskID struct {
 
 func (id TaskID) String() string { return fmt.Sprintf("%d_%d", id.Subtopology, id.Partition) }
 
-// Topology is what the runtime needs to know of a user topology.
+// Topology is what the runtime needs to know of a user topology: its
+// sub-topologies (parts joined only through topics) and global stores.
 type Topology struct {
-	// Sources are the input topics. They must be co-partitioned: task p
-	// reads partition p of each of them.
+	Subtopologies []Subtopology
+	// Repartitions are internal topics the runtime creates before it
+	// starts: topics that one sub-topology writes (re-keyed records) and
+	// another reads. Names are full topic names.
+	Repartitions []Repartition
+	// Globals are stores replicated in full to every instance, each read
+	// from its own topic (a global table).
+	Globals []GlobalStore
+}
+
+// Subtopology is a connected part of the topology. Its task p reads
+// partition p of every one of its Sources (they must be co-partitioned)
+// and owns partition p of each store's changelog.
+type Subtopology struct {
 	Sources []string
-	// Stores are the names of the task's state stores; each has a
-	// changelog topic "<app-id>-<store>-changelog".
-	Stores []string
+	Stores  []Store
 	// NewTask instantiates the processors of one task. It is called when
 	// the task is assigned, after its stores are restored.
 	NewTask func(tc TaskContext) (TaskProcessor, error)
+}
+
+// Store is a state store of a sub-topology; its changelog topic is
+// ChangelogTopic(appID, Name).
+type Store struct {
+	Name string
+	// Retention, when positive, makes the changelog "compact,delete" with
+	// retention.ms = Retention + 24h (a window or session store: records
+	// of expired windows are never read again). Zero: compacted only.
+	Retention time.Duration
+}
+
+// Repartition is an internal topic written by one sub-topology and read by
+// another. Partitions zero means as many as the sub-topology's sources
+// that writes it.
+type Repartition struct {
+	Topic      string
+	Partitions int32
+}
+
+// GlobalStore is a store that every instance holds whole, fed from Topic
+// (read_committed, from the start), not from a changelog of its own.
+type GlobalStore struct {
+	Name  string
+	Topic string
 }
 
 // TaskProcessor is one task's instance of the topology.
@@ -40,6 +77,10 @@ type TaskProcessor interface {
 	// Process runs one source record through the task's processors. An
 	// error stops the worker: the open transaction is aborted.
 	Process(rec *kgo.Record) error
+	// Punctuate is called with the wall clock, within a transaction, at
+	// least every commit interval while the task is open: wall-clock
+	// punctuators run from it.
+	Punctuate(now time.Time) error
 	// Close releases the processors' resources.
 	Close() error
 }
@@ -51,6 +92,15 @@ type TaskContext interface {
 	// Store returns the write buffer of the named store, or an error if
 	// the topology did not declare it (it would have no changelog).
 	Store(name string) (*state.StoreBuffer, error)
+	// GlobalStore returns a read-only view of a global store.
+	GlobalStore(name string) (GlobalReader, error)
+	// StreamTime is the task's stream time: the largest timestamp passed to
+	// AdvanceStreamTime, restored with the state after a restart, or
+	// state.NoStreamTime.
+	StreamTime() int64
+	// AdvanceStreamTime moves stream time to ts if ts is later. It is part
+	// of the open transaction: an abort moves it back.
+	AdvanceStreamTime(ts int64)
 	// Produce sends a record to topic within the open transaction. It
 	// copies key, value and headers, so the caller may reuse its buffers.
 	// The partition is Kafka's default partitioner of the key (or spread
@@ -58,6 +108,12 @@ type TaskContext interface {
 	Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error
 	// Logger carries the app, instance and task attributes.
 	Logger() *slog.Logger
+}
+
+// GlobalReader reads a global store. It is safe for concurrent use: the
+// global store's own goroutine updates it as its topic moves on.
+type GlobalReader interface {
+	Get(key []byte) (value []byte, ok bool, err error)
 }
 
 // ChangelogTopic is the name of a store's changelog topic.

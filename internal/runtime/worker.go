@@ -28,6 +28,9 @@ import (
 type worker struct {
 	cfg        Config
 	topo       Topology
+	// sub is the sub-topology the worker runs; storeNames its stores.
+	sub        *Subtopology
+	storeNames []string
 	log        *slog.Logger
 	memberID   string // static group instance id
 	txnID      string
@@ -72,16 +75,18 @@ func newWorker(cfg Config, topo Topology, idx int) *worker {
 		cfg:        cfg,
 		topo:       topo,
 		memberID:   cfg.InstanceID,
-		storeIndex: make(map[string]int, len(topo.Stores)),
+		sub:        &topo.Subtopologies[0],
+		storeIndex: make(map[string]int),
 	}
 	if cfg.Workers > 1 {
 		w.memberID = fmt.Sprintf("%s-w%d", cfg.InstanceID, idx)
 	}
 	w.txnID = cfg.AppID + "-" + w.memberID
 	w.log = cfg.Logger.With("worker", idx)
-	for i, s := range topo.Stores {
-		w.changelogs = append(w.changelogs, ChangelogTopic(cfg.AppID, s))
-		w.storeIndex[s] = i
+	for i, s := range w.sub.Stores {
+		w.storeNames = append(w.storeNames, s.Name)
+		w.changelogs = append(w.changelogs, ChangelogTopic(cfg.AppID, s.Name))
+		w.storeIndex[s.Name] = i
 	}
 	w.promise = w.onProduced
 	return w
@@ -185,7 +190,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 			return fmt.Errorf("runtime: init producer id %s: %w", w.txnID, err)
 		}
 	}
-	w.cl.AddConsumeTopics(w.topo.Sources...)
+	w.cl.AddConsumeTopics(w.sub.Sources...)
 	w.log.Info("worker joined", "member", w.memberID, "transactional_id", w.txnID)
 
 	for {
