@@ -13,21 +13,28 @@ import (
 // broker can commit a transaction's records and lose its group offsets, and
 // these records let a task resume from what its state reflects. The record
 // has a fixed key, so compaction keeps only the newest one, and a header that
-// marks it, so restore never mistakes it for a user key.
+// marks it, so restore never mistakes it for a user key. Since format v2 it
+// carries the task's stream time too, so a task restored on a machine
+// without its database resumes with the stream time its state reflects
+// (windows closed before the move stay closed).
 const (
 	offsetsHeaderKey   = "eddy.offsets"
 	offsetsRecordKey   = "\x00eddy.offsets"
 	offsetsFormatV1    = 1
+	offsetsFormatV2    = 2
 	maxOffsetsTopicLen = 1 << 15
 )
 
 var errBadOffsetsRecord = errors.New("runtime: malformed offsets record")
 
-// appendOffsetsRecord encodes the input offsets: a version byte, then per
+// appendOffsetsRecord encodes the input offsets and the stream time: a
+// version byte (2), the stream time (varint; state.NoStreamTime before the
+// first record), the number of source partitions (uvarint), then per
 // source partition the topic (uvarint length + bytes), partition and offset
-// (varints).
-func appendOffsetsRecord(dst []byte, input map[state.TopicPartition]int64) []byte {
-	dst = append(dst, offsetsFormatV1)
+// (varints). Version 1 is the same without the stream time.
+func appendOffsetsRecord(dst []byte, input map[state.TopicPartition]int64, streamTime int64) []byte {
+	dst = append(dst, offsetsFormatV2)
+	dst = binary.AppendVarint(dst, streamTime)
 	dst = binary.AppendUvarint(dst, uint64(len(input)))
 	for tp, off := range input {
 		dst = binary.AppendUvarint(dst, uint64(len(tp.Topic)))
@@ -38,38 +45,49 @@ func appendOffsetsRecord(dst []byte, input map[state.TopicPartition]int64) []byt
 	return dst
 }
 
-func decodeOffsetsRecord(b []byte) (map[state.TopicPartition]int64, error) {
-	if len(b) == 0 || b[0] != offsetsFormatV1 {
-		return nil, fmt.Errorf("%w: unknown version", errBadOffsetsRecord)
+// decodeOffsetsRecord decodes both versions; a version 1 record (written
+// before stream time was persisted) has state.NoStreamTime.
+func decodeOffsetsRecord(b []byte) (input map[state.TopicPartition]int64, streamTime int64, err error) {
+	if len(b) == 0 || b[0] != offsetsFormatV1 && b[0] != offsetsFormatV2 {
+		return nil, 0, fmt.Errorf("%w: unknown version", errBadOffsetsRecord)
 	}
+	version := b[0]
 	b = b[1:]
+	streamTime = state.NoStreamTime
+	if version >= offsetsFormatV2 {
+		st, k := binary.Varint(b)
+		if k <= 0 {
+			return nil, 0, fmt.Errorf("%w: bad stream time", errBadOffsetsRecord)
+		}
+		streamTime, b = st, b[k:]
+	}
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
-		return nil, fmt.Errorf("%w: bad count", errBadOffsetsRecord)
+		return nil, 0, fmt.Errorf("%w: bad count", errBadOffsetsRecord)
 	}
 	b = b[k:]
 	out := make(map[state.TopicPartition]int64, n)
 	for i := uint64(0); i < n; i++ {
 		l, k := binary.Uvarint(b)
 		if k <= 0 || l > maxOffsetsTopicLen || uint64(len(b)-k) < l {
-			return nil, fmt.Errorf("%w: bad topic", errBadOffsetsRecord)
+			return nil, 0, fmt.Errorf("%w: bad topic", errBadOffsetsRecord)
 		}
 		topic := string(b[k : k+int(l)])
 		b = b[k+int(l):]
 		p, k := binary.Varint(b)
 		if k <= 0 {
-			return nil, fmt.Errorf("%w: bad partition", errBadOffsetsRecord)
+			return nil, 0, fmt.Errorf("%w: bad partition", errBadOffsetsRecord)
 		}
 		b = b[k:]
 		off, k := binary.Varint(b)
 		if k <= 0 {
-			return nil, fmt.Errorf("%w: bad offset", errBadOffsetsRecord)
+			return nil, 0, fmt.Errorf("%w: bad offset", errBadOffsetsRecord)
 		}
 		b = b[k:]
 		out[state.TopicPartition{Topic: topic, Partition: int32(p)}] = off
 	}
 	if len(b) != 0 {
-		return nil, fmt.Errorf("%w: trailing bytes", errBadOffsetsRecord)
+		return nil, 0, fmt.Errorf("%w: trailing bytes", errBadOffsetsRecord)
 	}
-	return out, nil
+	return out, streamTime, nil
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/binary"
 	"errors"
 	"maps"
 	"testing"
@@ -9,46 +10,79 @@ import (
 )
 
 func TestOffsetsRecordRoundTrip(t *testing.T) {
-	for _, in := range []map[state.TopicPartition]int64{
-		{},
-		{{Topic: "payments", Partition: 3}: 42},
-		{{Topic: "a", Partition: 0}: 0, {Topic: "b.with.dots", Partition: 7}: 1 << 40},
+	for _, tc := range []struct {
+		in         map[state.TopicPartition]int64
+		streamTime int64
+	}{
+		{map[state.TopicPartition]int64{}, state.NoStreamTime},
+		{map[state.TopicPartition]int64{{Topic: "payments", Partition: 3}: 42}, 1_700_000_000_000},
+		{map[state.TopicPartition]int64{{Topic: "a", Partition: 0}: 0, {Topic: "b.with.dots", Partition: 7}: 1 << 40}, -5},
 	} {
-		got, err := decodeOffsetsRecord(appendOffsetsRecord(nil, in))
+		got, st, err := decodeOffsetsRecord(appendOffsetsRecord(nil, tc.in, tc.streamTime))
 		if err != nil {
-			t.Fatalf("decode %v: %v", in, err)
+			t.Fatalf("decode %v: %v", tc.in, err)
 		}
-		if !maps.Equal(got, in) {
-			t.Fatalf("round trip: got %v, want %v", got, in)
+		if !maps.Equal(got, tc.in) || st != tc.streamTime {
+			t.Fatalf("round trip: got %v %d, want %v %d", got, st, tc.in, tc.streamTime)
 		}
 	}
 }
 
+// appendOffsetsRecordV1 is the encoder of format 1, as written before the
+// stream time was carried: records of it stay in changelogs.
+func appendOffsetsRecordV1(dst []byte, input map[state.TopicPartition]int64) []byte {
+	dst = append(dst, offsetsFormatV1)
+	dst = binary.AppendUvarint(dst, uint64(len(input)))
+	for tp, off := range input {
+		dst = binary.AppendUvarint(dst, uint64(len(tp.Topic)))
+		dst = append(dst, tp.Topic...)
+		dst = binary.AppendVarint(dst, int64(tp.Partition))
+		dst = binary.AppendVarint(dst, off)
+	}
+	return dst
+}
+
+func TestOffsetsRecordDecodesV1(t *testing.T) {
+	in := map[state.TopicPartition]int64{{Topic: "in", Partition: 1}: 17, {Topic: "other", Partition: 1}: 3}
+	got, st, err := decodeOffsetsRecord(appendOffsetsRecordV1(nil, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, in) || st != state.NoStreamTime {
+		t.Fatalf("got %v %d, want %v and no stream time", got, st, in)
+	}
+}
+
 func TestOffsetsRecordRejectsGarbage(t *testing.T) {
-	good := appendOffsetsRecord(nil, map[state.TopicPartition]int64{{Topic: "t", Partition: 1}: 9})
+	good := appendOffsetsRecord(nil, map[state.TopicPartition]int64{{Topic: "t", Partition: 1}: 9}, 77)
+	goodV1 := appendOffsetsRecordV1(nil, map[state.TopicPartition]int64{{Topic: "t", Partition: 1}: 9})
 	for name, b := range map[string][]byte{
-		"empty":    nil,
-		"version":  {9},
-		"trailing": append(append([]byte(nil), good...), 0),
-		"short":    good[:len(good)-1],
-		"count":    {offsetsFormatV1, 200},
+		"empty":       nil,
+		"version":     {9},
+		"trailing":    append(append([]byte(nil), good...), 0),
+		"short":       good[:len(good)-1],
+		"count":       {offsetsFormatV2, 0, 200},
+		"stream time": {offsetsFormatV2, 0x80},
+		"v1 trailing": append(append([]byte(nil), goodV1...), 0),
+		"v1 short":    goodV1[:len(goodV1)-1],
 	} {
-		if _, err := decodeOffsetsRecord(b); !errors.Is(err, errBadOffsetsRecord) {
+		if _, _, err := decodeOffsetsRecord(b); !errors.Is(err, errBadOffsetsRecord) {
 			t.Errorf("%s: got %v, want errBadOffsetsRecord", name, err)
 		}
 	}
 }
 
 func FuzzDecodeOffsetsRecord(f *testing.F) {
-	f.Add(appendOffsetsRecord(nil, map[state.TopicPartition]int64{{Topic: "t", Partition: 1}: 9}))
+	f.Add(appendOffsetsRecord(nil, map[state.TopicPartition]int64{{Topic: "t", Partition: 1}: 9}, 5))
+	f.Add(appendOffsetsRecordV1(nil, map[state.TopicPartition]int64{{Topic: "t", Partition: 1}: 9}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeOffsetsRecord(b)
+		m, st, err := decodeOffsetsRecord(b)
 		if err != nil {
 			return
 		}
-		again, err := decodeOffsetsRecord(appendOffsetsRecord(nil, m))
-		if err != nil || !maps.Equal(again, m) {
-			t.Fatalf("re-encoding %v: %v %v", m, again, err)
+		again, st2, err := decodeOffsetsRecord(appendOffsetsRecord(nil, m, st))
+		if err != nil || !maps.Equal(again, m) || st2 != st {
+			t.Fatalf("re-encoding %v %d: %v %d %v", m, st, again, st2, err)
 		}
 	})
 }

@@ -27,7 +27,7 @@ const restoreBatch = 10_000
 // met on the way move the database's input offsets forward.
 func (w *worker) restore(ctx context.Context, t *task) error {
 	adm := kadm.NewClient(w.cl)
-	ends, err := adm.ListCommittedOffsets(ctx, w.changelogs...)
+	ends, err := adm.ListCommittedOffsets(ctx, t.sub.changelogs...)
 	if err != nil {
 		return fmt.Errorf("list changelog end offsets: %w", err)
 	}
@@ -36,8 +36,8 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 	}
 	spans := make(map[string]map[int32]kafka.Span)
 	var total int64
-	for _, store := range w.storeNames {
-		topic := ChangelogTopic(w.cfg.AppID, store)
+	for i, store := range t.sub.storeNames {
+		topic := t.sub.changelogs[i]
 		lo, ok := ends.Lookup(topic, t.id.Partition)
 		if !ok {
 			return fmt.Errorf("changelog %s has no partition %d", topic, t.id.Partition)
@@ -58,9 +58,9 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 	start := time.Now()
 	t.log.Info("restoring state from changelog", "records", total)
 
-	storeOf := make(map[string]string, len(w.storeNames))
-	for _, store := range w.storeNames {
-		storeOf[ChangelogTopic(w.cfg.AppID, store)] = store
+	storeOf := make(map[string]string, len(t.sub.storeNames))
+	for i, store := range t.sub.storeNames {
+		storeOf[t.sub.changelogs[i]] = store
 	}
 	batch := state.Batch{Offsets: t.committed.Clone()}
 	var replayed int64
@@ -80,7 +80,7 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 		// Released in offset order: everything before r is applied.
 		batch.Offsets.Changelog[store] = r.Offset + 1
 		if isOffsetsRecord(r) {
-			input, err := decodeOffsetsRecord(r.Value)
+			input, streamTime, err := decodeOffsetsRecord(r.Value)
 			if err != nil {
 				return fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 			}
@@ -89,6 +89,9 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 					batch.Offsets.Input[tp] = off
 				}
 			}
+			// Each store's changelog carries the task's stream time,
+			// which only moves forward: the largest is the task's.
+			batch.Offsets.StreamTime = max(batch.Offsets.StreamTime, streamTime)
 		} else {
 			batch.Writes = append(batch.Writes, state.Write{Store: store, Key: r.Key, Value: r.Value, Delete: r.Value == nil})
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -12,25 +14,17 @@ import (
 )
 
 // Run runs topo with cfg until ctx is cancelled, then commits, closes the
-// tasks and returns. It creates the changelog topics it needs.
+// tasks and returns. It creates the changelog and repartition topics it
+// needs; the external source topics must exist.
 func Run(ctx context.Context, cfg Config, topo Topology) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("runtime: invalid config: %w", err)
 	}
-	if len(topo.Subtopologies) != 1 || len(topo.Repartitions) > 0 || len(topo.Globals) > 0 {
-		return fmt.Errorf("runtime: %d sub-topologies, %d repartition topics, %d global stores: this version runs one sub-topology and no global store", len(topo.Subtopologies), len(topo.Repartitions), len(topo.Globals))
+	p, err := newPlan(cfg.AppID, topo)
+	if err != nil {
+		return err
 	}
-	sub := topo.Subtopologies[0]
-	if len(sub.Sources) == 0 {
-		return errors.New("runtime: the topology has no source topic")
-	}
-	if len(sub.Sources) > 1 {
-		// The group's assignor places each topic's partitions on its own;
-		// a task needs partition p of every source on one member, which
-		// takes a task-aware assignor that is not built yet.
-		return fmt.Errorf("runtime: %d source topics %v: a topology reads one source topic in this version", len(sub.Sources), sub.Sources)
-	}
-	if err := prepareTopics(ctx, cfg, topo); err != nil {
+	if err := prepareTopics(ctx, cfg, p, topo.Repartitions); err != nil {
 		return err
 	}
 	var (
@@ -41,7 +35,7 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for i := 0; i < cfg.Workers; i++ {
-		w := newWorker(cfg, topo, i)
+		w := newWorker(cfg, p, i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -57,29 +51,95 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 	return errors.Join(errs...)
 }
 
-// prepareTopics checks that the sources exist and are co-partitioned, and
-// creates the compacted changelog topics with the sources' partition count.
-func prepareTopics(ctx context.Context, cfg Config, topo Topology) error {
+// prepareTopics creates the repartition topics, checks that the sources of
+// each sub-topology are co-partitioned (task p reads partition p of each),
+// and creates each sub-topology's changelogs with its partition count.
+// Every problem is reported at once, each naming the topics and the fix.
+func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repartition) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("runtime: admin client: %w", err)
 	}
 	defer cl.Close()
-	sub := topo.Subtopologies[0]
-	parts, err := kafka.Partitions(ctx, cl, sub.Sources...)
-	if err != nil {
-		return fmt.Errorf("runtime: source topics: %w", err)
+
+	internal := make(map[string]bool, len(repartitions))
+	var errs []error
+	for _, r := range repartitions {
+		switch {
+		case internal[r.Topic]:
+			errs = append(errs, fmt.Errorf("runtime: repartition topic %s is declared twice", r.Topic))
+		case r.Partitions < 0:
+			errs = append(errs, fmt.Errorf("runtime: repartition topic %s: %d partitions; use 0 (as many as the sources) or more", r.Topic, r.Partitions))
+		}
+		internal[r.Topic] = true
 	}
-	n := parts[sub.Sources[0]]
-	for _, s := range sub.Sources[1:] {
-		if parts[s] != n {
-			return fmt.Errorf("runtime: source topics %s (%d partitions) and %s (%d partitions) are not co-partitioned; give them the same partition count",
-				sub.Sources[0], n, s, parts[s])
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var external []string
+	for _, s := range p.sources {
+		if !internal[s] {
+			external = append(external, s)
 		}
 	}
+	parts, err := kafka.Partitions(ctx, cl, external...)
+	if err != nil {
+		return fmt.Errorf("runtime: source topics: %w; create them before starting the application", err)
+	}
+
+	// A repartition topic has, unless the topology says otherwise, the
+	// largest partition count of the external sources: the most
+	// parallelism the input allows. A sub-topology reads it with no other
+	// source, or with sources the user co-partitioned the same way.
+	var widest int32
+	for _, n := range parts {
+		widest = max(widest, n)
+	}
+	if len(repartitions) > 0 {
+		specs := make([]kafka.TopicSpec, len(repartitions))
+		names := make([]string, len(repartitions))
+		for i, r := range repartitions {
+			n := r.Partitions
+			if n == 0 {
+				n = widest
+			}
+			if n == 0 {
+				return fmt.Errorf("runtime: repartition topic %s: no external source to take a partition count from; set Repartition.Partitions", r.Topic)
+			}
+			specs[i] = kafka.TopicSpec{Name: r.Topic, Partitions: n}
+			names[i] = r.Topic
+		}
+		if err := kafka.CreateTopics(ctx, cl, specs...); err != nil {
+			return fmt.Errorf("runtime: repartition topics: %w", err)
+		}
+		got, err := kafka.Partitions(ctx, cl, names...)
+		if err != nil {
+			return fmt.Errorf("runtime: repartition topics: %w", err)
+		}
+		for _, s := range specs {
+			if got[s.Name] != s.Partitions {
+				errs = append(errs, fmt.Errorf("runtime: repartition topic %s has %d partitions, the topology wants %d; delete it (it holds only data in transit between sub-topologies) or set its partition count in the topology",
+					s.Name, got[s.Name], s.Partitions))
+			}
+			parts[s.Name] = got[s.Name]
+		}
+	}
+
 	var specs []kafka.TopicSpec
-	for _, store := range sub.Stores {
-		specs = append(specs, kafka.TopicSpec{Name: ChangelogTopic(cfg.AppID, store.Name), Partitions: n, Compacted: true})
+	for _, sub := range p.subs {
+		n := parts[sub.Sources[0]]
+		for _, src := range sub.Sources[1:] {
+			if parts[src] != n {
+				errs = append(errs, fmt.Errorf("runtime: sub-topology %d reads %s (%d partitions) and %s (%d partitions): they are not co-partitioned; give them the same partition count (or repartition one of them)",
+					sub.index, sub.Sources[0], n, src, parts[src]))
+			}
+		}
+		for i, store := range sub.Stores {
+			specs = append(specs, changelogSpec(sub.changelogs[i], n, store.Retention))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	if len(specs) == 0 {
 		return nil
@@ -92,13 +152,33 @@ func prepareTopics(ctx context.Context, cfg Config, topo Topology) error {
 		return fmt.Errorf("runtime: changelog topics: %w", err)
 	}
 	for _, s := range specs {
-		if clParts[s.Name] != n {
-			return fmt.Errorf("runtime: changelog %s has %d partitions, the sources %d; delete it or restore the source partition count",
-				s.Name, clParts[s.Name], n)
+		if clParts[s.Name] != s.Partitions {
+			errs = append(errs, fmt.Errorf("runtime: changelog %s has %d partitions, its sources %d; delete it (the state is rebuilt from the sources only if they are complete) or restore the source partition count",
+				s.Name, clParts[s.Name], s.Partitions))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
+
+// changelogSpec is a store's changelog topic: compacted, and for a store
+// with a retention also deleted by time, retention.ms being the store's
+// retention plus a day (Kafka Streams' windowstore.changelog.additional.retention.ms),
+// so that nothing a restore still needs has expired. A topic that exists
+// keeps its configs.
+func changelogSpec(name string, partitions int32, retention time.Duration) kafka.TopicSpec {
+	spec := kafka.TopicSpec{Name: name, Partitions: partitions, Compacted: true}
+	if retention > 0 {
+		spec.Configs = map[string]string{
+			"cleanup.policy": "compact,delete",
+			"retention.ms":   strconv.FormatInt((retention + changelogExtraRetention).Milliseconds(), 10),
+		}
+	}
+	return spec
+}
+
+// changelogExtraRetention is how much longer than its store a changelog
+// with a retention keeps records.
+const changelogExtraRetention = 24 * time.Hour
 
 func specsNames(specs []kafka.TopicSpec) []string {
 	names := make([]string, len(specs))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -15,11 +16,12 @@ import (
 	"github.com/eddy-streams/eddy/state"
 )
 
-// task is one partition of the topology's sources, its stores and its
-// processors. It is used by its worker's goroutine only (rebalance callbacks
+// task is partition p of the sources of one sub-topology, partition p of
+// its stores' changelogs, and its processors. It is used by its worker's goroutine only (rebalance callbacks
 // run serialized with processing, see worker).
 type task struct {
 	w    *worker
+	sub  *subPlan
 	id   TaskID
 	dir  string
 	log  *slog.Logger
@@ -41,7 +43,15 @@ type task struct {
 	// the committed one.
 	streamTime int64
 
-	// dirty is set once the open transaction processed a record here.
+	// pending[i] are the current poll's records of source i, consumed
+	// from pendingAt[i] on; polled marks the task as listed in the
+	// worker's polled tasks (see route).
+	pending   [][]*kgo.Record
+	pendingAt []int
+	polled    bool
+
+	// dirty is set once the open transaction processed a record here, or
+	// a punctuator wrote or produced.
 	dirty bool
 	// writes are the buffer's dirty writes, taken once per commit: sent to
 	// the changelog, then applied to db if the transaction committed.
@@ -57,8 +67,8 @@ type task struct {
 func (t *task) ID() TaskID           { return t.id }
 func (t *task) Logger() *slog.Logger { return t.log }
 func (t *task) Store(name string) (*state.StoreBuffer, error) {
-	if _, ok := t.w.storeIndex[name]; !ok {
-		return nil, fmt.Errorf("runtime: store %q is not declared in the topology; pass it to the processor that uses it", name)
+	if _, ok := t.sub.storeIndex[name]; !ok {
+		return nil, fmt.Errorf("runtime: store %q is not declared in sub-topology %d; pass it to the processor that uses it", name, t.sub.index)
 	}
 	return t.buf.Store(name), nil
 }
@@ -85,22 +95,25 @@ func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers
 func (w *worker) openTask(ctx context.Context, id TaskID) (*task, error) {
 	t := &task{
 		w:   w,
+		sub: &w.plan.subs[id.Subtopology],
 		id:  id,
 		dir: filepath.Join(w.cfg.StateDir, w.cfg.AppID, id.String()),
 		log: w.log.With("task", id.String()),
 	}
-	for _, topic := range w.sub.Sources {
+	for _, topic := range t.sub.Sources {
 		t.sources = append(t.sources, state.TopicPartition{Topic: topic, Partition: id.Partition})
 	}
 	t.next = make([]int64, len(t.sources))
 	t.skip = make([]int64, len(t.sources))
+	t.pending = make([][]*kgo.Record, len(t.sources))
+	t.pendingAt = make([]int, len(t.sources))
 	if err := os.MkdirAll(t.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("runtime: task %s: %w", id, err)
 	}
 	if err := t.openDB(); err != nil {
 		return nil, err
 	}
-	if len(w.storeNames) > 0 {
+	if len(t.sub.storeNames) > 0 {
 		err := w.restore(ctx, t)
 		if errors.Is(err, errStateAhead) {
 			// The database claims more than the changelog holds: it is
@@ -123,7 +136,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (*task, error) {
 	}
 	t.streamTime = t.committed.StreamTime
 	t.buf = state.NewBuffer(t.db)
-	proc, err := w.sub.NewTask(t)
+	proc, err := t.sub.NewTask(t)
 	if err != nil {
 		t.db.Close()
 		return nil, permanent(fmt.Errorf("runtime: task %s: build processors: %w", id, err))
@@ -174,6 +187,17 @@ func (t *task) process(r *kgo.Record) (err error) {
 	return t.proc.Process(r)
 }
 
+// punctuate runs the task's wall-clock punctuators, turning a panic into
+// an error as process does.
+func (t *task) punctuate(now time.Time) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return t.proc.Punctuate(now)
+}
+
 // sourceIndex returns the index of topic among the task's sources.
 func (t *task) sourceIndex(topic string) int {
 	for i := range t.sources {
@@ -189,9 +213,13 @@ func (t *task) sourceIndex(topic string) int {
 func (t *task) logChangelog() error {
 	t.writes = t.buf.Writes(t.writes[:0])
 	t.logged, t.loggedStore = t.logged[:0], t.loggedStore[:0]
+	// Changelog records carry the wall clock, not the records' event
+	// time: a changelog with a delete policy (a window store's) expires
+	// by it, and a zero timestamp would leave it to the client.
+	now := time.Now().UnixMilli()
 	for i := range t.writes {
 		wr := &t.writes[i]
-		si := t.w.storeIndex[wr.Store]
+		si := t.sub.storeIndex[wr.Store]
 		var value []byte // nil: a tombstone
 		if !wr.Delete {
 			value = wr.Value
@@ -199,7 +227,7 @@ func (t *task) logChangelog() error {
 				value = []byte{} // an empty value is a value
 			}
 		}
-		r, err := t.w.produceRecord(t.w.changelogs[si], t.id.Partition, wr.Key, value, 0, nil)
+		r, err := t.w.produceRecord(t.sub.changelogs[si], t.id.Partition, wr.Key, value, now, nil)
 		if err != nil {
 			return err
 		}
@@ -209,9 +237,9 @@ func (t *task) logChangelog() error {
 	for i, tp := range t.sources {
 		input[tp] = t.next[i]
 	}
-	t.scratch = appendOffsetsRecord(t.scratch[:0], input)
-	for si, topic := range t.w.changelogs {
-		r, err := t.w.produceRecord(topic, t.id.Partition, []byte(offsetsRecordKey), t.scratch, 0, offsetsHeader)
+	t.scratch = appendOffsetsRecord(t.scratch[:0], input, t.streamTime)
+	for si, topic := range t.sub.changelogs {
+		r, err := t.w.produceRecord(topic, t.id.Partition, []byte(offsetsRecordKey), t.scratch, now, offsetsHeader)
 		if err != nil {
 			return err
 		}
@@ -220,7 +248,7 @@ func (t *task) logChangelog() error {
 	return nil
 }
 
-var offsetsHeader = []kgo.RecordHeader{{Key: offsetsHeaderKey, Value: []byte{offsetsFormatV1}}}
+var offsetsHeader = []kgo.RecordHeader{{Key: offsetsHeaderKey, Value: []byte{offsetsFormatV2}}}
 
 // applyCommitted writes the committed transaction's state and offsets to the
 // database in one batch (DESIGN.md §3 step 4).
@@ -230,7 +258,7 @@ func (t *task) applyCommitted() error {
 	}
 	t.committed.StreamTime = t.streamTime
 	for i, r := range t.logged {
-		store := t.w.storeNames[t.loggedStore[i]]
+		store := t.sub.storeNames[t.loggedStore[i]]
 		if r.Offset+1 > t.committed.Changelog[store] {
 			t.committed.Changelog[store] = r.Offset + 1
 		}
@@ -249,7 +277,7 @@ func (t *task) applyCommitted() error {
 // last transaction (one marker per transaction and partition).
 func (t *task) recordChangelogEnds(ends kadm.ListedOffsets) error {
 	changed := false
-	for _, store := range t.w.storeNames {
+	for _, store := range t.sub.storeNames {
 		end, ok := ends.Lookup(ChangelogTopic(t.w.cfg.AppID, store), t.id.Partition)
 		if ok && end.Offset == t.committed.Changelog[store]+1 {
 			t.committed.Changelog[store] = end.Offset

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,22 +25,17 @@ import (
 // processes and commits; mu makes the hand-over explicit for the race
 // detector and for shutdown.
 type worker struct {
-	cfg        Config
-	topo       Topology
-	// sub is the sub-topology the worker runs; storeNames its stores.
-	sub        *Subtopology
-	storeNames []string
-	log        *slog.Logger
-	memberID   string // static group instance id
-	txnID      string
-	changelogs []string
-	storeIndex map[string]int
+	cfg      Config
+	plan     *plan
+	log      *slog.Logger
+	memberID string // static group instance id
+	txnID    string
 
 	sess *kgo.GroupTransactSession
 	cl   *kgo.Client
 
 	mu    sync.Mutex
-	tasks map[int32]*task
+	tasks map[TaskID]*task
 	fatal error
 	// sessionGen counts sessions, so a restore that outlived its session
 	// does not install its tasks in the next one.
@@ -60,6 +54,10 @@ type worker struct {
 	started       time.Time
 	txnStart      time.Time
 	txnRecords    int
+	// lastPunctuate is when the tasks were last punctuated.
+	lastPunctuate time.Time
+	// polled are the tasks that the current poll routed records to.
+	polled []*task
 
 	// produced are this transaction's records; once the transaction ended
 	// they go to free and are reused, so outputs cost no allocation.
@@ -70,24 +68,18 @@ type worker struct {
 	prodErr  error
 }
 
-func newWorker(cfg Config, topo Topology, idx int) *worker {
+func newWorker(cfg Config, p *plan, idx int) *worker {
 	w := &worker{
-		cfg:        cfg,
-		topo:       topo,
-		memberID:   cfg.InstanceID,
-		sub:        &topo.Subtopologies[0],
-		storeIndex: make(map[string]int),
+		cfg:      cfg,
+		plan:     p,
+		memberID: cfg.InstanceID,
+		tasks:    make(map[TaskID]*task),
 	}
 	if cfg.Workers > 1 {
 		w.memberID = fmt.Sprintf("%s-w%d", cfg.InstanceID, idx)
 	}
 	w.txnID = cfg.AppID + "-" + w.memberID
 	w.log = cfg.Logger.With("worker", idx)
-	for i, s := range w.sub.Stores {
-		w.storeNames = append(w.storeNames, s.Name)
-		w.changelogs = append(w.changelogs, ChangelogTopic(cfg.AppID, s.Name))
-		w.storeIndex[s.Name] = i
-	}
 	w.promise = w.onProduced
 	return w
 }
@@ -147,13 +139,13 @@ func (w *worker) session(ctx context.Context) (err error) {
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(w.balancers()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.OnPartitionsAssigned(w.onAssigned),
 		kgo.OnPartitionsRevoked(w.onRevoked),
 		kgo.OnPartitionsLost(w.onRevoked),
 		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
-		kgo.RecordPartitioner(newPartitioner(w.changelogs)),
+		kgo.RecordPartitioner(newPartitioner(w.plan.changelogs)),
 		// Kafka Streams' producers do not compress by default either;
 		// franz-go's default (snappy) cost a tenth of the ledger's CPU.
 		// ClientOpts come after, so a user can turn it back on.
@@ -190,7 +182,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 			return fmt.Errorf("runtime: init producer id %s: %w", w.txnID, err)
 		}
 	}
-	w.cl.AddConsumeTopics(w.sub.Sources...)
+	w.cl.AddConsumeTopics(w.plan.sources...)
 	w.log.Info("worker joined", "member", w.memberID, "transactional_id", w.txnID)
 
 	for {
@@ -212,13 +204,20 @@ func (w *worker) session(ctx context.Context) (err error) {
 	}
 }
 
-// pollWait is how long a poll may block: until the open transaction is due,
-// or a while when there is none.
+// pollWait is how long a poll may block: until the open transaction or the
+// next punctuation is due, or a while when neither is.
 func (w *worker) pollWait() time.Duration {
-	if !w.inTxn {
-		return time.Second
+	wait := time.Second
+	if w.inTxn {
+		wait = min(wait, time.Until(w.txnStart.Add(w.cfg.CommitInterval)))
 	}
-	return max(time.Until(w.txnStart.Add(w.cfg.CommitInterval)), time.Millisecond)
+	w.mu.Lock()
+	open := len(w.tasks) > 0
+	w.mu.Unlock()
+	if open {
+		wait = min(wait, time.Until(w.lastPunctuate.Add(w.cfg.CommitInterval)))
+	}
+	return max(wait, time.Millisecond)
 }
 
 // step processes one poll's records and commits when the transaction is due.
@@ -254,13 +253,19 @@ func (w *worker) step(fetches kgo.Fetches) error {
 			return nil
 		}
 	}
-	for it := fetches.RecordIter(); !it.Done(); {
-		if err := w.processRecord(it.Next()); err != nil {
-			// The records of this poll after the failed one were consumed
-			// but not processed: abort so the consumer rewinds to them.
-			w.abort()
-			return err
-		}
+	defer w.clearPolled()
+	err := w.route(fetches)
+	if err == nil {
+		err = w.processPolled()
+	}
+	if now := time.Now(); err == nil && !now.Before(w.lastPunctuate.Add(w.cfg.CommitInterval)) {
+		err = w.punctuate(now)
+	}
+	if err != nil {
+		// The records of this poll after the failed one were consumed
+		// but not processed: abort so the consumer rewinds to them.
+		w.abort()
+		return err
 	}
 	if w.inTxn && (w.txnRecords >= w.cfg.CommitRecords || !time.Now().Before(w.txnStart.Add(w.cfg.CommitInterval))) {
 		return w.commit()
@@ -284,29 +289,16 @@ func fetchError(fetches kgo.Fetches) error {
 	return err
 }
 
-func (w *worker) processRecord(r *kgo.Record) error {
-	t := w.tasks[r.Partition]
-	if t == nil {
-		// Rebalances are blocked between poll and processing, so every
-		// polled partition has its task; consuming the record without one
-		// would commit its offset unprocessed.
-		return fmt.Errorf("runtime: no task for %s/%d", r.Topic, r.Partition)
-	}
+func (w *worker) processRecord(t *task, r *kgo.Record) error {
 	src := t.sourceIndex(r.Topic)
-	if src < 0 {
-		return fmt.Errorf("runtime: task %s does not read %s", t.id, r.Topic)
-	}
 	if r.Offset < t.next[src] {
 		// Already in the state (the group's offset fell behind the
 		// offsets our changelog carried, DESIGN.md §6) or already
 		// processed in this transaction (the consumer was rewound).
 		return nil
 	}
-	if !w.inTxn {
-		if err := w.begin(); err != nil {
-			return fmt.Errorf("runtime: begin transaction: %w", err)
-		}
-		w.inTxn, w.txnStart, w.txnRecords = true, time.Now(), 0
+	if err := w.ensureTxn(); err != nil {
+		return err
 	}
 	t.dirty = true
 	t.next[src] = r.Offset + 1
@@ -389,12 +381,46 @@ func (w *worker) commit() error {
 	return nil
 }
 
-// begin starts a transaction (exactly-once) or a commit period.
-func (w *worker) begin() error {
-	if w.sess == nil {
+// ensureTxn begins a transaction (exactly-once) or a commit period (at
+// least once) unless one is open. Begin only changes the producer's state;
+// the broker hears of the transaction with its first record or offset.
+func (w *worker) ensureTxn() error {
+	if w.inTxn {
 		return nil
 	}
-	return w.sess.Begin()
+	if w.sess != nil {
+		if err := w.sess.Begin(); err != nil {
+			return fmt.Errorf("runtime: begin transaction: %w", err)
+		}
+	}
+	w.inTxn, w.txnStart, w.txnRecords = true, time.Now(), 0
+	return nil
+}
+
+// punctuate calls every task's Punctuate in the open transaction, or in
+// one it begins if a task writes. A task whose Punctuate wrote state,
+// produced or moved its stream time is dirty: it must be committed (its
+// changelog and offsets record written) like a task that processed
+// records. Nothing else tells a write apart, so the buffer, the worker's
+// produced records and the stream time are compared before and after.
+func (w *worker) punctuate(now time.Time) error {
+	w.lastPunctuate = now
+	for _, t := range w.sortedTasks() {
+		produced, streamTime := len(w.produced), t.streamTime
+		if err := t.punctuate(now); err != nil {
+			// Like a processing error: user code failing would fail
+			// again, so the app stops and the transaction aborts.
+			return permanent(fmt.Errorf("runtime: task %s: punctuate: %w", t.id, err))
+		}
+		if t.dirty || len(w.produced) == produced && t.buf.Len() == 0 && t.streamTime == streamTime {
+			continue
+		}
+		if err := w.ensureTxn(); err != nil {
+			return err
+		}
+		t.dirty = true
+	}
+	return nil
 }
 
 // end ends the transaction. At least once, "commit" is a synchronous commit
@@ -434,14 +460,14 @@ func (w *worker) rollbackAll() {
 	}
 }
 
-// sortedTasks returns the tasks in partition order, so changelog records are
-// produced in a deterministic order.
+// sortedTasks returns the tasks in id order, so changelog records are
+// produced (and punctuators run) in a deterministic order.
 func (w *worker) sortedTasks() []*task {
 	ts := make([]*task, 0, len(w.tasks))
 	for _, t := range w.tasks {
 		ts = append(ts, t)
 	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].id.Partition < ts[j].id.Partition })
+	slices.SortFunc(ts, func(a, b *task) int { return compareTaskIDs(a.id, b.id) })
 	return ts
 }
 
@@ -473,10 +499,10 @@ func (w *worker) shutdown() error {
 // committed, so the end offsets are exactly what the database reflects, and
 // a restart finds nothing to replay.
 func (w *worker) recordChangelogEnds(ctx context.Context) error {
-	if len(w.changelogs) == 0 || len(w.tasks) == 0 {
+	if len(w.plan.changelogs) == 0 || len(w.tasks) == 0 {
 		return nil
 	}
-	ends, err := kadm.NewClient(w.cl).ListCommittedOffsets(ctx, w.changelogs...)
+	ends, err := kadm.NewClient(w.cl).ListCommittedOffsets(ctx, w.plan.changelogs...)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -492,11 +518,11 @@ func (w *worker) recordChangelogEnds(ctx context.Context) error {
 }
 
 func (w *worker) closeTasks() {
-	for p, t := range w.tasks {
+	for id, t := range w.tasks {
 		if err := t.close(); err != nil {
 			w.log.Warn("close task", "task", t.id.String(), "err", err)
 		}
-		delete(w.tasks, p)
+		delete(w.tasks, id)
 	}
 }
 
@@ -513,27 +539,30 @@ func (w *worker) closeSession() {
 // onAssigned runs for partitions newly assigned to this member. A task we
 // still hold for one of them is stale: franz-go's transact session does not
 // call our revoke callback for a second revoke before the next End, so its
-// partition went to another member and came back while we kept the old
+// partitions went to another member and came back while we kept the old
 // state. It is closed here and reopened from the changelog in adjustOffsets.
+// The open transaction may hold the stale task's work, on partitions whose
+// consumer positions moved on: revokePending makes the loop abort it, which
+// rewinds the consumer to the committed offsets.
 func (w *worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, parts := range assigned {
-		for _, p := range parts {
-			if t := w.tasks[p]; t != nil {
-				t.log.Info("closing a stale task: its partition was revoked and assigned again")
-				if err := t.close(); err != nil {
-					w.log.Warn("close task", "task", t.id.String(), "err", err)
-				}
-				delete(w.tasks, p)
+	for _, id := range w.plan.tasksOf(assigned) {
+		if t := w.tasks[id]; t != nil {
+			t.log.Info("closing a stale task: its partitions were revoked and assigned again")
+			if err := t.close(); err != nil {
+				w.log.Warn("close task", "task", t.id.String(), "err", err)
 			}
+			delete(w.tasks, id)
+			w.revokePending = true
 		}
 	}
 }
 
-// onRevoked closes revoked or lost tasks. The open transaction will abort,
-// so their uncommitted work is dropped with it; revokePending makes the
-// loop end it at once.
+// onRevoked closes the tasks that revoked or lost partitions belong to
+// (the balancer moves tasks whole, so that is all of their partitions).
+// The open transaction will abort, so their uncommitted work is dropped
+// with it; revokePending makes the loop end it at once.
 func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	if len(revoked) == 0 {
 		// A cooperative rebalance ends with an empty revoke on every
@@ -543,41 +572,37 @@ func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.revokePending = true
-	for _, parts := range revoked {
-		for _, p := range parts {
-			if t := w.tasks[p]; t != nil {
-				if err := t.close(); err != nil {
-					w.log.Warn("close task", "task", t.id.String(), "err", err)
-				}
-				delete(w.tasks, p)
-				t.log.Info("task revoked")
+	for _, id := range w.plan.tasksOf(revoked) {
+		if t := w.tasks[id]; t != nil {
+			if err := t.close(); err != nil {
+				w.log.Warn("close task", "task", t.id.String(), "err", err)
 			}
+			delete(w.tasks, id)
+			t.log.Info("task revoked")
 		}
 	}
 }
 
-// adjustOffsets opens and restores the newly assigned tasks, then starts
-// each from the later of the group's committed offset and the offset its
-// state reflects (DESIGN.md §6). franz-go calls it after the group's stable
-// offset fetch, which waits for the previous owner's pending transaction:
-// restoring here rather than in onAssigned means the changelog already holds
-// every transaction whose offsets the fetch returned.
+// adjustOffsets opens and restores the tasks of newly assigned partitions,
+// then starts each partition from the later of the group's committed
+// offset and the offset its task's state reflects (DESIGN.md §6). franz-go
+// calls it after the group's stable offset fetch, which waits for the
+// previous owner's pending transaction: restoring here rather than in
+// onAssigned means the changelog already holds every transaction whose
+// offsets the fetch returned.
 func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	var parts []int32
-	for _, ps := range offsets {
+	parts := make(map[string][]int32, len(offsets))
+	for topic, ps := range offsets {
 		for p := range ps {
-			if !slices.Contains(parts, p) {
-				parts = append(parts, p)
-			}
+			parts[topic] = append(parts[topic], p)
 		}
 	}
-	slices.Sort(parts)
 	w.mu.Lock()
 	gen, fatal := w.sessionGen, w.fatal
-	var need []int32
-	for _, p := range parts {
-		if w.tasks[p] == nil {
-			need = append(need, p)
+	var need []TaskID
+	for _, id := range w.plan.tasksOf(parts) {
+		if w.tasks[id] == nil {
+			need = append(need, id)
 		}
 	}
 	w.mu.Unlock()
@@ -599,8 +624,8 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			}
 		}
 	}
-	for _, p := range need {
-		t, err := w.openTask(ctx, TaskID{Partition: p})
+	for _, id := range need {
+		t, err := w.openTask(ctx, id)
 		if err != nil {
 			closeOpened()
 			if ctx.Err() != nil {
@@ -622,16 +647,14 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		closeOpened() // the session ended while we restored
 		return offsets, errors.New("runtime: session ended during restore")
 	}
-	if w.tasks == nil {
-		w.tasks = make(map[int32]*task)
-	}
 	for _, t := range opened {
-		w.tasks[t.id.Partition] = t
+		w.tasks[t.id] = t
 		t.log.Info("task assigned", "input_offsets", fmt.Sprint(t.committed.Input))
 	}
 	for topic, ps := range offsets {
 		for p, off := range ps {
-			t := w.tasks[p]
+			id, _ := w.plan.taskOf(topic, p)
+			t := w.tasks[id]
 			if t == nil {
 				continue
 			}
@@ -649,12 +672,32 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	return offsets, nil
 }
 
+// balancers are the group protocols the worker offers: the task balancer,
+// and, when every sub-topology reads one topic (a task is one partition),
+// franz-go's cooperative-sticky too. That second choice lets a group of
+// the version before the task balancer, which offered only
+// cooperative-sticky, be upgraded one instance at a time: the group keeps
+// the protocol all members support until the last old one has left, and
+// then switches to the first choice. With a multi-source sub-topology
+// cooperative-sticky would split tasks, so it is not offered; such a
+// topology never ran on the older version anyway.
+func (w *worker) balancers() []kgo.GroupBalancer {
+	bs := []kgo.GroupBalancer{newTaskBalancer(w.plan)}
+	for _, s := range w.plan.subs {
+		if len(s.Sources) != 1 {
+			return bs
+		}
+	}
+	return append(bs, kgo.CooperativeStickyBalancer())
+}
+
 // produceRecord copies key, value and headers into a recycled record and
 // produces it in the open transaction; partition < 0 means the partitioner
 // chooses from the key. A nil value stays nil (a tombstone).
 func (w *worker) produceRecord(topic string, partition int32, key, value []byte, ts int64, headers []kgo.RecordHeader) (*kgo.Record, error) {
-	if !w.inTxn {
-		return nil, errors.New("runtime: produce outside a transaction")
+	// A punctuator may produce when no record opened a transaction.
+	if err := w.ensureTxn(); err != nil {
+		return nil, err
 	}
 	var r *kgo.Record
 	if n := len(w.free); n > 0 {

@@ -1,0 +1,207 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// plan is a Topology checked and indexed for routing: which sub-topology
+// reads a topic, and each sub-topology's stores and changelogs. Workers and
+// the group balancer share one.
+type plan struct {
+	subs []subPlan
+	// subOf maps every source topic to the sub-topology that reads it.
+	subOf map[string]int
+	// sources are every source topic, sorted; changelogs every changelog.
+	sources    []string
+	changelogs []string
+}
+
+type subPlan struct {
+	*Subtopology
+	index int
+	// storeNames[i] is the name of Stores[i], changelogs[i] its changelog.
+	storeNames []string
+	changelogs []string
+	storeIndex map[string]int
+}
+
+// newPlan checks the topology and indexes it. A topic is read by one
+// sub-topology only (two processors reading one topic belong to one
+// sub-topology, as in Kafka Streams), and store names are unique across
+// the topology (the changelog name carries the store name only).
+func newPlan(appID string, topo Topology) (*plan, error) {
+	var errs []error
+	if len(topo.Subtopologies) == 0 {
+		errs = append(errs, errors.New("runtime: the topology has no sub-topology; add a source"))
+	}
+	if len(topo.Globals) > 0 {
+		names := make([]string, len(topo.Globals))
+		for i, g := range topo.Globals {
+			names[i] = g.Name
+		}
+		errs = append(errs, fmt.Errorf("runtime: global stores %v: global stores are not supported yet; use a table joined through a sub-topology instead", names))
+	}
+	p := &plan{subOf: make(map[string]int)}
+	storeSub := make(map[string]int)
+	for i := range topo.Subtopologies {
+		s := &topo.Subtopologies[i]
+		sp := subPlan{Subtopology: s, index: i, storeIndex: make(map[string]int)}
+		if len(s.Sources) == 0 {
+			errs = append(errs, fmt.Errorf("runtime: sub-topology %d has no source topic", i))
+		}
+		if s.NewTask == nil {
+			errs = append(errs, fmt.Errorf("runtime: sub-topology %d has no NewTask", i))
+		}
+		for _, topic := range s.Sources {
+			if j, dup := p.subOf[topic]; dup {
+				errs = append(errs, fmt.Errorf("runtime: topic %s is a source of sub-topology %d and %d; a topic may feed one sub-topology only (merge them)", topic, j, i))
+				continue
+			}
+			p.subOf[topic] = i
+			p.sources = append(p.sources, topic)
+		}
+		for si, st := range s.Stores {
+			if !ValidName(st.Name) {
+				errs = append(errs, fmt.Errorf("runtime: sub-topology %d: store name %q: use letters, digits, '.', '_' and '-' (it names the changelog topic)", i, st.Name))
+			}
+			if j, dup := storeSub[st.Name]; dup {
+				errs = append(errs, fmt.Errorf("runtime: store %q is declared by sub-topology %d and %d; store names must be unique (they name the changelog topic)", st.Name, j, i))
+				continue
+			}
+			if st.Retention < 0 {
+				errs = append(errs, fmt.Errorf("runtime: store %q: retention %v is negative; use 0 for a compacted changelog", st.Name, st.Retention))
+			}
+			storeSub[st.Name] = i
+			cl := ChangelogTopic(appID, st.Name)
+			sp.storeNames = append(sp.storeNames, st.Name)
+			sp.changelogs = append(sp.changelogs, cl)
+			sp.storeIndex[st.Name] = si
+			p.changelogs = append(p.changelogs, cl)
+		}
+		p.subs = append(p.subs, sp)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	slices.Sort(p.sources)
+	return p, nil
+}
+
+// taskOf returns the task that reads partition partition of topic.
+func (p *plan) taskOf(topic string, partition int32) (TaskID, bool) {
+	s, ok := p.subOf[topic]
+	return TaskID{Subtopology: s, Partition: partition}, ok
+}
+
+// tasksOf returns the tasks that the partitions belong to, sorted, each
+// once. Partitions of topics outside the topology are ignored.
+func (p *plan) tasksOf(parts map[string][]int32) []TaskID {
+	var ids []TaskID
+	for topic, ps := range parts {
+		for _, part := range ps {
+			if id, ok := p.taskOf(topic, part); ok && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.SortFunc(ids, compareTaskIDs)
+	return ids
+}
+
+func compareTaskIDs(a, b TaskID) int {
+	if a.Subtopology != b.Subtopology {
+		return a.Subtopology - b.Subtopology
+	}
+	return int(a.Partition) - int(b.Partition)
+}
+
+// route hands each record of a poll to its task, in offset order per
+// partition, and lists the tasks that received records in w.polled. A
+// partition without a task is an error: rebalances are blocked between a
+// poll and its processing, so every polled partition has its task, and
+// consuming a record without one would commit its offset unprocessed.
+func (w *worker) route(fetches kgo.Fetches) error {
+	var err error
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if err != nil || len(fp.Records) == 0 {
+			return
+		}
+		id, _ := w.plan.taskOf(fp.Topic, fp.Partition)
+		t := w.tasks[id]
+		if t == nil {
+			err = fmt.Errorf("runtime: no task for %s/%d", fp.Topic, fp.Partition)
+			return
+		}
+		src := t.sourceIndex(fp.Topic)
+		if src < 0 {
+			err = fmt.Errorf("runtime: task %s does not read %s", t.id, fp.Topic)
+			return
+		}
+		if !t.polled {
+			t.polled = true
+			w.polled = append(w.polled, t)
+		}
+		t.pending[src] = append(t.pending[src], fp.Records...)
+	})
+	return err
+}
+
+// processPolled processes the routed records task by task. Within a task,
+// records of several source partitions are merged by timestamp (ties go to
+// the source listed first), so a join sees its inputs roughly in event-time
+// order. Like Kafka Streams' choice of the next record, this is a best
+// effort over what one poll fetched: a partition with nothing fetched yet
+// does not hold the others back (max.task.idle.ms is not implemented).
+func (w *worker) processPolled() error {
+	for _, t := range w.polled {
+		for {
+			r := t.nextPending()
+			if r == nil {
+				break
+			}
+			if err := w.processRecord(t, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// clearPolled drops what route handed out, processed or not.
+func (w *worker) clearPolled() {
+	for _, t := range w.polled {
+		t.polled = false
+		for i := range t.pending {
+			clear(t.pending[i])
+			t.pending[i] = t.pending[i][:0]
+			t.pendingAt[i] = 0
+		}
+	}
+	clear(w.polled)
+	w.polled = w.polled[:0]
+}
+
+// nextPending returns the task's next record of this poll in merge order,
+// or nil when there is none left.
+func (t *task) nextPending() *kgo.Record {
+	best := -1
+	for i, rs := range t.pending {
+		at := t.pendingAt[i]
+		if at == len(rs) {
+			continue
+		}
+		if best < 0 || rs[at].Timestamp.Before(t.pending[best][t.pendingAt[best]].Timestamp) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	r := t.pending[best][t.pendingAt[best]]
+	t.pendingAt[best]++
+	return r
+}
