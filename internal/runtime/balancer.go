@@ -235,27 +235,58 @@ func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
 		}
 	}
 	exists := make(map[TaskID]bool, len(tasks))
+	subTasks := make(map[int]int)
 	for _, t := range tasks {
 		exists[t.id] = true
+		subTasks[t.id.Subtopology]++
+	}
+	// subCap[s] is the most tasks of sub-topology s one member keeps:
+	// its even share, so that a member that owned many tasks of one
+	// sub-topology gives some of those up rather than of another, and the
+	// load of each sub-topology spreads as well as the total.
+	subCap := make(map[int]int, len(subTasks))
+	for s, n := range subTasks {
+		eligible := 0
+		for _, m := range members {
+			if m.eligible[s] {
+				eligible++
+			}
+		}
+		if eligible > 0 {
+			subCap[s] = (n + eligible - 1) / eligible
+		}
 	}
 	floor, extra := len(tasks)/len(members), len(tasks)%len(members)
 	done := make(map[TaskID]bool, len(tasks))
 	subCount := make([]map[int]int, len(members))
+	for i := range subCount {
+		subCount[i] = make(map[int]int)
+	}
 	give := func(i int, id TaskID) {
 		assigned[i] = append(assigned[i], id)
 		done[id] = true
-		if subCount[i] == nil {
-			subCount[i] = make(map[int]int)
-		}
 		subCount[i][id.Subtopology]++
 	}
 	// Sticky: each member keeps up to floor of its tasks, then members
-	// take one more of theirs while the plan has extra slots.
+	// take one more of theirs while the plan has extra slots. Owned tasks
+	// are visited partition first, so what a member keeps mixes its
+	// sub-topologies.
 	keeps := func(i int, id TaskID) bool {
-		return exists[id] && !done[id] && owner[id] == i && members[i].eligible[id.Subtopology]
+		return exists[id] && !done[id] && owner[id] == i && members[i].eligible[id.Subtopology] &&
+			subCount[i][id.Subtopology] < subCap[id.Subtopology]
+	}
+	owned := make([][]TaskID, len(members))
+	for i := range members {
+		owned[i] = slices.Clone(members[i].owned)
+		slices.SortFunc(owned[i], func(a, b TaskID) int {
+			if a.Partition != b.Partition {
+				return int(a.Partition) - int(b.Partition)
+			}
+			return a.Subtopology - b.Subtopology
+		})
 	}
 	for i := range members {
-		for _, id := range sortedTaskIDs(members[i].owned) {
+		for _, id := range owned[i] {
 			if len(assigned[i]) < floor && keeps(i, id) {
 				give(i, id)
 			}
@@ -265,7 +296,7 @@ func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
 		if extra == 0 {
 			break
 		}
-		for _, id := range sortedTaskIDs(members[i].owned) {
+		for _, id := range owned[i] {
 			if len(assigned[i]) == floor && keeps(i, id) {
 				give(i, id)
 				extra--
@@ -297,12 +328,6 @@ func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
 		slices.SortFunc(assigned[i], compareTaskIDs)
 	}
 	return assigned
-}
-
-func sortedTaskIDs(ids []TaskID) []TaskID {
-	s := slices.Clone(ids)
-	slices.SortFunc(s, compareTaskIDs)
-	return s
 }
 
 // memberInfo is the user data of a member's subscription. Version 1 holds

@@ -25,6 +25,9 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 		return err
 	}
 	if err := prepareTopics(ctx, cfg, p, topo.Repartitions); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: nothing ran, nothing to commit
+		}
 		return err
 	}
 	var (

@@ -143,7 +143,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.OnPartitionsAssigned(w.onAssigned),
 		kgo.OnPartitionsRevoked(w.onRevoked),
-		kgo.OnPartitionsLost(w.onRevoked),
+		kgo.OnPartitionsLost(w.onLost),
 		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
 		kgo.RecordPartitioner(newPartitioner(w.plan.changelogs)),
 		// Kafka Streams' producers do not compress by default either;
@@ -207,7 +207,9 @@ func (w *worker) session(ctx context.Context) (err error) {
 // pollWait is how long a poll may block: until the open transaction or the
 // next punctuation is due, or a while when neither is.
 func (w *worker) pollWait() time.Duration {
-	wait := time.Second
+	// Not longer than the commit interval even without tasks: a task
+	// assigned during the poll is punctuated within an interval.
+	wait := min(time.Second, w.cfg.CommitInterval)
 	if w.inTxn {
 		wait = min(wait, time.Until(w.txnStart.Add(w.cfg.CommitInterval)))
 	}
@@ -428,12 +430,41 @@ func (w *worker) punctuate(now time.Time) error {
 // between replays records whose outputs were already written.
 func (w *worker) end(ctx context.Context, try kgo.TransactionEndTry) (bool, error) {
 	if w.sess != nil {
+		if try == kgo.TryCommit && len(w.cl.UncommittedOffsets()) == 0 {
+			return w.endWithoutOffsets(ctx)
+		}
 		return w.sess.End(ctx, try)
 	}
 	if try == kgo.TryAbort {
 		return false, nil
 	}
 	if err := w.cl.CommitUncommittedOffsets(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// endWithoutOffsets commits a transaction that consumed nothing: only
+// punctuators wrote. The session's End would do the same (flush, EndTxn:
+// with no offsets it sends no TxnOffsetCommit and no heartbeat), but, not
+// having seen a TxnOffsetCommit response, it assumes a broker older than
+// KIP-447 and holds its lock for 500ms after the commit, which blocked the
+// worker that long for every such transaction. What End checks besides,
+// that the group did not revoke or lose partitions during the
+// transaction, the worker knows itself: the callbacks set revokePending,
+// which step handles (aborting) before it processes or commits, and they
+// cannot run while step runs (BlockRebalanceOnPoll). Like End's, this
+// commit carries no group generation: a member dropped from the group that
+// has not heard of it yet is not fenced for it, where a transaction with
+// offsets would be.
+func (w *worker) endWithoutOffsets(ctx context.Context) (bool, error) {
+	if w.revokePending {
+		return w.sess.End(ctx, kgo.TryAbort)
+	}
+	if err := w.cl.Flush(ctx); err != nil {
+		return false, err
+	}
+	if err := w.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -581,6 +612,16 @@ func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 			t.log.Info("task revoked")
 		}
 	}
+}
+
+// onLost is onRevoked for partitions the member lost (its session expired,
+// it was fenced): even an empty loss ends the open transaction, as the
+// session's End would.
+func (w *worker) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	w.mu.Lock()
+	w.revokePending = true
+	w.mu.Unlock()
+	w.onRevoked(ctx, cl, lost)
 }
 
 // adjustOffsets opens and restores the tasks of newly assigned partitions,
