@@ -1,0 +1,125 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
+)
+
+// produceRecord copies key, value and headers into a recycled record and
+// produces it in the open transaction; partition < 0 means the partitioner
+// chooses from the key. A nil value stays nil (a tombstone).
+func (w *worker) produceRecord(topic string, partition int32, key, value []byte, ts int64, headers []kgo.RecordHeader) (*kgo.Record, error) {
+	// A punctuator may produce when no record opened a transaction.
+	if err := w.ensureTxn(); err != nil {
+		return nil, err
+	}
+	var r *kgo.Record
+	if n := len(w.free); n > 0 {
+		r, w.free = w.free[n-1], w.free[:n-1]
+	} else {
+		r = new(kgo.Record)
+	}
+	r.Topic, r.Partition = topic, partition
+	r.Key = copyBytes(r.Key, key)
+	r.Value = copyBytes(r.Value, value)
+	r.Headers = append(r.Headers[:0], headers...)
+	if ts > 0 {
+		r.Timestamp = time.UnixMilli(ts)
+	} else {
+		r.Timestamp = time.Time{}
+	}
+	w.produced = append(w.produced, r)
+	// Not the run context: a shutdown must still be able to produce the
+	// changelog of its final commit. The transaction bounds the record.
+	w.cl.Produce(context.Background(), r, w.promise)
+	return r, nil
+}
+
+// copyBytes copies src into dst's storage, keeping nil (a null key, a
+// tombstone) apart from empty: append to an empty slice would return nil.
+func copyBytes(dst, src []byte) []byte {
+	switch {
+	case src == nil:
+		return nil
+	case len(src) == 0:
+		return []byte{}
+	}
+	return append(dst[:0], src...)
+}
+
+func (w *worker) onProduced(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	w.errMu.Lock()
+	if w.prodErr == nil {
+		w.prodErr = fmt.Errorf("produce to %s/%d: %w", r.Topic, r.Partition, err)
+	}
+	w.errMu.Unlock()
+}
+
+func (w *worker) produceErr() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.prodErr
+}
+
+// recycle returns the ended transaction's records to the free list. After
+// End, franz-go holds none of them.
+func (w *worker) recycle() {
+	for _, r := range w.produced {
+		key, value, headers := r.Key, r.Value, r.Headers
+		*r = kgo.Record{Key: key[:0], Value: value[:0], Headers: headers[:0]}
+		w.free = append(w.free, r)
+	}
+	clear(w.produced)
+	w.produced = w.produced[:0]
+	w.errMu.Lock()
+	w.prodErr = nil
+	w.errMu.Unlock()
+}
+
+// partitioner places changelog records on the partition the task set and
+// keyed records where Kafka's default partitioner would, so a JVM producer
+// and eddy agree on which partition holds a key.
+type partitioner struct{ manual map[string]bool }
+
+func newPartitioner(manualTopics []string) kgo.Partitioner {
+	p := partitioner{manual: make(map[string]bool, len(manualTopics))}
+	for _, t := range manualTopics {
+		p.manual[t] = true
+	}
+	return p
+}
+
+func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if p.manual[topic] {
+		return manualPartitioner{}
+	}
+	return &keyPartitioner{}
+}
+
+type manualPartitioner struct{}
+
+func (manualPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
+func (manualPartitioner) Partition(r *kgo.Record, _ int) int   { return int(r.Partition) }
+
+type keyPartitioner struct{ next atomic.Uint32 }
+
+func (*keyPartitioner) RequiresConsistency(r *kgo.Record) bool { return r.Key != nil }
+
+func (p *keyPartitioner) Partition(r *kgo.Record, n int) int {
+	if r.Partition >= 0 {
+		return int(r.Partition) % n
+	}
+	if r.Key == nil {
+		return int(p.next.Add(1) % uint32(n))
+	}
+	return int(kafka.KeyPartition(r.Key, int32(n)))
+}
