@@ -24,19 +24,47 @@ func (s Stream[K, V]) Topology() *Topology { return s.t }
 // Source reads topic, decoding keys and values with the serdes. A record
 // that fails to decode goes to the dead-letter topic "<topic>.dlq" with the
 // reason in its headers, or stops the app, as Config.OnDecodeError says.
-func Source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V]) Stream[K, V] {
-	n := t.add("source-"+topic, nil)
+//
+// A record's event time is its Kafka timestamp, or what the TimestampFrom
+// option extracts; it advances the task's stream time before the record is
+// processed. A negative event time is bad input, handled like a record that
+// fails to decode.
+func Source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption[K, V]) Stream[K, V] {
+	return source(t, topic, topic, keys, values, opts...)
+}
+
+// source adds the node that reads topic; name is what errors call it.
+func source[K, V any](t *Topology, name, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption[K, V]) Stream[K, V] {
+	n := t.add("source-" + name)
 	if _, dup := t.sources[topic]; dup {
 		t.fail("eddy: topic %s is a source twice; read it once and branch the stream", topic)
 	}
 	t.sources[topic] = n
+	var sc sourceConfig[K, V]
+	for _, o := range opts {
+		o(&sc)
+	}
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, V]{}
 		b.out[n] = out
-		b.sources[topic] = &sourceNode[K, V]{b: b, topic: topic, keys: keys, values: values, out: out}
+		b.sources[topic] = &sourceNode[K, V]{b: b, topic: topic, keys: keys, values: values, out: out, ts: sc.timestamp}
 		return nil
 	}
 	return Stream[K, V]{t: t, n: n}
+}
+
+// SourceOption configures a Source.
+type SourceOption[K, V any] func(*sourceConfig[K, V])
+
+type sourceConfig[K, V any] struct {
+	timestamp func(key K, value V, recordTimestamp int64) int64
+}
+
+// TimestampFrom sets the source's timestamp extractor: fn returns a
+// record's event time in ms since the epoch, from the decoded key and value
+// and the Kafka record timestamp (Kafka Streams' TimestampExtractor).
+func TimestampFrom[K, V any](fn func(key K, value V, recordTimestamp int64) int64) SourceOption[K, V] {
+	return func(c *sourceConfig[K, V]) { c.timestamp = fn }
 }
 
 type sourceNode[K, V any] struct {
@@ -45,6 +73,8 @@ type sourceNode[K, V any] struct {
 	keys   serde.Serde[K]
 	values serde.Serde[V]
 	out    *emitter[K, V]
+	ts     func(K, V, int64) int64
+	table  bool // null values are tombstones
 }
 
 func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
@@ -53,10 +83,22 @@ func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
 	if rec.Key, err = s.keys.Deserialize(r.Key); err != nil {
 		return s.decodeFailed(r, fmt.Errorf("key: %w", err))
 	}
-	if rec.Value, err = s.values.Deserialize(r.Value); err != nil {
+	// A null value is a tombstone only in a table's source; a stream
+	// passes it to the value serde, which rejects it unless it has a
+	// meaning for it (bad input goes to the dead-letter topic).
+	if r.Value == nil && s.table {
+		rec.Tombstone = true
+	} else if rec.Value, err = s.values.Deserialize(r.Value); err != nil {
 		return s.decodeFailed(r, fmt.Errorf("value: %w", err))
 	}
 	rec.Timestamp = r.Timestamp.UnixMilli()
+	if s.ts != nil {
+		rec.Timestamp = s.ts(rec.Key, rec.Value, rec.Timestamp)
+	}
+	if rec.Timestamp < 0 {
+		return s.decodeFailed(r, fmt.Errorf("timestamp: %d is negative; an event time is ms since the Unix epoch", rec.Timestamp))
+	}
+	s.b.tc.AdvanceStreamTime(rec.Timestamp)
 	if len(r.Headers) > 0 {
 		rec.Headers = make([]Header, len(r.Headers))
 		for i, h := range r.Headers {
@@ -116,7 +158,7 @@ func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2)) Stream[K2, V2
 	return attach(s, "map", true, func(_ *taskBuild, out *emitter[K2, V2]) receiver[K, V] {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			k, v := fn(r.Key, r.Value)
-			return out.emit(Record[K2, V2]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers})
+			return out.emit(Record[K2, V2]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone})
 		})
 	})
 }
@@ -126,7 +168,7 @@ func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2)) Stream[K2, V2
 func MapValues[K, V, V2 any](s Stream[K, V], fn func(K, V) V2) Stream[K, V2] {
 	return attach(s, "map-values", false, func(_ *taskBuild, out *emitter[K, V2]) receiver[K, V] {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
-			return out.emit(Record[K, V2]{Key: r.Key, Value: fn(r.Key, r.Value), Timestamp: r.Timestamp, Headers: r.Headers})
+			return out.emit(Record[K, V2]{Key: r.Key, Value: fn(r.Key, r.Value), Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone})
 		})
 	})
 }
@@ -157,7 +199,7 @@ func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(dst []KeyValue[K2, V2], k
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			buf = fn(buf[:0], r.Key, r.Value)
 			for _, kv := range buf {
-				if err := out.emit(Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers}); err != nil {
+				if err := out.emit(Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone}); err != nil {
 					return err
 				}
 			}
@@ -182,14 +224,18 @@ func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serd
 			if kbuf, err = keys.Serialize(kbuf[:0], r.Key); err != nil {
 				return fmt.Errorf("eddy: encode key for %s: %w", topic, err)
 			}
-			if vbuf, err = values.Serialize(vbuf[:0], r.Value); err != nil {
-				return fmt.Errorf("eddy: encode value for %s: %w", topic, err)
+			value := []byte(nil) // a tombstone
+			if !r.Tombstone {
+				if vbuf, err = values.Serialize(vbuf[:0], r.Value); err != nil {
+					return fmt.Errorf("eddy: encode value for %s: %w", topic, err)
+				}
+				value = vbuf
 			}
 			hs = hs[:0]
 			for _, h := range r.Headers {
 				hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 			}
-			return b.tc.Produce(topic, kbuf, vbuf, r.Timestamp, hs)
+			return b.tc.Produce(topic, kbuf, value, r.Timestamp, hs)
 		}))
 		return nil
 	}

@@ -45,9 +45,9 @@ func ToStream[K, V any](t Table[K, V]) Stream[K, V] {
 // add folds one record in. Every update is forwarded downstream.
 func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, add func(key K, value V, agg A) A, aggs serde.Serde[A]) Table[K, A] {
 	t := g.s.t
-	t.addStore(store)
 	spec := KeyValueStore(store, g.keys, aggs)
 	n := t.add("aggregate-"+store, g.s.n)
+	t.addStore(store, n, 0)
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, A]{}
 		b.out[n] = out
