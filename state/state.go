@@ -114,8 +114,9 @@ type DB interface {
 	// a crash leaves either all of b and its offsets or, had it failed,
 	// none of them.
 	Apply(b *Batch) error
-	// Offsets returns the offsets stored by the last Apply, or empty
-	// (non-nil) maps for a new database.
+	// Offsets returns the offsets stored by the last Apply, or NewOffsets()
+	// for a new database (so a new task starts at NoStreamTime, not at the
+	// epoch). The maps are never nil.
 	Offsets() (Offsets, error)
 	// Close releases the database. Data applied before stays on disk.
 	Close() error

@@ -45,7 +45,7 @@ func (b *Backend) Open(dir string) (state.DB, error) {
 	if !ok {
 		d = &data{
 			stores:  make(map[string]map[string][]byte),
-			offsets: state.Offsets{}.Clone(),
+			offsets: state.NewOffsets(),
 		}
 		b.dbs[dir] = d
 	}

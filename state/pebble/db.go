@@ -161,11 +161,11 @@ func (d *db) Offsets() (state.Offsets, error) {
 }
 
 // readOffsets reads the metadata key; a new database has none and reflects
-// no offsets.
+// no offsets and no stream time.
 func (d *db) readOffsets() (state.Offsets, error) {
 	v, closer, err := d.pdb.Get(metaKey())
 	if errors.Is(err, pebbledb.ErrNotFound) {
-		return state.Offsets{}.Clone(), nil
+		return state.NewOffsets(), nil
 	}
 	if err != nil {
 		return state.Offsets{}, wrapErr("read offsets of", d.dir, err)
