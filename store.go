@@ -40,6 +40,12 @@ func (s KeyValueStoreSpec[K, V]) Open(ctx storeOpener) (*KVStore[K, V], error) {
 	return &KVStore[K, V]{buf: buf, keys: s.keys, values: s.values}, nil
 }
 
+// View returns a typed view of a task's raw store buffer. Processors use
+// Open; View is for tools that hold the buffer themselves (eddytest).
+func (s KeyValueStoreSpec[K, V]) View(buf *state.StoreBuffer) *KVStore[K, V] {
+	return &KVStore[K, V]{buf: buf, keys: s.keys, values: s.values}
+}
+
 // KVStore is a task's typed view of a key-value store. Reads see the task's
 // own uncommitted writes; writes reach the database only once the
 // transaction that made them committed.

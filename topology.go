@@ -183,7 +183,14 @@ type taskBuild struct {
 	closers           []func() error
 	streamPunctuators []*punctuator
 	wallPunctuators   []*punctuator
+	// lateDropped counts the records that windowed operations dropped as
+	// late, since the task opened.
+	lateDropped int64
 }
+
+// LateDropped returns how many records the task's windowed operations
+// dropped as late since it opened.
+func (b *taskBuild) LateDropped() int64 { return b.lateDropped }
 
 func newTaskBuild(tc runtime.TaskContext, cfg *Config, nodes []*node) (_ *taskBuild, err error) {
 	b := &taskBuild{tc: tc, cfg: cfg, out: make(map[*node]any), sources: make(map[string]rawReceiver)}

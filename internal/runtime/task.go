@@ -46,6 +46,9 @@ type task struct {
 	// writes are the buffer's dirty writes, taken once per commit: sent to
 	// the changelog, then applied to db if the transaction committed.
 	writes []state.Write
+	// ranges are the buffer's range deletes (expired window segments),
+	// applied with writes; they are not logged (see state.Buffer).
+	ranges []state.DeleteRange
 	// logged are the changelog records of the open transaction and
 	// loggedStore[i] the index (in topology Stores) of logged[i]'s store.
 	logged      []*kgo.Record
@@ -235,7 +238,8 @@ func (t *task) applyCommitted() error {
 			t.committed.Changelog[store] = r.Offset + 1
 		}
 	}
-	if err := t.db.Apply(&state.Batch{Writes: t.writes, Offsets: t.committed}); err != nil {
+	t.ranges = t.buf.Ranges(t.ranges[:0])
+	if err := t.db.Apply(&state.Batch{Writes: t.writes, Ranges: t.ranges, Offsets: t.committed}); err != nil {
 		return fmt.Errorf("runtime: task %s: apply committed state: %w", t.id, err)
 	}
 	copy(t.skip, t.next)

@@ -26,8 +26,8 @@ import (
 // processes and commits; mu makes the hand-over explicit for the race
 // detector and for shutdown.
 type worker struct {
-	cfg        Config
-	topo       Topology
+	cfg  Config
+	topo Topology
 	// sub is the sub-topology the worker runs; storeNames its stores.
 	sub        *Subtopology
 	storeNames []string
