@@ -124,3 +124,13 @@ func WindowStore[K, V any](d *Driver, spec eddy.WindowStoreSpec[K, V]) (*eddy.WS
 	}
 	return spec.View(t.buf.Store(spec.StoreName())), nil
 }
+
+// SessionStore returns a typed view of the committed content of a session
+// store.
+func SessionStore[K, V any](d *Driver, spec eddy.SessionStoreSpec[K, V]) (*eddy.SStore[K, V], error) {
+	t, err := d.storeTask(spec.StoreName())
+	if err != nil {
+		return nil, err
+	}
+	return spec.View(t.buf.Store(spec.StoreName())), nil
+}
