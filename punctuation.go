@@ -39,9 +39,10 @@ func (p *punctuator) Cancel() { p.canceled = true }
 
 // Schedule registers fn to run every interval of the chosen clock, as Kafka
 // Streams' ProcessorContext.schedule does. Call it from Init. The first
-// firing is one interval after the clock's first reading (the first record's
-// stream time, or the wall clock when scheduled); a clock that jumps several
-// intervals fires once. Punctuators are not persisted: a task that restarts
+// firing is one interval after the clock's first reading (the stream time
+// after the first record; the first wall-clock check, within a commit
+// interval of the task starting); a clock that jumps several intervals fires
+// once, at the time it reached. Punctuators are not persisted: a task that restarts
 // schedules them again in Init.
 func (c *ProcessorContext[K, V]) Schedule(interval time.Duration, typ PunctuationType, fn Punctuator) (Cancellable, error) {
 	if interval < time.Millisecond {
