@@ -2,10 +2,13 @@ package eddy
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -30,12 +33,13 @@ func (s Stream[K, V]) Topology() *Topology { return s.t }
 // processed. A negative event time is bad input, handled like a record that
 // fails to decode.
 func Source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption[K, V]) Stream[K, V] {
-	return source(t, topic, topic, keys, values, opts...)
+	return source(t, topic, keys, values, opts...)
 }
 
-// source adds the node that reads topic; name is what errors call it.
-func source[K, V any](t *Topology, name, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption[K, V]) Stream[K, V] {
-	n := t.add("source-" + name)
+// source adds the node that reads topic, which may be a repartition
+// topic's placeholder (see repartitionSource).
+func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption[K, V]) Stream[K, V] {
+	n := t.add("source-" + topic)
 	if _, dup := t.sources[topic]; dup {
 		t.fail("eddy: topic %s is a source twice; read it once and branch the stream", topic)
 	}
@@ -47,10 +51,54 @@ func source[K, V any](t *Topology, name, topic string, keys serde.Serde[K], valu
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, V]{}
 		b.out[n] = out
-		b.sources[topic] = &sourceNode[K, V]{b: b, topic: topic, keys: keys, values: values, out: out, ts: sc.timestamp}
+		real := topicName(b.cfg.AppID, topic)
+		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: sc.timestamp}
 		return nil
 	}
 	return Stream[K, V]{t: t, n: n}
+}
+
+// repartitionPrefix marks a repartition topic in the description, where
+// the app id that prefixes its real name is not known yet.
+const repartitionPrefix = "\x00repartition:"
+
+// topicName resolves a topic of the description to its name in Kafka.
+func topicName(appID, topic string) string {
+	if name, ok := strings.CutPrefix(topic, repartitionPrefix); ok {
+		return RepartitionTopic(appID, name)
+	}
+	return topic
+}
+
+// Repartition writes s to an internal topic partitioned by its current key
+// and reads it back, so that each record reaches the task of its key: what
+// a grouping or a join needs after an operation that changed keys. The
+// topic is "<app-id>-<name>-repartition", created by Run; records cross it
+// inside the same exactly-once transactions.
+func Repartition[K, V any](s Stream[K, V], name string, keys serde.Serde[K], values serde.Serde[V]) Stream[K, V] {
+	t := s.t
+	if !runtime.ValidName(name) {
+		t.fail("eddy: repartition name %q: use letters, digits, '.', '_' and '-' (it names a topic)", name)
+		return s
+	}
+	if slices.Contains(t.repartitions, name) {
+		t.fail("eddy: repartition %q is declared twice; give each its own name", name)
+		return s
+	}
+	t.repartitions = append(t.repartitions, name)
+	topic := repartitionPrefix + name
+	to(s, topic, keys, values)
+	return source(t, topic, keys, values)
+}
+
+// SelectKey replaces each record's key with fn's result; the records stay
+// on their partition until a Repartition (automatic in GroupBy).
+func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) K2) Stream[K2, V] {
+	return attach(s, "select-key", true, func(_ *taskBuild, out *emitter[K2, V]) receiver[K, V] {
+		return receiverFunc[K, V](func(r Record[K, V]) error {
+			return out.emit(Record[K2, V]{Key: fn(r.Key, r.Value), Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone})
+		})
+	})
 }
 
 // SourceOption configures a Source.
@@ -212,6 +260,10 @@ func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(dst []KeyValue[K2, V2], k
 // produced each record. The partition is Kafka's default partitioner of the
 // encoded key.
 func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serde.Serde[V]) {
+	to(s, topic, keys, values)
+}
+
+func to[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serde.Serde[V]) {
 	n := s.t.add("sink-"+topic, s.n)
 	n.build = func(b *taskBuild) error {
 		// Non-nil from the start: an empty key or value must reach the
@@ -219,6 +271,7 @@ func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serd
 		kbuf, vbuf := []byte{}, []byte{}
 		var hs []kgo.RecordHeader // reused: the runtime copies what it is given
 		in := output[K, V](b, s.n)
+		topic := topicName(b.cfg.AppID, topic)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			var err error
 			if kbuf, err = keys.Serialize(kbuf[:0], r.Key); err != nil {

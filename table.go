@@ -14,13 +14,21 @@ type GroupedStream[K, V any] struct {
 
 // GroupByKey groups s by its current key; keys encodes the key in the
 // aggregation's store. The records must be on the partition of their key:
-// after Map, FlatMap or Process (which may change keys) a repartition topic
-// is needed, which this version does not create yet, so that is an error.
+// after an operation that may change keys (Map, FlatMap, SelectKey,
+// Process) that takes a Repartition, so GroupByKey is then an error that
+// says so; GroupBy re-keys and repartitions in one step.
 func GroupByKey[K, V any](s Stream[K, V], keys serde.Serde[K]) GroupedStream[K, V] {
 	if s.keyChanged {
-		s.t.fail("eddy: GroupByKey after an operation that may change the key (Map, FlatMap, Process) needs a repartition topic, which is not supported yet; use MapValues, or write the re-keyed stream To a topic and Source it")
+		s.t.fail("eddy: GroupByKey after an operation that may change the key (Map, FlatMap, SelectKey, Process): the records may sit on another key's partition; use eddy.GroupBy(s, keyFn, name, keys, values), or eddy.Repartition(s, name, keys, values) before GroupByKey")
 	}
 	return GroupedStream[K, V]{s: s, keys: keys}
+}
+
+// GroupBy groups s by a new key, fn's result: the records go through the
+// repartition topic "<app-id>-<name>-repartition" (see Repartition), so
+// each key's records meet in one task.
+func GroupBy[K, V, K2 any](s Stream[K, V], fn func(K, V) K2, name string, keys serde.Serde[K2], values serde.Serde[V]) GroupedStream[K2, V] {
+	return GroupByKey(Repartition(SelectKey(s, fn), name, keys, values), keys)
 }
 
 // Table is a changelog stream of the latest value per key (a KTable),

@@ -112,7 +112,7 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 		members[i] = append(members[i], n)
 		for topic, src := range t.sources {
 			if src == n {
-				subs[i].Sources = append(subs[i].Sources, topic)
+				subs[i].Sources = append(subs[i].Sources, topicName(cfg.AppID, topic))
 			}
 		}
 		for _, name := range n.stores {
