@@ -30,7 +30,7 @@ func Example() {
 	in.Pipe("ann", "/home", 1_000)
 	in.Pipe("bob", "/cart", 4_000)
 	in.Pipe("ann", "/cart", 9_500)
-	in.Pipe("ann", "/pay", 8_000)  // out of order, within the grace period
+	in.Pipe("ann", "/pay", 8_000)   // out of order, within the grace period
 	in.Pipe("bob", "/home", 11_000) // stream time 11s: [0s, 10s) closes
 
 	recs, _ := out.ReadAll()
