@@ -58,7 +58,10 @@ func (c *ProcessorContext[K, V]) openStore(name string) (*state.StoreBuffer, err
 // storeOpener is what a store spec needs from a processor context.
 type storeOpener interface {
 	openStore(name string) (*state.StoreBuffer, error)
+	task() *taskBuild
 }
+
+func (c *ProcessorContext[K, V]) task() *taskBuild { return c.b }
 
 // Process adds a processor after s. newProcessor is called once per task.
 // stores are the state stores the processor uses (declared with

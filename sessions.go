@@ -239,7 +239,9 @@ func (s SessionStoreSpec[K, V]) Open(ctx storeOpener) (*SStore[K, V], error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.View(buf), nil
+	ss := s.View(buf)
+	ss.now = ctx.task().tc.StreamTime
+	return ss, nil
 }
 
 // View returns a typed view of a task's raw store buffer (for tools).
@@ -259,7 +261,11 @@ type SStore[K, V any] struct {
 	keys                             serde.Serde[K]
 	values                           serde.Serde[V]
 	retention, segment, droppedBelow int64
+	aborts                           uint64 // the buffer's Aborts when droppedBelow was set
 	kbuf, ibuf, vbuf, kenc           []byte
+	// now, set when a processor opened the store, reads stream time:
+	// Put then expires old segments itself.
+	now func() int64
 }
 
 const sessionIndexPrefix = 0xfe
@@ -306,6 +312,9 @@ func (s *SStore[K, V]) Put(k K, w Window, v V) error {
 	data, index := s.keys2(w)
 	s.buf.Put(data, s.vbuf)
 	s.buf.Put(index, nil)
+	if s.now != nil {
+		s.Expire(s.now())
+	}
 	return nil
 }
 
@@ -421,6 +430,11 @@ func (s *SStore[K, V]) Expire(streamTime int64) {
 	}
 	live := streamTime - s.retention
 	below := live - live%s.segment
+	if s.aborts != s.buf.Aborts() {
+		// A transaction aborted since the last drop: it may have
+		// carried it. Dropping again is idempotent.
+		s.aborts, s.droppedBelow = s.buf.Aborts(), -1
+	}
 	if live < 0 || below <= s.droppedBelow {
 		return
 	}

@@ -202,3 +202,55 @@ func TestWindowRetention(t *testing.T) {
 		t.Errorf("%d final windows, want 27 (windows 0..80s, 3 keys)", got)
 	}
 }
+
+// failOn fails on records whose value is "fail".
+type failOn struct{}
+
+func (failOn) Init(*eddy.ProcessorContext[string, string]) error { return nil }
+func (failOn) Close() error                                      { return nil }
+func (failOn) Process(r eddy.Record[string, string]) error {
+	if r.Value == "fail" {
+		return fmt.Errorf("asked to fail")
+	}
+	return nil
+}
+
+// TestWindowExpiryAfterAbort: a transaction that dropped expired segments
+// and then aborted must not stop a later one from dropping them.
+func TestWindowExpiryAfterAbort(t *testing.T) {
+	const s = 1000
+	topo := eddy.NewTopology()
+	src := eddy.Source(topo, "in", serde.String(), serde.String())
+	eddy.WindowCount(eddy.WindowedBy(eddy.GroupByKey(src, serde.String()), eddy.TumblingWindows(10*time.Second)), "counts")
+	eddy.Process(src, "fail-on", func() eddy.Processor[string, string, string, string] { return failOn{} })
+	d, err := eddytest.New(topo, eddytest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := eddytest.Input(d, "in", serde.String(), serde.String())
+	if err := in.Pipe("a", "ok", 1*s); err != nil {
+		t.Fatal(err)
+	}
+	// Stream time 50s expires [0,10); the record then fails: rolled back.
+	if err := in.Pipe("b", "fail", 50*s); err == nil {
+		t.Fatal("no error from a failing record")
+	}
+	if err := in.Pipe("b", "ok", 51*s); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := eddytest.WindowStore(d, eddy.WindowStore("counts", 10*time.Second, serde.String(), serde.Int64()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	if err := ws.FetchAll(0, 1<<62, func(k string, start int64, _ int64) bool {
+		keys = append(keys, fmt.Sprint(k, "@", start))
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"b@50000"}; !slices.Equal(keys, want) {
+		t.Errorf("windows in the store: %q, want %q", keys, want)
+	}
+}

@@ -53,7 +53,9 @@ func (s WindowStoreSpec[K, V]) Open(ctx storeOpener) (*WStore[K, V], error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.View(buf), nil
+	ws := s.View(buf)
+	ws.now = ctx.task().tc.StreamTime
+	return ws, nil
 }
 
 // View returns a typed view of a task's raw store buffer (for tools; see
@@ -74,7 +76,11 @@ type WStore[K, V any] struct {
 	// retention and segment are in ms; droppedBelow is the start below
 	// which every segment has been dropped (-1: none yet).
 	retention, segment, droppedBelow int64
+	aborts                           uint64 // the buffer's Aborts when droppedBelow was set
 	kbuf, vbuf                       []byte
+	// now, set when a processor opened the store, reads stream time:
+	// Put then expires old segments itself.
+	now func() int64
 }
 
 // Window store keys: the window start (big-endian, so byte order is time
@@ -122,6 +128,9 @@ func (s *WStore[K, V]) Put(k K, start int64, v V) error {
 		return fmt.Errorf("eddy: store %s: encode value: %w", s.buf.Name(), err)
 	}
 	s.buf.Put(kb, s.vbuf)
+	if s.now != nil {
+		s.Expire(s.now())
+	}
 	return nil
 }
 
@@ -192,6 +201,11 @@ func (s *WStore[K, V]) Expire(streamTime int64) {
 	}
 	live := streamTime - s.retention
 	below := live - live%s.segment // the first live segment's start
+	if s.aborts != s.buf.Aborts() {
+		// A transaction aborted since the last drop: it may have
+		// carried it. Dropping again is idempotent.
+		s.aborts, s.droppedBelow = s.buf.Aborts(), -1
+	}
 	if live < 0 || below <= s.droppedBelow {
 		return
 	}

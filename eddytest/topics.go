@@ -112,7 +112,7 @@ func KeyValueStore[K, V any](d *Driver, spec eddy.KeyValueStoreSpec[K, V]) (*edd
 	if err != nil {
 		return nil, err
 	}
-	return spec.View(t.buf.Store(spec.StoreName())), nil
+	return spec.View(t.buf.Store(spec.StoreName()), t.StreamTime), nil
 }
 
 // WindowStore returns a typed view of the committed content of a window

@@ -35,6 +35,9 @@ type Buffer struct {
 	// ranges counts the pending range deletes over all stores, so that
 	// Ranges costs nothing in the usual transaction without any.
 	ranges int
+	// aborts counts Resets: an owner that remembers issuing a range
+	// delete learns from it that the range was dropped.
+	aborts uint64
 }
 
 // NewBuffer returns an empty buffer over db. A nil db behaves like an empty
@@ -132,7 +135,15 @@ func (b *Buffer) end(committed bool) {
 	b.gen++
 	b.dirty = 0
 	b.ranges = 0
+	if !committed {
+		b.aborts++
+	}
 }
+
+// Aborts returns how many transactions were reset (aborted) so far. A
+// store that issued a DeleteRange and finds this number changed knows the
+// range never reached the database and must issue it again.
+func (s *StoreBuffer) Aborts() uint64 { return s.buf.aborts }
 
 // StoreBuffer is the view of one store through a Buffer.
 type StoreBuffer struct {
