@@ -105,9 +105,9 @@ func (PaymentSerde) Deserialize(b []byte) (Payment, error) {
 		return checkPayment(p, id && p.ID != "", acc && p.Account != "", amt)
 	}
 	var raw struct {
-		ID      *string `json:"id"`
-		Account *string `json:"account"`
-		Amount  *int64  `json:"amount"`
+		ID      *string         `json:"id"`
+		Account *string         `json:"account"`
+		Amount  *int64          `json:"amount"`
 		TS      json.RawMessage `json:"ts"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
