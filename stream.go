@@ -52,7 +52,7 @@ func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values ser
 		out := &emitter[K, V]{}
 		b.out[n] = out
 		real := topicName(b.cfg.AppID, topic)
-		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: sc.timestamp}
+		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: sc.timestamp, table: sc.table}
 		return nil
 	}
 	return Stream[K, V]{t: t, n: n}
@@ -106,7 +106,11 @@ type SourceOption[K, V any] func(*sourceConfig[K, V])
 
 type sourceConfig[K, V any] struct {
 	timestamp func(key K, value V, recordTimestamp int64) int64
+	table     bool // null values are tombstones
 }
+
+// asTable makes a source read a table's topic.
+func asTable[K, V any]() SourceOption[K, V] { return func(c *sourceConfig[K, V]) { c.table = true } }
 
 // TimestampFrom sets the source's timestamp extractor: fn returns a
 // record's event time in ms since the epoch, from the decoded key and value

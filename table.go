@@ -37,9 +37,13 @@ type Table[K, V any] struct {
 	t     *Topology
 	n     *node
 	store string
+	// kv is the key-value store that holds the table, when it has one
+	// (windowed tables and join results have none): what joins read.
+	kv *KeyValueStoreSpec[K, V]
 }
 
-// StoreName is the name of the table's state store.
+// StoreName is the name of the table's state store ("" for a table that
+// is not materialised, such as a join's result).
 func (t Table[K, V]) StoreName() string { return t.store }
 
 // ToStream returns the table's updates as a stream: one record per update,
@@ -66,6 +70,9 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 		kv := &KVStore[K, A]{buf: buf, keys: spec.keys, values: spec.values}
 		in := output[K, V](b, g.s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
+			if r.Tombstone {
+				return nil // as in Kafka Streams: a null value is not aggregated
+			}
 			agg, ok, err := kv.Get(r.Key)
 			if err != nil {
 				return err
@@ -81,7 +88,7 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 		}))
 		return nil
 	}
-	return Table[K, A]{t: t, n: n, store: store}
+	return Table[K, A]{t: t, n: n, store: store, kv: &spec}
 }
 
 // Count counts each key's records.
@@ -102,7 +109,8 @@ func Reduce[K, V any](g GroupedStream[K, V], store string, fn func(agg, v V) V, 
 		}
 		return reduced{v: fn(agg.v, v), set: true}
 	}, reducedSerde[V, reduced]{values: values, wrap: func(v V) reduced { return reduced{v: v, set: true} }, unwrap: func(r reduced) V { return r.v }})
-	return Table[K, V]{t: t.t, n: mapTableValues(t, func(r reduced) V { return r.v }), store: t.store}
+	spec := KeyValueStore(store, g.keys, values)
+	return Table[K, V]{t: t.t, n: mapTableValues(t, func(r reduced) V { return r.v }), store: t.store, kv: &spec}
 }
 
 // reducedSerde stores a Reduce aggregate as the plain value, so the store
