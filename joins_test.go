@@ -216,3 +216,33 @@ func TestJoinStreamsRepartitions(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestJoinGlobal(t *testing.T) {
+	for _, kind := range []eddy.JoinKind{eddy.InnerJoin, eddy.LeftJoin} {
+		t.Run(kind.String(), func(t *testing.T) {
+			topo := eddy.NewTopology()
+			// Orders keyed by order id, value "<currency>:<amount>"; rates
+			// keyed by currency, a global table.
+			orders := eddy.Source(topo, "orders", serde.String(), serde.String())
+			rates := eddy.GlobalTableFrom(topo, "rates", "rates", serde.String(), serde.String())
+			joined := eddy.JoinGlobal(orders, rates, func(_, v string) string { return v[:3] }, kind,
+				func(_ string, v, rate string, ok bool) string { return v + "@" + opt(rate, ok) })
+			eddy.To(joined, "out", serde.String(), serde.String())
+			d := newDriver(t, topo)
+			pipeRecords(t, d, []pipe{
+				{"orders", "o1", val("EUR:5"), 1},
+				{"rates", "EUR", val("1.1"), 2},
+				{"orders", "o2", val("EUR:7"), 3},
+				{"rates", "EUR", nil, 4},
+				{"orders", "o3", val("EUR:9"), 5},
+			})
+			want := map[eddy.JoinKind][]string{
+				eddy.InnerJoin: {"o2=EUR:7@1.1"},
+				eddy.LeftJoin:  {"o1=EUR:5@-", "o2=EUR:7@1.1", "o3=EUR:9@-"},
+			}[kind]
+			if got := readStrings(t, d, "out"); !slices.Equal(got, want) {
+				t.Errorf("got %q, want %q", got, want)
+			}
+		})
+	}
+}

@@ -19,6 +19,7 @@ type Topology struct {
 	// repartitions are the internal topics the topology writes and reads
 	// back (a re-key before a grouping or a join), by short name.
 	repartitions []string
+	globals      []runtime.GlobalStore
 	errs         []error
 }
 
@@ -128,7 +129,7 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 			return newTaskBuild(tc, cfg, nodes)
 		}
 	}
-	rt := runtime.Topology{Subtopologies: subs}
+	rt := runtime.Topology{Subtopologies: subs, Globals: append([]runtime.GlobalStore(nil), t.globals...)}
 	for _, r := range t.repartitions {
 		rt.Repartitions = append(rt.Repartitions, runtime.Repartition{Topic: RepartitionTopic(cfg.AppID, r)})
 	}
