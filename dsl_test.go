@@ -457,7 +457,7 @@ func TestTopologyErrors(t *testing.T) {
 				eddy.Count(eddy.GroupByKey(eddy.Map(source(topo), rekey), serde.String()), "counts")
 			},
 			built: true,
-			want:  []string{"GroupByKey", "repartition", "not supported"},
+			want:  []string{"GroupByKey", "Repartition", "GroupBy"},
 		},
 		{
 			name: "GroupByKey after Map then key-preserving operators",
@@ -467,7 +467,7 @@ func TestTopologyErrors(t *testing.T) {
 				eddy.Count(eddy.GroupByKey(s, serde.String()), "counts")
 			},
 			built: true,
-			want:  []string{"repartition", "not supported"},
+			want:  []string{"Repartition", "GroupBy"},
 		},
 		{
 			name: "GroupByKey after FlatMap",
@@ -478,7 +478,7 @@ func TestTopologyErrors(t *testing.T) {
 				eddy.GroupByKey(s, serde.String())
 			},
 			built: true,
-			want:  []string{"repartition", "not supported"},
+			want:  []string{"Repartition", "GroupBy"},
 		},
 		{
 			name: "GroupByKey after Process",
@@ -487,7 +487,7 @@ func TestTopologyErrors(t *testing.T) {
 				eddy.GroupByKey(s, serde.String())
 			},
 			built: true,
-			want:  []string{"repartition", "not supported"},
+			want:  []string{"Repartition", "GroupBy"},
 		},
 		{
 			name:  "no source",

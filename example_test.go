@@ -138,7 +138,7 @@ func ExampleTopology_Err() {
 	eddy.Count(eddy.GroupByKey(byPage, serde.String()), "clicks-per-page")
 	fmt.Println(t.Err())
 	// Output:
-	// eddy: GroupByKey after an operation that may change the key (Map, FlatMap, Process) needs a repartition topic, which is not supported yet; use MapValues, or write the re-keyed stream To a topic and Source it
+	// eddy: GroupByKey after an operation that may change the key (Map, FlatMap, SelectKey, Process): the records may sit on another key's partition; use eddy.GroupBy(s, keyFn, name, keys, values), or eddy.Repartition(s, name, keys, values) before GroupByKey
 }
 
 func ExampleDeadLetterTopic() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/eddy-streams/eddy/state"
 )
@@ -31,6 +32,10 @@ type ProcessorContext[K, V any] struct {
 	stores []string // the stores passed to Process for this processor
 }
 
+// StreamTime is the task's stream time: the largest record timestamp it has
+// seen (ms since the epoch), restored with the state after a restart.
+func (c *ProcessorContext[K, V]) StreamTime() int64 { return c.b.tc.StreamTime() }
+
 // Forward sends rec to the processor's children, synchronously.
 func (c *ProcessorContext[K, V]) Forward(rec Record[K, V]) error { return c.out.emit(rec) }
 
@@ -53,7 +58,10 @@ func (c *ProcessorContext[K, V]) openStore(name string) (*state.StoreBuffer, err
 // storeOpener is what a store spec needs from a processor context.
 type storeOpener interface {
 	openStore(name string) (*state.StoreBuffer, error)
+	task() *taskBuild
 }
+
+func (c *ProcessorContext[K, V]) task() *taskBuild { return c.b }
 
 // Process adds a processor after s. newProcessor is called once per task.
 // stores are the state stores the processor uses (declared with
@@ -62,31 +70,32 @@ func Process[KIn, VIn, KOut, VOut any](s Stream[KIn, VIn], name string, newProce
 	names := make([]string, len(stores))
 	for i, st := range stores {
 		names[i] = st.StoreName()
-		s.t.addStore(names[i])
 	}
-	return attach(s, "process-"+name, true, func(b *taskBuild, out *emitter[KOut, VOut]) receiver[KIn, VIn] {
+	out := attach(s, "process-"+name, true, func(b *taskBuild, out *emitter[KOut, VOut]) receiver[KIn, VIn] {
 		p := newProcessor()
 		ctx := &ProcessorContext[KOut, VOut]{b: b, out: out, name: name, stores: names}
-		return &processorNode[KIn, VIn, KOut, VOut]{b: b, p: p, ctx: ctx}
+		// Init runs once the whole task is built (so a punctuator may
+		// forward to any child); Close runs if Init succeeded.
+		b.inits = append(b.inits, func() error {
+			if err := p.Init(ctx); err != nil {
+				return fmt.Errorf("eddy: processor %s: init: %w", name, err)
+			}
+			b.closers = append(b.closers, p.Close)
+			return nil
+		})
+		return receiverFunc[KIn, VIn](p.Process)
 	})
-}
-
-// processorNode initialises its processor lazily, on the first record, so
-// that building a task never fails half-way through user code.
-type processorNode[KIn, VIn, KOut, VOut any] struct {
-	b      *taskBuild
-	p      Processor[KIn, VIn, KOut, VOut]
-	ctx    *ProcessorContext[KOut, VOut]
-	inited bool
-}
-
-func (n *processorNode[KIn, VIn, KOut, VOut]) receive(r Record[KIn, VIn]) error {
-	if !n.inited {
-		if err := n.p.Init(n.ctx); err != nil {
-			return err
-		}
-		n.inited = true
-		n.b.closers = append(n.b.closers, n.p.Close)
+	for i, st := range stores {
+		s.t.addStore(names[i], out.n, storeRetention(st))
 	}
-	return n.p.Process(r)
+	return out
+}
+
+// storeRetention is the retention of a window or session store spec, zero
+// for a key-value store.
+func storeRetention(s StoreSpec) time.Duration {
+	if r, ok := s.(interface{ retention() time.Duration }); ok {
+		return r.retention()
+	}
+	return 0
 }

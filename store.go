@@ -1,7 +1,9 @@
 package eddy
 
 import (
+	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/state"
@@ -18,6 +20,7 @@ type KeyValueStoreSpec[K, V any] struct {
 	name   string
 	keys   serde.Serde[K]
 	values serde.Serde[V]
+	ttl    time.Duration
 }
 
 // KeyValueStore declares a key-value store named name: its changelog topic
@@ -37,7 +40,35 @@ func (s KeyValueStoreSpec[K, V]) Open(ctx storeOpener) (*KVStore[K, V], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &KVStore[K, V]{buf: buf, keys: s.keys, values: s.values}, nil
+	b := ctx.task()
+	kv := s.view(buf, b.tc.StreamTime)
+	if kv.ttl > 0 {
+		// Sweep expired entries as stream time passes each half TTL, so
+		// keys never read again do not stay forever.
+		b.streamPunctuators = append(b.streamPunctuators, &punctuator{interval: max(kv.ttl/2, 1), fn: kv.sweep})
+	}
+	return kv, nil
+}
+
+// WithTTL makes entries expire ttl of stream time after they were last
+// written: reads no longer see them, and a periodic sweep deletes them
+// (through the changelog, like any delete). Stream time, not the wall
+// clock, makes expiry deterministic: a replay after a crash expires the
+// same entries.
+func (s KeyValueStoreSpec[K, V]) WithTTL(ttl time.Duration) KeyValueStoreSpec[K, V] {
+	s.ttl = ttl
+	return s
+}
+
+// View returns a typed view of a task's raw store buffer. Processors use
+// Open; View is for tools that hold the buffer themselves (eddytest), and
+// sees a store with a TTL at stream time now.
+func (s KeyValueStoreSpec[K, V]) View(buf *state.StoreBuffer, now func() int64) *KVStore[K, V] {
+	return s.view(buf, now)
+}
+
+func (s KeyValueStoreSpec[K, V]) view(buf *state.StoreBuffer, now func() int64) *KVStore[K, V] {
+	return &KVStore[K, V]{buf: buf, keys: s.keys, values: s.values, ttl: s.ttl.Milliseconds(), now: now}
 }
 
 // KVStore is a task's typed view of a key-value store. Reads see the task's
@@ -49,6 +80,45 @@ type KVStore[K, V any] struct {
 	values serde.Serde[V]
 	kbuf   []byte
 	vbuf   []byte
+	// ttl (ms), when positive, prefixes each stored value with its
+	// expiry in stream time (8 bytes, big-endian); now reads stream time.
+	ttl int64
+	now func() int64
+}
+
+// live strips the expiry prefix of a stored value, reporting false for an
+// expired entry.
+func (s *KVStore[K, V]) live(b []byte) ([]byte, bool, error) {
+	if s.ttl <= 0 {
+		return b, true, nil
+	}
+	if len(b) < 8 {
+		return nil, false, fmt.Errorf("eddy: store %s: value of %d bytes has no expiry; was the store written without a TTL?", s.buf.Name(), len(b))
+	}
+	return b[8:], int64(binary.BigEndian.Uint64(b)) > s.streamTime(), nil
+}
+
+func (s *KVStore[K, V]) streamTime() int64 {
+	if t := s.now(); t != state.NoStreamTime {
+		return t
+	}
+	return 0
+}
+
+// sweep deletes the expired entries.
+func (s *KVStore[K, V]) sweep(int64) error {
+	var expired [][]byte
+	err := s.buf.Scan(nil, nil, func(k, v []byte) error {
+		_, ok, err := s.live(v)
+		if err == nil && !ok {
+			expired = append(expired, append([]byte(nil), k...))
+		}
+		return err
+	})
+	for _, k := range expired {
+		s.buf.Delete(k)
+	}
+	return err
 }
 
 // Get returns the value of k, and whether it exists.
@@ -60,6 +130,9 @@ func (s *KVStore[K, V]) Get(k K) (V, bool, error) {
 	}
 	b, ok, err := s.buf.Get(s.kbuf)
 	if err != nil || !ok {
+		return zero, false, err
+	}
+	if b, ok, err = s.live(b); err != nil || !ok {
 		return zero, false, err
 	}
 	v, err := s.values.Deserialize(b)
@@ -75,7 +148,11 @@ func (s *KVStore[K, V]) Put(k K, v V) error {
 	if s.kbuf, err = s.keys.Serialize(s.kbuf[:0], k); err != nil {
 		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
 	}
-	if s.vbuf, err = s.values.Serialize(s.vbuf[:0], v); err != nil {
+	s.vbuf = s.vbuf[:0]
+	if s.ttl > 0 {
+		s.vbuf = binary.BigEndian.AppendUint64(s.vbuf, uint64(s.streamTime()+s.ttl))
+	}
+	if s.vbuf, err = s.values.Serialize(s.vbuf, v); err != nil {
 		return fmt.Errorf("eddy: store %s: encode value: %w", s.buf.Name(), err)
 	}
 	s.buf.Put(s.kbuf, s.vbuf)
@@ -125,6 +202,10 @@ var errStopScan = fmt.Errorf("eddy: scan stopped")
 
 func (s *KVStore[K, V]) scan(run func(visit func(k, v []byte) error) error, fn func(K, V) bool) error {
 	err := run(func(kb, vb []byte) error {
+		vb, ok, err := s.live(vb)
+		if err != nil || !ok {
+			return err
+		}
 		k, err := s.keys.Deserialize(kb)
 		if err != nil {
 			return fmt.Errorf("eddy: store %s: decode key: %w", s.buf.Name(), err)

@@ -2,10 +2,13 @@ package eddy
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -24,19 +27,96 @@ func (s Stream[K, V]) Topology() *Topology { return s.t }
 // Source reads topic, decoding keys and values with the serdes. A record
 // that fails to decode goes to the dead-letter topic "<topic>.dlq" with the
 // reason in its headers, or stops the app, as Config.OnDecodeError says.
-func Source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V]) Stream[K, V] {
-	n := t.add("source-"+topic, nil)
+//
+// A record's event time is its Kafka timestamp, or what the TimestampFrom
+// option extracts; it advances the task's stream time before the record is
+// processed. A negative event time is bad input, handled like a record that
+// fails to decode.
+func Source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption[K, V]) Stream[K, V] {
+	return source(t, topic, keys, values, opts...)
+}
+
+// source adds the node that reads topic, which may be a repartition
+// topic's placeholder (see repartitionSource).
+func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption[K, V]) Stream[K, V] {
+	n := t.add("source-" + topic)
 	if _, dup := t.sources[topic]; dup {
 		t.fail("eddy: topic %s is a source twice; read it once and branch the stream", topic)
 	}
 	t.sources[topic] = n
+	var sc sourceConfig[K, V]
+	for _, o := range opts {
+		o(&sc)
+	}
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, V]{}
 		b.out[n] = out
-		b.sources[topic] = &sourceNode[K, V]{b: b, topic: topic, keys: keys, values: values, out: out}
+		real := topicName(b.cfg.AppID, topic)
+		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: sc.timestamp, table: sc.table}
 		return nil
 	}
 	return Stream[K, V]{t: t, n: n}
+}
+
+// repartitionPrefix marks a repartition topic in the description, where
+// the app id that prefixes its real name is not known yet.
+const repartitionPrefix = "\x00repartition:"
+
+// topicName resolves a topic of the description to its name in Kafka.
+func topicName(appID, topic string) string {
+	if name, ok := strings.CutPrefix(topic, repartitionPrefix); ok {
+		return RepartitionTopic(appID, name)
+	}
+	return topic
+}
+
+// Repartition writes s to an internal topic partitioned by its current key
+// and reads it back, so that each record reaches the task of its key: what
+// a grouping or a join needs after an operation that changed keys. The
+// topic is "<app-id>-<name>-repartition", created by Run; records cross it
+// inside the same exactly-once transactions.
+func Repartition[K, V any](s Stream[K, V], name string, keys serde.Serde[K], values serde.Serde[V]) Stream[K, V] {
+	t := s.t
+	if !runtime.ValidName(name) {
+		t.fail("eddy: repartition name %q: use letters, digits, '.', '_' and '-' (it names a topic)", name)
+		return s
+	}
+	if slices.Contains(t.repartitions, name) {
+		t.fail("eddy: repartition %q is declared twice; give each its own name", name)
+		return s
+	}
+	t.repartitions = append(t.repartitions, name)
+	topic := repartitionPrefix + name
+	to(s, topic, keys, values)
+	return source(t, topic, keys, values)
+}
+
+// SelectKey replaces each record's key with fn's result; the records stay
+// on their partition until a Repartition (automatic in GroupBy).
+func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) K2) Stream[K2, V] {
+	return attach(s, "select-key", true, func(_ *taskBuild, out *emitter[K2, V]) receiver[K, V] {
+		return receiverFunc[K, V](func(r Record[K, V]) error {
+			return out.emit(Record[K2, V]{Key: fn(r.Key, r.Value), Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone})
+		})
+	})
+}
+
+// SourceOption configures a Source.
+type SourceOption[K, V any] func(*sourceConfig[K, V])
+
+type sourceConfig[K, V any] struct {
+	timestamp func(key K, value V, recordTimestamp int64) int64
+	table     bool // null values are tombstones
+}
+
+// asTable makes a source read a table's topic.
+func asTable[K, V any]() SourceOption[K, V] { return func(c *sourceConfig[K, V]) { c.table = true } }
+
+// TimestampFrom sets the source's timestamp extractor: fn returns a
+// record's event time in ms since the epoch, from the decoded key and value
+// and the Kafka record timestamp (Kafka Streams' TimestampExtractor).
+func TimestampFrom[K, V any](fn func(key K, value V, recordTimestamp int64) int64) SourceOption[K, V] {
+	return func(c *sourceConfig[K, V]) { c.timestamp = fn }
 }
 
 type sourceNode[K, V any] struct {
@@ -45,6 +125,8 @@ type sourceNode[K, V any] struct {
 	keys   serde.Serde[K]
 	values serde.Serde[V]
 	out    *emitter[K, V]
+	ts     func(K, V, int64) int64
+	table  bool // null values are tombstones
 }
 
 func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
@@ -53,10 +135,22 @@ func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
 	if rec.Key, err = s.keys.Deserialize(r.Key); err != nil {
 		return s.decodeFailed(r, fmt.Errorf("key: %w", err))
 	}
-	if rec.Value, err = s.values.Deserialize(r.Value); err != nil {
+	// A null value is a tombstone only in a table's source; a stream
+	// passes it to the value serde, which rejects it unless it has a
+	// meaning for it (bad input goes to the dead-letter topic).
+	if r.Value == nil && s.table {
+		rec.Tombstone = true
+	} else if rec.Value, err = s.values.Deserialize(r.Value); err != nil {
 		return s.decodeFailed(r, fmt.Errorf("value: %w", err))
 	}
 	rec.Timestamp = r.Timestamp.UnixMilli()
+	if s.ts != nil {
+		rec.Timestamp = s.ts(rec.Key, rec.Value, rec.Timestamp)
+	}
+	if rec.Timestamp < 0 {
+		return s.decodeFailed(r, fmt.Errorf("timestamp: %d is negative; an event time is ms since the Unix epoch", rec.Timestamp))
+	}
+	s.b.tc.AdvanceStreamTime(rec.Timestamp)
 	if len(r.Headers) > 0 {
 		rec.Headers = make([]Header, len(r.Headers))
 		for i, h := range r.Headers {
@@ -116,7 +210,7 @@ func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2)) Stream[K2, V2
 	return attach(s, "map", true, func(_ *taskBuild, out *emitter[K2, V2]) receiver[K, V] {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			k, v := fn(r.Key, r.Value)
-			return out.emit(Record[K2, V2]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers})
+			return out.emit(Record[K2, V2]{Key: k, Value: v, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone})
 		})
 	})
 }
@@ -126,7 +220,7 @@ func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2)) Stream[K2, V2
 func MapValues[K, V, V2 any](s Stream[K, V], fn func(K, V) V2) Stream[K, V2] {
 	return attach(s, "map-values", false, func(_ *taskBuild, out *emitter[K, V2]) receiver[K, V] {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
-			return out.emit(Record[K, V2]{Key: r.Key, Value: fn(r.Key, r.Value), Timestamp: r.Timestamp, Headers: r.Headers})
+			return out.emit(Record[K, V2]{Key: r.Key, Value: fn(r.Key, r.Value), Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone})
 		})
 	})
 }
@@ -157,7 +251,7 @@ func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(dst []KeyValue[K2, V2], k
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			buf = fn(buf[:0], r.Key, r.Value)
 			for _, kv := range buf {
-				if err := out.emit(Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers}); err != nil {
+				if err := out.emit(Record[K2, V2]{Key: kv.Key, Value: kv.Value, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone}); err != nil {
 					return err
 				}
 			}
@@ -170,6 +264,10 @@ func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(dst []KeyValue[K2, V2], k
 // produced each record. The partition is Kafka's default partitioner of the
 // encoded key.
 func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serde.Serde[V]) {
+	to(s, topic, keys, values)
+}
+
+func to[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serde.Serde[V]) {
 	n := s.t.add("sink-"+topic, s.n)
 	n.build = func(b *taskBuild) error {
 		// Non-nil from the start: an empty key or value must reach the
@@ -177,19 +275,24 @@ func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serd
 		kbuf, vbuf := []byte{}, []byte{}
 		var hs []kgo.RecordHeader // reused: the runtime copies what it is given
 		in := output[K, V](b, s.n)
+		topic := topicName(b.cfg.AppID, topic)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			var err error
 			if kbuf, err = keys.Serialize(kbuf[:0], r.Key); err != nil {
 				return fmt.Errorf("eddy: encode key for %s: %w", topic, err)
 			}
-			if vbuf, err = values.Serialize(vbuf[:0], r.Value); err != nil {
-				return fmt.Errorf("eddy: encode value for %s: %w", topic, err)
+			value := []byte(nil) // a tombstone
+			if !r.Tombstone {
+				if vbuf, err = values.Serialize(vbuf[:0], r.Value); err != nil {
+					return fmt.Errorf("eddy: encode value for %s: %w", topic, err)
+				}
+				value = vbuf
 			}
 			hs = hs[:0]
 			for _, h := range r.Headers {
 				hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 			}
-			return b.tc.Produce(topic, kbuf, vbuf, r.Timestamp, hs)
+			return b.tc.Produce(topic, kbuf, value, r.Timestamp, hs)
 		}))
 		return nil
 	}

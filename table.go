@@ -14,13 +14,21 @@ type GroupedStream[K, V any] struct {
 
 // GroupByKey groups s by its current key; keys encodes the key in the
 // aggregation's store. The records must be on the partition of their key:
-// after Map, FlatMap or Process (which may change keys) a repartition topic
-// is needed, which this version does not create yet, so that is an error.
+// after an operation that may change keys (Map, FlatMap, SelectKey,
+// Process) that takes a Repartition, so GroupByKey is then an error that
+// says so; GroupBy re-keys and repartitions in one step.
 func GroupByKey[K, V any](s Stream[K, V], keys serde.Serde[K]) GroupedStream[K, V] {
 	if s.keyChanged {
-		s.t.fail("eddy: GroupByKey after an operation that may change the key (Map, FlatMap, Process) needs a repartition topic, which is not supported yet; use MapValues, or write the re-keyed stream To a topic and Source it")
+		s.t.fail("eddy: GroupByKey after an operation that may change the key (Map, FlatMap, SelectKey, Process): the records may sit on another key's partition; use eddy.GroupBy(s, keyFn, name, keys, values), or eddy.Repartition(s, name, keys, values) before GroupByKey")
 	}
 	return GroupedStream[K, V]{s: s, keys: keys}
+}
+
+// GroupBy groups s by a new key, fn's result: the records go through the
+// repartition topic "<app-id>-<name>-repartition" (see Repartition), so
+// each key's records meet in one task.
+func GroupBy[K, V, K2 any](s Stream[K, V], fn func(K, V) K2, name string, keys serde.Serde[K2], values serde.Serde[V]) GroupedStream[K2, V] {
+	return GroupByKey(Repartition(SelectKey(s, fn), name, keys, values), keys)
 }
 
 // Table is a changelog stream of the latest value per key (a KTable),
@@ -29,9 +37,13 @@ type Table[K, V any] struct {
 	t     *Topology
 	n     *node
 	store string
+	// kv is the key-value store that holds the table, when it has one
+	// (windowed tables and join results have none): what joins read.
+	kv *KeyValueStoreSpec[K, V]
 }
 
-// StoreName is the name of the table's state store.
+// StoreName is the name of the table's state store ("" for a table that
+// is not materialised, such as a join's result).
 func (t Table[K, V]) StoreName() string { return t.store }
 
 // ToStream returns the table's updates as a stream: one record per update,
@@ -45,9 +57,9 @@ func ToStream[K, V any](t Table[K, V]) Stream[K, V] {
 // add folds one record in. Every update is forwarded downstream.
 func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, add func(key K, value V, agg A) A, aggs serde.Serde[A]) Table[K, A] {
 	t := g.s.t
-	t.addStore(store)
 	spec := KeyValueStore(store, g.keys, aggs)
 	n := t.add("aggregate-"+store, g.s.n)
+	t.addStore(store, n, 0)
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, A]{}
 		b.out[n] = out
@@ -58,6 +70,9 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 		kv := &KVStore[K, A]{buf: buf, keys: spec.keys, values: spec.values}
 		in := output[K, V](b, g.s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
+			if r.Tombstone {
+				return nil // as in Kafka Streams: a null value is not aggregated
+			}
 			agg, ok, err := kv.Get(r.Key)
 			if err != nil {
 				return err
@@ -73,7 +88,7 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 		}))
 		return nil
 	}
-	return Table[K, A]{t: t, n: n, store: store}
+	return Table[K, A]{t: t, n: n, store: store, kv: &spec}
 }
 
 // Count counts each key's records.
@@ -94,7 +109,8 @@ func Reduce[K, V any](g GroupedStream[K, V], store string, fn func(agg, v V) V, 
 		}
 		return reduced{v: fn(agg.v, v), set: true}
 	}, reducedSerde[V, reduced]{values: values, wrap: func(v V) reduced { return reduced{v: v, set: true} }, unwrap: func(r reduced) V { return r.v }})
-	return Table[K, V]{t: t.t, n: mapTableValues(t, func(r reduced) V { return r.v }), store: t.store}
+	spec := KeyValueStore(store, g.keys, values)
+	return Table[K, V]{t: t.t, n: mapTableValues(t, func(r reduced) V { return r.v }), store: t.store, kv: &spec}
 }
 
 // reducedSerde stores a Reduce aggregate as the plain value, so the store

@@ -15,26 +15,40 @@ import (
 type Topology struct {
 	nodes   []*node
 	sources map[string]*node
-	stores  []string
-	errs    []error
+	stores  map[string]*storeDecl
+	// repartitions are the internal topics the topology writes and reads
+	// back (a re-key before a grouping or a join), by short name.
+	repartitions []string
+	globals      []runtime.GlobalStore
+	errs         []error
+}
+
+// storeDecl is a declared store: the node that owns it decides its
+// sub-topology; retention > 0 marks a window or session store.
+type storeDecl struct {
+	name      string
+	owner     *node
+	retention time.Duration
 }
 
 // NewTopology returns an empty topology.
 func NewTopology() *Topology {
-	return &Topology{sources: make(map[string]*node)}
+	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl)}
 }
 
 // node is one vertex of the description. build instantiates it for a task:
-// it links the node's instance to its parent's output, typed, so records
+// it links the node's instance to its parents' outputs, typed, so records
 // flow between processors as Go values, never as bytes.
 type node struct {
-	name   string
-	parent *node
+	name    string
+	parents []*node
+	// stores are the stores this node owns (declared for it).
+	stores []string
 	build  func(b *taskBuild) error
 }
 
-func (t *Topology) add(name string, parent *node) *node {
-	n := &node{name: fmt.Sprintf("%s-%d", name, len(t.nodes)), parent: parent}
+func (t *Topology) add(name string, parents ...*node) *node {
+	n := &node{name: fmt.Sprintf("%s-%d", name, len(t.nodes)), parents: parents}
 	t.nodes = append(t.nodes, n)
 	return n
 }
@@ -43,24 +57,39 @@ func (t *Topology) fail(format string, args ...any) {
 	t.errs = append(t.errs, fmt.Errorf(format, args...))
 }
 
-func (t *Topology) addStore(name string) {
+// addStore declares store name, owned by n (which may be set later with
+// ownStore when the node is created after the declaration).
+func (t *Topology) addStore(name string, owner *node, retention time.Duration) {
 	if !runtime.ValidName(name) {
 		t.fail("eddy: store name %q: use letters, digits, '.', '_' and '-' (it names the changelog topic)", name)
 		return
 	}
-	for _, s := range t.stores {
-		if s == name {
-			t.fail("eddy: store %q is declared twice; give each store its own name", name)
-			return
-		}
+	if _, dup := t.stores[name]; dup {
+		t.fail("eddy: store %q is declared twice; give each store its own name", name)
+		return
 	}
-	t.stores = append(t.stores, name)
+	t.stores[name] = &storeDecl{name: name, owner: owner, retention: retention}
+	if owner != nil {
+		owner.stores = append(owner.stores, name)
+	}
 }
 
 // Err returns the problems found while the topology was described, joined.
 func (t *Topology) Err() error { return errors.Join(t.errs...) }
 
-// runtimeTopology turns the description into what the runtime runs.
+// Build compiles the description into what eddy's runtime executes: its
+// sub-topologies (the parts that only topics connect), their sources and
+// stores. Applications call Run; Build exists for eddy's own tools, such as
+// the eddytest driver.
+func (t *Topology) Build(cfg Config) (runtime.Topology, error) {
+	cfg.applyDefaults()
+	return t.runtimeTopology(&cfg)
+}
+
+// runtimeTopology turns the description into what the runtime runs. Nodes
+// joined by parent links (a join has two parents) form one sub-topology; a
+// repartition topic is written by one sub-topology and read by another,
+// through a source node with no parent.
 func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 	if err := t.Err(); err != nil {
 		return runtime.Topology{}, err
@@ -68,37 +97,120 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 	if len(t.sources) == 0 {
 		return runtime.Topology{}, errors.New("eddy: the topology has no source; add one with eddy.Source")
 	}
-	sub := runtime.Subtopology{}
-	for _, name := range t.stores {
-		sub.Stores = append(sub.Stores, runtime.Store{Name: name})
-	}
+	comp := t.components()
+	subIndex := map[int]int{} // component → sub-topology, numbered in node order
+	var subs []runtime.Subtopology
+	var members [][]*node
 	for _, n := range t.nodes {
+		c := comp[n]
+		i, ok := subIndex[c]
+		if !ok {
+			i = len(subs)
+			subIndex[c] = i
+			subs = append(subs, runtime.Subtopology{})
+			members = append(members, nil)
+		}
+		members[i] = append(members[i], n)
 		for topic, src := range t.sources {
 			if src == n {
-				sub.Sources = append(sub.Sources, topic)
+				subs[i].Sources = append(subs[i].Sources, topicName(cfg.AppID, topic))
 			}
 		}
-	}
-	sub.NewTask = func(tc runtime.TaskContext) (runtime.TaskProcessor, error) {
-		b := &taskBuild{tc: tc, cfg: cfg, out: make(map[*node]any), sources: make(map[string]rawReceiver)}
-		for _, n := range t.nodes {
-			if err := n.build(b); err != nil {
-				return nil, fmt.Errorf("eddy: build %s: %w", n.name, err)
-			}
+		for _, name := range n.stores {
+			subs[i].Stores = append(subs[i].Stores, runtime.Store{Name: name, Retention: t.stores[name].retention})
 		}
-		return b, nil
 	}
-	return runtime.Topology{Subtopologies: []runtime.Subtopology{sub}}, nil
+	for i := range subs {
+		if len(subs[i].Sources) == 0 {
+			return runtime.Topology{}, fmt.Errorf("eddy: part of the topology (%s) reads no topic", members[i][0].name)
+		}
+		nodes := members[i]
+		subs[i].NewTask = func(tc runtime.TaskContext) (runtime.TaskProcessor, error) {
+			return newTaskBuild(tc, cfg, nodes)
+		}
+	}
+	rt := runtime.Topology{Subtopologies: subs, Globals: append([]runtime.GlobalStore(nil), t.globals...)}
+	for _, r := range t.repartitions {
+		rt.Repartitions = append(rt.Repartitions, runtime.Repartition{Topic: RepartitionTopic(cfg.AppID, r)})
+	}
+	return rt, nil
 }
 
-// taskBuild is one task's instance of the topology: it routes source
-// records to the source nodes and closes the processors.
+// RepartitionTopic is the internal topic that carries the re-keyed records
+// of the repartition named name.
+func RepartitionTopic(appID, name string) string { return appID + "-" + name + "-repartition" }
+
+// components numbers the connected components of the node graph.
+func (t *Topology) components() map[*node]int {
+	parent := make(map[*node]*node, len(t.nodes))
+	var find func(n *node) *node
+	find = func(n *node) *node {
+		for parent[n] != n {
+			parent[n] = parent[parent[n]]
+			n = parent[n]
+		}
+		return n
+	}
+	for _, n := range t.nodes {
+		parent[n] = n
+	}
+	for _, n := range t.nodes {
+		for _, p := range n.parents {
+			parent[find(n)] = find(p)
+		}
+	}
+	ids := make(map[*node]int)
+	out := make(map[*node]int, len(t.nodes))
+	for _, n := range t.nodes {
+		r := find(n)
+		if _, ok := ids[r]; !ok {
+			ids[r] = len(ids)
+		}
+		out[n] = ids[r]
+	}
+	return out
+}
+
+// taskBuild is one task's instance of its sub-topology: it routes source
+// records to the source nodes, runs punctuators and closes the processors.
 type taskBuild struct {
 	tc      runtime.TaskContext
 	cfg     *Config
 	out     map[*node]any // *emitter[K, V] of each node
 	sources map[string]rawReceiver
-	closers []func() error
+	// inits run once every node is built: processors' Init, which may
+	// schedule punctuators.
+	inits             []func() error
+	closers           []func() error
+	streamPunctuators []*punctuator
+	wallPunctuators   []*punctuator
+	// lateDropped counts the records that windowed operations dropped as
+	// late, since the task opened.
+	lateDropped int64
+}
+
+// LateDropped returns how many records the task's windowed operations
+// dropped as late since it opened.
+func (b *taskBuild) LateDropped() int64 { return b.lateDropped }
+
+func newTaskBuild(tc runtime.TaskContext, cfg *Config, nodes []*node) (_ *taskBuild, err error) {
+	b := &taskBuild{tc: tc, cfg: cfg, out: make(map[*node]any), sources: make(map[string]rawReceiver)}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	for _, n := range nodes {
+		if err := n.build(b); err != nil {
+			return nil, fmt.Errorf("eddy: build %s: %w", n.name, err)
+		}
+	}
+	for _, init := range b.inits {
+		if err := init(); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 type rawReceiver interface {
@@ -110,16 +222,18 @@ func (b *taskBuild) Process(r *kgo.Record) error {
 	if src == nil {
 		return fmt.Errorf("eddy: no source for topic %s", r.Topic)
 	}
-	return src.receiveRaw(r)
+	if err := src.receiveRaw(r); err != nil {
+		return err
+	}
+	return b.punctuateStreamTime()
 }
-
-func (b *taskBuild) Punctuate(now time.Time) error { return nil }
 
 func (b *taskBuild) Close() error {
 	var errs []error
-	for _, c := range b.closers {
-		errs = append(errs, c())
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		errs = append(errs, b.closers[i]())
 	}
+	b.closers = nil
 	return errors.Join(errs...)
 }
 
@@ -147,7 +261,7 @@ func (e *emitter[K, V]) emit(r Record[K, V]) error {
 	return nil
 }
 
-// output returns the typed output of n's parent in this task, for n to
+// output returns the typed output of node n in this task, for a child to
 // attach to.
 func output[K, V any](b *taskBuild, n *node) *emitter[K, V] {
 	return b.out[n].(*emitter[K, V])

@@ -32,6 +32,12 @@ type Buffer struct {
 	// equals this one; Reset bumps it instead of visiting every slot.
 	gen   uint64
 	dirty int
+	// ranges counts the pending range deletes over all stores, so that
+	// Ranges costs nothing in the usual transaction without any.
+	ranges int
+	// aborts counts Resets: an owner that remembers issuing a range
+	// delete learns from it that the range was dropped.
+	aborts uint64
 }
 
 // NewBuffer returns an empty buffer over db. A nil db behaves like an empty
@@ -63,6 +69,10 @@ func (b *Buffer) Len() int { return b.dirty }
 // makes changelog contents reproducible and lets backends write sorted
 // batches. The slices in the Writes alias the buffer and stay valid until
 // the next write of their key or Reset; they must not be modified.
+//
+// Writes are what the changelog gets. Range deletes are not among them (see
+// StoreBuffer.DeleteRange), and neither are the writes that a later
+// DeleteRange of the same transaction discarded.
 func (b *Buffer) Writes(dst []Write) []Write {
 	dst = slices.Grow(dst, b.dirty)
 	for _, name := range b.names {
@@ -82,24 +92,58 @@ func (b *Buffer) Writes(dst []Write) []Write {
 	return dst
 }
 
-// Commit ends the transaction after its writes were applied to the DB: the
-// written values become the cached committed values of their keys. Store
-// handles stay valid.
+// Ranges appends the pending range deletes of the transaction to dst and
+// returns it: stores in name order, then call order within a store. The
+// runtime puts them in Batch.Ranges, next to Writes, which the DB applies
+// after them; that order is what reads of the buffer showed. A range that an
+// earlier range of the same store already contains is left out, since it
+// would delete nothing more (so an owner that expires the same segment on
+// every record does not grow the batch). A nil Upper means to the end of the
+// store. The slices alias the buffer and stay valid until Commit or Reset;
+// they must not be modified.
+func (b *Buffer) Ranges(dst []DeleteRange) []DeleteRange {
+	if b.ranges == 0 {
+		return dst
+	}
+	dst = slices.Grow(dst, b.ranges)
+	for _, name := range b.names {
+		for _, r := range b.stores[name].ranges {
+			dst = append(dst, DeleteRange{Store: name, Lower: clip(r.lower), Upper: clip(r.upper)})
+		}
+	}
+	return dst
+}
+
+// Commit ends the transaction after its writes and ranges were applied to
+// the DB, in one Batch{Ranges: b.Ranges(..), Writes: b.Writes(..)}: the
+// written values become the cached committed values of their keys, and the
+// cached keys in a range become cached misses. Store handles stay valid.
 func (b *Buffer) Commit() { b.end(true) }
 
-// Reset drops every dirty entry, because the transaction aborted (or to
-// start over): the keys it wrote read from the DB again. Store handles stay
-// valid and the memory of recently used keys is kept, within the retention
-// limits above.
+// Reset drops every dirty entry and pending range, because the transaction
+// aborted (or to start over): the keys it wrote or ranged over read from the
+// DB again. Store handles stay valid and the memory of recently used keys is
+// kept, within the retention limits above.
 func (b *Buffer) Reset() { b.end(false) }
 
 func (b *Buffer) end(committed bool) {
-	b.gen++
-	b.dirty = 0
+	// The stores first, while gen still tells which slots the ending
+	// transaction wrote.
 	for _, s := range b.stores {
 		s.reset(committed)
 	}
+	b.gen++
+	b.dirty = 0
+	b.ranges = 0
+	if !committed {
+		b.aborts++
+	}
 }
+
+// Aborts returns how many transactions were reset (aborted) so far. A
+// store that issued a DeleteRange and finds this number changed knows the
+// range never reached the database and must issue it again.
+func (s *StoreBuffer) Aborts() uint64 { return s.buf.aborts }
 
 // StoreBuffer is the view of one store through a Buffer.
 type StoreBuffer struct {
@@ -118,6 +162,20 @@ type StoreBuffer struct {
 	// scratch is reused by the outermost Scan to snapshot the dirty range.
 	scratch  []int
 	scanning int
+	// ranges are the open transaction's range deletes in call order, for
+	// Buffer.Ranges. cover is their union as sorted, disjoint intervals
+	// that do not touch, for reads: a key is hidden when one of them
+	// contains it. Both are empty in most transactions, and reads test
+	// len(cover) before anything else, so they cost nothing then.
+	ranges []keyRange
+	cover  []keyRange
+}
+
+// keyRange is [lower, upper) over user keys; a nil upper means no bound.
+// The bounds are the buffer's own copies and never modified, so cover and
+// ranges can share them.
+type keyRange struct {
+	lower, upper []byte
 }
 
 // slot is one key the store buffer knows. It is dirty in the transaction
@@ -136,18 +194,26 @@ type slot struct {
 func (s *StoreBuffer) Name() string { return s.name }
 
 // Get returns the value of key: the buffered value if the key was written in
-// the current transaction (a buffered delete means not found), else the DB's.
+// the current transaction (a buffered delete means not found), else not
+// found if a range delete of the transaction covers it, else the DB's.
 // The caller must not modify the returned slice; a buffered value stays
 // valid until the next write of key or Reset.
 func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 	i, known := s.index[string(key)]
 	if known {
-		if sl := &s.slots[i]; sl.gen == s.buf.gen || sl.clean {
+		// A dirty slot was written after any range that covers it
+		// (DeleteRange discards earlier writes), so it wins; a clean one
+		// holds the DB's value, which a pending range hides.
+		if sl := &s.slots[i]; sl.gen == s.buf.gen || sl.clean && (len(s.cover) == 0 || !s.covered(key)) {
 			if sl.deleted {
 				return nil, false, nil
 			}
 			return clip(sl.value), true, nil
 		}
+	}
+	if len(s.cover) != 0 && s.covered(key) {
+		// Neither read nor cached: the DB's value is about to go.
+		return nil, false, nil
 	}
 	if s.buf.db == nil {
 		return nil, false, nil
@@ -186,14 +252,152 @@ func (s *StoreBuffer) Delete(key []byte) {
 	sl.value = sl.value[:0]
 }
 
+// DeleteRange deletes every key of the store in [lower, upper) in the open
+// transaction. A nil or empty upper means to the end of the store (as in
+// DeleteRange of a Batch); an upper <= lower deletes nothing. From the call
+// on, reads (Get, Scan, PrefixScan) see no key in the range, neither the DB's
+// nor one this transaction wrote before, until a later Put or Delete of the
+// key in the same transaction, which is seen again. Ranges may overlap.
+//
+// The transaction's earlier writes in the range are discarded at the call:
+// they leave Writes and Len, so they are never logged to the changelog. The
+// range itself reaches the DB through Buffer.Ranges, which the DB applies
+// before the transaction's writes.
+//
+// A range delete is NOT logged to the changelog: a restore from the
+// changelog brings the keys back, since their last puts are still there. It
+// is only for data that its owner drops again after a restore: expired window
+// segments, whose owner re-applies expiry (from the stream time restored with
+// the offsets) when it opens. Anything else must use Delete, key by key.
+//
+// Cost: the call copies the bounds and visits the transaction's dirty keys
+// of the store. While ranges are pending, a read that is not of a dirty key
+// pays a binary search over the union of the ranges, a Scan reads the DB only
+// outside them, and Commit visits every key the store buffer remembers once.
+// A store without pending ranges pays nothing.
+func (s *StoreBuffer) DeleteRange(lower, upper []byte) {
+	if len(upper) == 0 {
+		upper = nil
+	}
+	if upper != nil && bytes.Compare(lower, upper) >= 0 {
+		return
+	}
+	if n := len(s.dirty); n > 0 {
+		kept := s.dirty[:0] // in place: a running Scan works on its own copy
+		for _, i := range s.dirty {
+			sl := &s.slots[i]
+			if inRange(sl.key, lower, upper) {
+				// No longer dirty, and its value never committed.
+				sl.gen, sl.clean = 0, false
+				continue
+			}
+			kept = append(kept, i)
+		}
+		s.buf.dirty -= n - len(kept)
+		s.dirty = kept
+	}
+	if s.contains(lower, upper) {
+		return // the DB side is already covered; see Buffer.Ranges
+	}
+	r := keyRange{lower: bytes.Clone(lower), upper: bytes.Clone(upper)}
+	s.ranges = append(s.ranges, r)
+	s.buf.ranges++
+	s.addCover(r)
+}
+
+func inRange(key, lower, upper []byte) bool {
+	return bytes.Compare(key, lower) >= 0 && (upper == nil || bytes.Compare(key, upper) < 0)
+}
+
+// coverIndex returns the index of the first cover interval that ends after
+// key, or len(cover). Ends ascend, since the intervals are sorted and
+// disjoint.
+func (s *StoreBuffer) coverIndex(key []byte) int {
+	i, _ := slices.BinarySearchFunc(s.cover, key, func(r keyRange, key []byte) int {
+		if r.upper == nil || bytes.Compare(r.upper, key) > 0 {
+			return 1
+		}
+		return -1
+	})
+	return i
+}
+
+// covered reports whether a pending range of the transaction contains key.
+func (s *StoreBuffer) covered(key []byte) bool {
+	i := s.coverIndex(key)
+	return i < len(s.cover) && bytes.Compare(s.cover[i].lower, key) <= 0
+}
+
+// contains reports whether one cover interval contains all of [lower, upper).
+func (s *StoreBuffer) contains(lower, upper []byte) bool {
+	i := s.coverIndex(lower)
+	if i == len(s.cover) || bytes.Compare(s.cover[i].lower, lower) > 0 {
+		return false
+	}
+	c := s.cover[i].upper
+	return c == nil || upper != nil && bytes.Compare(upper, c) <= 0
+}
+
+// addCover merges r into cover, joining the intervals it overlaps or
+// touches, so that cover stays sorted and disjoint and gap can step from one
+// interval's end to a key outside every interval.
+func (s *StoreBuffer) addCover(r keyRange) {
+	i := s.coverIndex(r.lower)
+	if i > 0 && bytes.Equal(s.cover[i-1].upper, r.lower) {
+		i-- // touches r from below
+	}
+	j := len(s.cover)
+	if r.upper != nil {
+		j, _ = slices.BinarySearchFunc(s.cover, r.upper, func(c keyRange, upper []byte) int {
+			if bytes.Compare(c.lower, upper) > 0 {
+				return 1
+			}
+			return -1
+		})
+	}
+	// cover[i:j] overlap or touch r.
+	if i < j {
+		if bytes.Compare(s.cover[i].lower, r.lower) < 0 {
+			r.lower = s.cover[i].lower
+		}
+		if last := s.cover[j-1].upper; r.upper != nil && (last == nil || bytes.Compare(last, r.upper) > 0) {
+			r.upper = last
+		}
+	}
+	s.cover = slices.Replace(s.cover, i, j, r)
+}
+
+// gap returns the first part of [lo, upper) that no pending range covers,
+// or ok false when there is none. Without pending ranges it is [lo, upper).
+func (s *StoreBuffer) gap(lo, upper []byte) (gapLo, gapHi []byte, ok bool) {
+	i := s.coverIndex(lo)
+	if i < len(s.cover) && bytes.Compare(s.cover[i].lower, lo) <= 0 {
+		if s.cover[i].upper == nil {
+			return nil, nil, false
+		}
+		lo = s.cover[i].upper
+		i++
+	}
+	hi := upper
+	if i < len(s.cover) && (upper == nil || bytes.Compare(s.cover[i].lower, upper) < 0) {
+		hi = s.cover[i].lower
+	}
+	if hi != nil && bytes.Compare(lo, hi) >= 0 {
+		return nil, nil, false
+	}
+	return lo, hi, true
+}
+
 // Scan calls fn for each key of the merged view (buffer over DB) in
 // [lower, upper), in ascending byte order; a nil upper means no upper bound.
-// Buffered puts override the DB's values and buffered deletes hide its keys.
-// The slices passed to fn are valid only during the call and must not be
-// modified. An error from fn stops the scan and is returned as is.
+// Buffered puts override the DB's values, and buffered deletes and pending
+// range deletes hide its keys. The slices passed to fn are valid only during
+// the call and must not be modified. An error from fn stops the scan and is
+// returned as is.
 //
 // fn may write to the store: the set of buffered keys the scan visits is
-// fixed when it starts, while the DB side follows the DB's own rules.
+// fixed when it starts, while the DB side follows the DB's own rules. A range
+// that fn deletes hides the keys the scan has not reached yet.
 func (s *StoreBuffer) Scan(lower, upper []byte, fn func(key, value []byte) error) error {
 	s.sortDirty()
 	lo, _ := slices.BinarySearchFunc(s.dirty, lower, s.cmpSlot)
@@ -252,19 +456,35 @@ func (s *StoreBuffer) Scan(lower, upper []byte, fn func(key, value []byte) error
 
 	if s.buf.db != nil {
 		var fnErr error
-		err := s.buf.db.Scan(s.name, lower, upper, func(key, value []byte) error {
+		visit := func(key, value []byte) error {
 			shadowed, err := emitBuffered(key)
-			if err == nil && !shadowed {
+			// The cover test catches ranges that fn deleted during this
+			// DB scan; the gaps below already skip the earlier ones.
+			if err == nil && !shadowed && (len(s.cover) == 0 || !s.covered(key)) {
 				err = fn(key, value)
 			}
 			fnErr = err
 			return err
-		})
-		if err != nil {
-			if fnErr != nil && err == fnErr {
-				return err
+		}
+		// Scan the DB only where no pending range hides it: the keys of
+		// an expired segment stay in the DB until the commit, and going
+		// through them to drop each would cost as much as reading them.
+		// Each gap is recomputed from the cover as it is now.
+		for lo := lower; ; {
+			gapLo, gapHi, ok := s.gap(lo, upper)
+			if !ok {
+				break
 			}
-			return fmt.Errorf("state: scan store %q: %w", s.name, err)
+			if err := s.buf.db.Scan(s.name, gapLo, gapHi, visit); err != nil {
+				if fnErr != nil && err == fnErr {
+					return err
+				}
+				return fmt.Errorf("state: scan store %q: %w", s.name, err)
+			}
+			if gapHi == nil || upper != nil && bytes.Compare(gapHi, upper) >= 0 {
+				break
+			}
+			lo = gapHi
 		}
 	}
 	_, err := emitBuffered(nil)
@@ -335,6 +555,24 @@ func (s *StoreBuffer) sortDirty() {
 func (s *StoreBuffer) cmpSlot(i int, key []byte) int { return bytes.Compare(s.slots[i].key, key) }
 
 func (s *StoreBuffer) reset(committed bool) {
+	if len(s.cover) != 0 {
+		if committed {
+			// The DB applied the ranges, then the writes: every key in a
+			// range that the transaction did not write is gone. Marking
+			// the remembered ones as cached misses keeps the cache equal
+			// to the DB (and saves the DB a lookup of each).
+			for i := range s.slots {
+				if sl := &s.slots[i]; sl.gen != s.buf.gen && s.covered(sl.key) {
+					sl.clean, sl.deleted = true, true
+					sl.value = sl.value[:0]
+				}
+			}
+		}
+		clear(s.ranges) // let the bounds go
+		s.ranges = s.ranges[:0]
+		clear(s.cover)
+		s.cover = s.cover[:0]
+	}
 	for _, i := range s.dirty {
 		// Committed: the slot holds what the DB now holds. Aborted: it
 		// holds a value that never committed.

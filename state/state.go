@@ -82,7 +82,12 @@ type Write struct {
 }
 
 // DeleteRange removes every key of Store in [Lower, Upper). Window stores
-// use it to drop a whole expired time segment at once (DESIGN.md §5).
+// use it to drop a whole expired time segment at once (DESIGN.md §5). A nil
+// Lower means from the store's first key; a nil or empty Upper means to the
+// end of the store (an empty upper bound would otherwise always make an empty
+// range). A range with Upper <= Lower is empty and removes nothing. Only Store
+// is touched, whatever the bounds: other stores' keys, including those of a
+// store whose name extends this one's ("ab" for "a"), are out of reach.
 type DeleteRange struct {
 	Store        string
 	Lower, Upper []byte
@@ -91,8 +96,10 @@ type DeleteRange struct {
 // Batch is what a committed transaction changed in one task's database.
 type Batch struct {
 	Writes []Write
-	// Ranges are applied after Writes: a key written by this batch inside
-	// one of the ranges is removed too.
+	// Ranges are applied BEFORE Writes in the same atomic batch, so a key
+	// written by this batch survives a range that covers it. That is the
+	// order of a transaction that dropped a range and then wrote into it
+	// (Buffer.Ranges and Buffer.Writes describe the buffer that way).
 	Ranges []DeleteRange
 	// Offsets replace the database's offsets in the same atomic write.
 	Offsets Offsets
@@ -111,11 +118,12 @@ type DB interface {
 	// is returned.
 	Scan(store string, lower, upper []byte, fn func(key, value []byte) error) error
 	// Apply writes b atomically and durably (synced): after it returns nil,
-	// a crash leaves either all of b and its offsets or, had it failed,
-	// none of them.
+	// a crash leaves either all of b (its ranges, its writes and its
+	// offsets) or, had it failed, none of them.
 	Apply(b *Batch) error
-	// Offsets returns the offsets stored by the last Apply, or empty
-	// (non-nil) maps for a new database.
+	// Offsets returns the offsets stored by the last Apply, or NewOffsets()
+	// for a new database (so a new task starts at NoStreamTime, not at the
+	// epoch). The maps are never nil.
 	Offsets() (Offsets, error)
 	// Close releases the database. Data applied before stays on disk.
 	Close() error

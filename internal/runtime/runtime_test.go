@@ -491,8 +491,21 @@ func TestAtLeastOnceLosesNothingThroughRebalances(t *testing.T) {
 		}
 		t.Logf("instance %d joined; %d records produced", i+1, n)
 	}
-	outs := h.waitOutputs(n)
-	if e := check(outs, n); e.missing != 0 {
-		t.Fatalf("%d of %d inputs have no output: %+v", e.missing, n, e)
+	// Counting outputs is not enough: duplicates can reach n while some
+	// inputs still wait. Wait until every input has one, or time out.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		outs := h.waitOutputs(n)
+		e := check(outs, n)
+		if e.missing == 0 {
+			t.Logf("%d outputs, %d duplicates", len(outs), e.duplicates)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d of %d inputs have no output: %+v", e.missing, n, e)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

@@ -56,6 +56,9 @@ type task struct {
 	// writes are the buffer's dirty writes, taken once per commit: sent to
 	// the changelog, then applied to db if the transaction committed.
 	writes []state.Write
+	// ranges are the buffer's range deletes (expired window segments),
+	// applied with writes; they are not logged (see state.Buffer).
+	ranges []state.DeleteRange
 	// logged are the changelog records of the open transaction and
 	// loggedStore[i] the index (in topology Stores) of logged[i]'s store.
 	logged      []*kgo.Record
@@ -263,13 +266,21 @@ func (t *task) applyCommitted() error {
 			t.committed.Changelog[store] = r.Offset + 1
 		}
 	}
-	if err := t.db.Apply(&state.Batch{Writes: t.writes, Offsets: t.committed}); err != nil {
+	t.ranges = t.buf.Ranges(t.ranges[:0])
+	if err := t.db.Apply(&state.Batch{Writes: t.writes, Ranges: t.ranges, Offsets: t.committed}); err != nil {
 		return fmt.Errorf("runtime: task %s: apply committed state: %w", t.id, err)
 	}
 	copy(t.skip, t.next)
 	t.buf.Commit()
 	t.reset()
 	return nil
+}
+
+// hasRanges reports whether the open transaction deleted a range (a
+// punctuator dropping expired segments writes nothing else).
+func (t *task) hasRanges() bool {
+	t.ranges = t.buf.Ranges(t.ranges[:0])
+	return len(t.ranges) > 0
 }
 
 // recordChangelogEnds stores the changelog end offsets when they are past
@@ -305,6 +316,8 @@ func (t *task) reset() {
 	t.dirty = false
 	clear(t.writes)
 	t.writes = t.writes[:0]
+	clear(t.ranges)
+	t.ranges = t.ranges[:0]
 	clear(t.logged)
 	t.logged, t.loggedStore = t.logged[:0], t.loggedStore[:0]
 }

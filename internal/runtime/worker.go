@@ -400,8 +400,9 @@ func (w *worker) ensureTxn() error {
 // one it begins if a task writes. A task whose Punctuate wrote state,
 // produced or moved its stream time is dirty: it must be committed (its
 // changelog and offsets record written) like a task that processed
-// records. Nothing else tells a write apart, so the buffer, the worker's
-// produced records and the stream time are compared before and after.
+// records. Nothing else tells a write apart, so the buffer (writes and
+// range deletes), the worker's produced records and the stream time are
+// compared before and after.
 func (w *worker) punctuate(now time.Time) error {
 	w.lastPunctuate = now
 	for _, t := range w.sortedTasks() {
@@ -411,7 +412,7 @@ func (w *worker) punctuate(now time.Time) error {
 			// again, so the app stops and the transaction aborts.
 			return permanent(fmt.Errorf("runtime: task %s: punctuate: %w", t.id, err))
 		}
-		if t.dirty || len(w.produced) == produced && t.buf.Len() == 0 && t.streamTime == streamTime {
+		if t.dirty || len(w.produced) == produced && t.buf.Len() == 0 && t.streamTime == streamTime && !t.hasRanges() {
 			continue
 		}
 		if err := w.ensureTxn(); err != nil {

@@ -39,6 +39,23 @@ type ledgerPayment struct {
 	Amount  *int64  `json:"amount"`
 }
 
+// payment is a decoded valid payment.
+type payment struct {
+	id, account string
+	amount      int64
+}
+
+// decodePayment applies the examples' rule, independently of their codec:
+// a payment is valid with a non-empty id and account and an integer amount
+// (anything else goes to the dead-letter topic).
+func decodePayment(value []byte) (payment, bool) {
+	var p ledgerPayment
+	if json.Unmarshal(value, &p) != nil || p.ID == nil || *p.ID == "" || p.Account == nil || *p.Account == "" || p.Amount == nil {
+		return payment{}, false
+	}
+	return payment{*p.ID, *p.Account, *p.Amount}, true
+}
+
 type ledgerBalance struct {
 	ID      string `json:"id"`
 	Account string `json:"account"`
@@ -59,22 +76,22 @@ func Ledger(payments, balances []*kgo.Record) LedgerReport {
 	accounts := map[string]*acct{}
 	expected := map[string][]expectation{} // by payment id, one per input occurrence
 	for _, r := range payments {
-		var p ledgerPayment
-		if json.Unmarshal(r.Value, &p) != nil || p.ID == nil || *p.ID == "" || p.Account == nil || *p.Account == "" || p.Amount == nil {
+		p, ok := decodePayment(r.Value)
+		if !ok {
 			continue
 		}
 		rep.Payments++
-		a := accounts[*p.Account]
+		a := accounts[p.account]
 		if a == nil {
 			a = &acct{}
-			accounts[*p.Account] = a
+			accounts[p.account] = a
 		}
 		a.seq++
-		a.balance += *p.Amount
-		if len(expected[*p.ID]) == 1 {
+		a.balance += p.amount
+		if len(expected[p.id]) == 1 {
 			rep.InputDuplicates++
 		}
-		expected[*p.ID] = append(expected[*p.ID], expectation{a.seq, a.balance})
+		expected[p.id] = append(expected[p.id], expectation{a.seq, a.balance})
 	}
 	seen := map[string]int{}
 	firstAt := map[string]int64{} // offset of each payment's first output

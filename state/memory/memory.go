@@ -45,7 +45,7 @@ func (b *Backend) Open(dir string) (state.DB, error) {
 	if !ok {
 		d = &data{
 			stores:  make(map[string]map[string][]byte),
-			offsets: state.Offsets{}.Clone(),
+			offsets: state.NewOffsets(),
 		}
 		b.dbs[dir] = d
 	}
@@ -142,9 +142,23 @@ func (d *db) Apply(b *state.Batch) error {
 		return fmt.Errorf("state/memory: apply: nil batch")
 	}
 	// Validate everything before changing anything: Apply is atomic.
+	for _, r := range b.Ranges {
+		if err := state.CheckStoreName(r.Store); err != nil {
+			return fmt.Errorf("state/memory: apply: %w", err)
+		}
+	}
 	for _, w := range b.Writes {
 		if err := state.CheckStoreName(w.Store); err != nil {
 			return fmt.Errorf("state/memory: apply: %w", err)
+		}
+	}
+	// Ranges first, as state.Batch specifies: the batch's writes survive.
+	for _, r := range b.Ranges {
+		m := d.data.stores[r.Store]
+		for k := range m {
+			if k >= string(r.Lower) && (len(r.Upper) == 0 || k < string(r.Upper)) {
+				delete(m, k)
+			}
 		}
 	}
 	for _, w := range b.Writes {

@@ -44,6 +44,17 @@ func appendKey(dst []byte, store string, k []byte) []byte {
 	return append(dst, k...)
 }
 
+// appendStoreEnd appends the exclusive upper bound of every key of store: the
+// store's prefix with its 0x00 separator raised to 0x01. A longer store name
+// that starts with this one ("ab" for "a") continues with a byte of its name
+// where this store has the separator; that byte is at least 0x01, since names
+// hold no 0x00, so all of that store's keys sort at or after the bound.
+func appendStoreEnd(dst []byte, store string) []byte {
+	dst = append(dst, prefixStore)
+	dst = append(dst, store...)
+	return append(dst, 1)
+}
+
 func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 	if d.pdb == nil {
 		return nil, false, fmt.Errorf("state/pebble: get: %w", state.ErrClosed)
@@ -87,7 +98,7 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 	if upper != nil {
 		opts.UpperBound = appendKey(nil, store, upper)
 	} else {
-		opts.UpperBound = state.PrefixEnd(appendKey(nil, store, nil))
+		opts.UpperBound = appendStoreEnd(nil, store)
 	}
 	prefixLen := len(store) + 2
 	it, err := d.pdb.NewIter(&opts)
@@ -126,6 +137,29 @@ func (d *db) Apply(b *state.Batch) error {
 	}
 	batch := d.pdb.NewBatch()
 	defer batch.Close()
+	// Ranges go into the batch before the writes. Pebble numbers a batch's
+	// operations in the order they were added, and a range tombstone
+	// deletes only keys with lower numbers, so the writes survive the
+	// ranges, as state.Batch specifies.
+	for _, r := range b.Ranges {
+		if err := state.CheckStoreName(r.Store); err != nil {
+			return fmt.Errorf("state/pebble: apply to %s: %w", d.dir, err)
+		}
+		if len(r.Upper) != 0 && bytes.Compare(r.Lower, r.Upper) >= 0 {
+			continue // empty: Pebble wants start < end
+		}
+		// Both bounds in the one scratch buffer; the batch copies them.
+		d.key = appendKey(d.key[:0], r.Store, r.Lower)
+		n := len(d.key)
+		if len(r.Upper) == 0 {
+			d.key = appendStoreEnd(d.key, r.Store)
+		} else {
+			d.key = appendKey(d.key, r.Store, r.Upper)
+		}
+		if err := batch.DeleteRange(d.key[:n], d.key[n:], nil); err != nil {
+			return wrapErr("apply to", d.dir, err)
+		}
+	}
 	for _, w := range b.Writes {
 		if err := state.CheckStoreName(w.Store); err != nil {
 			return fmt.Errorf("state/pebble: apply to %s: %w", d.dir, err)
@@ -161,11 +195,11 @@ func (d *db) Offsets() (state.Offsets, error) {
 }
 
 // readOffsets reads the metadata key; a new database has none and reflects
-// no offsets.
+// no offsets and no stream time.
 func (d *db) readOffsets() (state.Offsets, error) {
 	v, closer, err := d.pdb.Get(metaKey())
 	if errors.Is(err, pebbledb.ErrNotFound) {
-		return state.Offsets{}.Clone(), nil
+		return state.NewOffsets(), nil
 	}
 	if err != nil {
 		return state.Offsets{}, wrapErr("read offsets of", d.dir, err)

@@ -12,9 +12,15 @@ import (
 	"github.com/eddy-streams/eddy/state"
 )
 
-// offsetsVersion is the first byte of the encoded offsets. A database
-// written by a later format is reported corrupt rather than misread.
-const offsetsVersion = 1
+// offsetsVersion is the first byte of the encoded offsets, the version
+// appendOffsets writes. Version 1 lacked the stream time; decodeOffsets still
+// reads it, so a database written before stream time existed opens (with
+// state.NoStreamTime) instead of being rebuilt. A database written by a later
+// format is reported corrupt rather than misread.
+const (
+	offsetsVersion1 = 1
+	offsetsVersion  = 2
+)
 
 // errBadOffsets is wrapped by every decoding failure; the DB wraps it in turn
 // with state.ErrCorrupt, because offsets that cannot be read make the state
@@ -23,11 +29,14 @@ var errBadOffsets = errors.New("bad offsets encoding")
 
 // appendOffsets appends the encoding of o to dst:
 //
-//	version byte (1)
+//	version byte (2)
 //	uvarint n, then n × (uvarint len, topic, varint partition, varint offset)
 //	uvarint m, then m × (uvarint len, store, varint offset)
+//	varint stream time (absent in version 1)
 //
-// Entries are sorted, so equal offsets always encode to equal bytes.
+// Entries are sorted, so equal offsets always encode to equal bytes. The
+// stream time goes last so that version 2 is version 1 plus a suffix, and one
+// decoder reads both.
 func appendOffsets(dst []byte, o state.Offsets) []byte {
 	dst = append(dst, offsetsVersion)
 
@@ -58,7 +67,7 @@ func appendOffsets(dst []byte, o state.Offsets) []byte {
 		dst = appendString(dst, s)
 		dst = binary.AppendVarint(dst, o.Changelog[s])
 	}
-	return dst
+	return binary.AppendVarint(dst, o.StreamTime)
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -67,14 +76,15 @@ func appendString(dst []byte, s string) []byte {
 }
 
 // decodeOffsets is the inverse of appendOffsets. It accepts exactly what
-// appendOffsets can produce (no trailing bytes, no duplicate entries), since
-// anything else means the metadata key was damaged.
+// appendOffsets can produce, or could in version 1 (no trailing bytes, no
+// duplicate entries), since anything else means the metadata key was damaged.
 func decodeOffsets(buf []byte) (state.Offsets, error) {
 	d := decoder{buf: buf}
-	if v := d.byte(); d.err == nil && v != offsetsVersion {
+	v := d.byte()
+	if d.err == nil && v != offsetsVersion && v != offsetsVersion1 {
 		return state.Offsets{}, fmt.Errorf("%w: unknown version %d", errBadOffsets, v)
 	}
-	o := state.Offsets{}.Clone()
+	o := state.NewOffsets()
 	n := d.count()
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		topic := d.string()
@@ -103,6 +113,9 @@ func decodeOffsets(buf []byte) (state.Offsets, error) {
 			return state.Offsets{}, fmt.Errorf("%w: duplicate store %q", errBadOffsets, store)
 		}
 		o.Changelog[store] = off
+	}
+	if v == offsetsVersion && d.err == nil {
+		o.StreamTime = d.varint()
 	}
 	if d.err != nil {
 		return state.Offsets{}, d.err

@@ -5,16 +5,27 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/eddy-streams/eddy/state"
 )
 
+// offsetsEqual compares decoded offsets; a nil map equals an empty one,
+// since decoding always makes both maps.
+func offsetsEqual(a, b state.Offsets) bool {
+	return maps.Equal(a.Input, b.Input) && maps.Equal(a.Changelog, b.Changelog) && a.StreamTime == b.StreamTime
+}
+
 func TestOffsetsRoundTrip(t *testing.T) {
 	tests := []state.Offsets{
 		{},
+		state.NewOffsets(),
 		{Input: map[state.TopicPartition]int64{{Topic: "in", Partition: 0}: 1}},
 		{Changelog: map[string]int64{"counts": 7}},
+		{StreamTime: 1_700_000_000_123},
+		{StreamTime: -1},
+		{StreamTime: math.MaxInt64},
 		{
 			Input: map[state.TopicPartition]int64{
 				{Topic: "", Partition: 0}:                   0,
@@ -23,7 +34,8 @@ func TestOffsetsRoundTrip(t *testing.T) {
 				{Topic: "in", Partition: math.MinInt32}:     math.MinInt64,
 				{Topic: "ünïcödé-topic", Partition: 123456}: 1 << 40,
 			},
-			Changelog: map[string]int64{"": 0, "s\xff": -5, "windows": math.MaxInt64},
+			Changelog:  map[string]int64{"": 0, "s\xff": -5, "windows": math.MaxInt64},
+			StreamTime: state.NoStreamTime,
 		},
 	}
 	for _, o := range tests {
@@ -32,7 +44,7 @@ func TestOffsetsRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("decode(encode(%v)): %v", o, err)
 		}
-		if !maps.Equal(got.Input, o.Input) || !maps.Equal(got.Changelog, o.Changelog) {
+		if !offsetsEqual(got, o) {
 			t.Fatalf("decode(encode(%v)) = %v", o, got)
 		}
 		// Map order must not leak into the bytes.
@@ -42,26 +54,71 @@ func TestOffsetsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodeOffsetsVersion1 decodes an encoding written by hand the way
+// version 1 wrote it, before the stream time existed: databases written then
+// must still open, with no stream time.
+func TestDecodeOffsetsVersion1(t *testing.T) {
+	v1 := []byte{
+		offsetsVersion1,
+		2,                          // two inputs
+		2, 'i', 'n', 6, 0x80, 0x01, // "in"/3 at 64
+		1, 'x', 1, 13, // "x"/-1 at -7
+		1,         // one store
+		1, 's', 8, // "s" at 4
+	}
+	got, err := decodeOffsets(v1)
+	if err != nil {
+		t.Fatalf("decode(v1): %v", err)
+	}
+	want := state.Offsets{
+		Input:      map[state.TopicPartition]int64{{Topic: "in", Partition: 3}: 64, {Topic: "x", Partition: -1}: -7},
+		Changelog:  map[string]int64{"s": 4},
+		StreamTime: state.NoStreamTime,
+	}
+	if !offsetsEqual(got, want) {
+		t.Fatalf("decode(v1) = %+v; want %+v", got, want)
+	}
+	// The same content in version 2 is version 1 plus the stream time.
+	v2 := appendOffsets(nil, want)
+	if v2[0] != offsetsVersion || !bytes.Equal(v2[1:len(v2)-10], v1[1:]) {
+		t.Fatalf("encode = %x; want version %d, then %x, then the stream time", v2, offsetsVersion, v1[1:])
+	}
+	// A version 1 encoding with a stream time appended has trailing bytes.
+	if _, err := decodeOffsets(append(bytes.Clone(v1), 0)); !errors.Is(err, errBadOffsets) {
+		t.Fatalf("decode(v1 + 1 byte): %v; want errBadOffsets", err)
+	}
+}
+
 func TestDecodeOffsetsRejects(t *testing.T) {
 	valid := appendOffsets(nil, state.Offsets{
-		Input:     map[state.TopicPartition]int64{{Topic: "in", Partition: 3}: 10},
-		Changelog: map[string]int64{"s": 4},
+		Input:      map[state.TopicPartition]int64{{Topic: "in", Partition: 3}: 10},
+		Changelog:  map[string]int64{"s": 4},
+		StreamTime: 1000,
 	})
-	tests := map[string][]byte{
-		"empty":             nil,
-		"unknown version":   {2, 0, 0},
-		"version only":      {offsetsVersion},
-		"truncated":         valid[:len(valid)-1],
-		"trailing bytes":    append(bytes.Clone(valid), 0),
-		"huge count":        {offsetsVersion, 0xff, 0xff, 0xff, 0xff, 0x0f},
-		"string too long":   {offsetsVersion, 1, 100, 'a', 0, 0, 0},
-		"partition too big": {offsetsVersion, 1, 0, 0x80, 0x80, 0x80, 0x80, 0x20, 0, 0},
-		"duplicate input":   {offsetsVersion, 2, 1, 'a', 0, 0, 1, 'a', 0, 2, 0},
-		"duplicate store":   {offsetsVersion, 0, 2, 1, 's', 0, 1, 's', 2},
+	tests := []struct {
+		name string
+		enc  []byte
+		why  string // in the error, so each case fails for its own reason
+	}{
+		{"empty", nil, "version"},
+		{"version 0", []byte{0, 0, 0, 0}, "unknown version 0"},
+		{"unknown version", []byte{offsetsVersion + 1, 0, 0, 0}, "unknown version 3"},
+		{"version only", []byte{offsetsVersion}, "count"},
+		{"v1 version only", []byte{offsetsVersion1}, "count"},
+		{"truncated", valid[:len(valid)-1], "varint"},
+		{"no stream time", []byte{offsetsVersion, 0, 0}, "varint"},
+		{"trailing bytes", append(bytes.Clone(valid), 0), "1 trailing bytes"},
+		{"v1 trailing bytes", []byte{offsetsVersion1, 0, 0, 0}, "1 trailing bytes"},
+		{"huge count", []byte{offsetsVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}, "count"},
+		{"string too long", []byte{offsetsVersion, 1, 100, 'a', 0, 0, 0, 0}, "string"},
+		{"partition too big", []byte{offsetsVersion, 1, 0, 0x80, 0x80, 0x80, 0x80, 0x20, 0, 0, 0}, "partition"},
+		{"duplicate input", []byte{offsetsVersion, 2, 1, 'a', 0, 0, 1, 'a', 0, 2, 0, 0}, "duplicate input"},
+		{"duplicate store", []byte{offsetsVersion, 0, 2, 1, 's', 0, 1, 's', 2, 0}, "duplicate store"},
 	}
-	for name, enc := range tests {
-		if o, err := decodeOffsets(enc); !errors.Is(err, errBadOffsets) {
-			t.Errorf("%s: decode(%x) = %v, %v; want errBadOffsets", name, enc, o, err)
+	for _, tt := range tests {
+		o, err := decodeOffsets(tt.enc)
+		if !errors.Is(err, errBadOffsets) || !strings.Contains(err.Error(), tt.why) {
+			t.Errorf("%s: decode(%x) = %v, %v; want errBadOffsets about %q", tt.name, tt.enc, o, err, tt.why)
 		}
 	}
 }
@@ -72,6 +129,8 @@ func FuzzDecodeOffsets(f *testing.F) {
 		Input:     map[state.TopicPartition]int64{{Topic: "in", Partition: 3}: 10, {Topic: "x", Partition: -1}: -7},
 		Changelog: map[string]int64{"s": 4, "t": math.MaxInt64},
 	}))
+	f.Add(appendOffsets(nil, state.Offsets{StreamTime: state.NoStreamTime}))
+	f.Add([]byte{offsetsVersion1, 1, 1, 'x', 1, 13, 1, 1, 's', 8})
 	f.Add([]byte{offsetsVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		o, err := decodeOffsets(data)
@@ -87,7 +146,7 @@ func FuzzDecodeOffsets(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decode(%x) = %v, which does not round-trip: %v", data, o, err)
 		}
-		if !maps.Equal(again.Input, o.Input) || !maps.Equal(again.Changelog, o.Changelog) {
+		if !offsetsEqual(again, o) {
 			t.Fatalf("decode(%x) = %v round-trips to %v", data, o, again)
 		}
 	})

@@ -315,3 +315,72 @@ func TestLogger(t *testing.T) {
 		t.Fatalf("records = %q; want %q", rec.records, want)
 	}
 }
+
+// TestDeleteRangeTables checks the order of ranges and writes where Pebble
+// keeps them apart: over keys already in table files, in a batch larger than
+// the memtable (which Pebble turns into a memtable of its own), after flushes
+// and a compaction that must drop the covered keys but not the batch's
+// writes, and after a crash that keeps only what was synced.
+func TestDeleteRangeTables(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	b := newBackend(t, Options{FS: fs, MemTableSize: 1 << 20})
+	d := mustOpen(t, b, "/task")
+	pdb := d.(*db).pdb
+	var writes []state.Write
+	for i := range 2000 {
+		for _, s := range []string{"w", "w2"} {
+			writes = append(writes, state.Write{Store: s, Key: fmt.Appendf(nil, "k%05d", i), Value: []byte("old")})
+		}
+	}
+	if err := d.Apply(&state.Batch{Writes: writes}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pdb.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// One batch: drop all of w, rewrite every tenth key of it, and carry
+	// 2 MiB of other writes so it is bigger than the memtable.
+	writes = writes[:0]
+	for i := 0; i < 2000; i += 10 {
+		writes = append(writes, state.Write{Store: "w", Key: fmt.Appendf(nil, "k%05d", i), Value: []byte("new")})
+	}
+	writes = append(writes, state.Write{Store: "big", Key: []byte("k"), Value: bytes.Repeat([]byte{'x'}, 2<<20)})
+	o := testOffsets(7)
+	if err := d.Apply(&state.Batch{Ranges: []state.DeleteRange{{Store: "w"}}, Writes: writes, Offsets: o}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, d state.DB) {
+		t.Helper()
+		got := statetest.Scan(t, d, "w", nil, nil)
+		if len(got) != 200 {
+			t.Fatalf("%s: %d keys in w; want the 200 the batch rewrote", when, len(got))
+		}
+		for i, kv := range got {
+			if want := fmt.Sprintf("k%05d", i*10); kv.Key != want || kv.Value != "new" {
+				t.Fatalf("%s: key %d = %v; want %s=new", when, i, kv, want)
+			}
+		}
+		if n := len(statetest.Scan(t, d, "w2", nil, nil)); n != 2000 {
+			t.Fatalf("%s: %d keys in w2; want 2000 (the range is w's alone)", when, n)
+		}
+		if o, _ := d.Offsets(); o.Changelog["s"] != 7 {
+			t.Fatalf("%s: offsets %v; want the batch's", when, o)
+		}
+	}
+	check("after apply", d)
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
+	if err := pdb.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	check("after flush", d)
+	if err := pdb.Compact(context.Background(), []byte{prefixStore}, []byte{prefixStore + 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	check("after compaction", d)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2 := mustOpen(t, newBackend(t, Options{FS: crashed}), "/task")
+	defer d2.Close()
+	check("after crash", d2)
+}

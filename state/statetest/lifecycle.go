@@ -51,7 +51,7 @@ func testDestroy(t *testing.T, b state.Backend, dir string) {
 	}
 	db = open(t, b, dir)
 	wantScan(t, db, "s", nil, nil, nil)
-	wantOffsets(t, db, state.Offsets{}.Clone())
+	wantOffsets(t, db, state.NewOffsets())
 }
 
 func testDirsIndependent(t *testing.T, b state.Backend, dir string) {

@@ -35,7 +35,13 @@ func Run(t *testing.T, newBackend func(t *testing.T) state.Backend) {
 		{"InvalidStoreName", testInvalidStoreName},
 		{"OffsetsNew", testOffsetsNew},
 		{"OffsetsRoundTrip", testOffsetsRoundTrip},
+		{"StreamTime", testStreamTime},
 		{"ApplyAtomic", testApplyAtomic},
+		{"DeleteRange", testDeleteRange},
+		{"DeleteRangeStoreNames", testDeleteRangeStoreNames},
+		{"DeleteRangeThenWrites", testDeleteRangeThenWrites},
+		{"DeleteRangeAtomic", testDeleteRangeAtomic},
+		{"DeleteRangeReopen", testDeleteRangeReopen},
 		{"LargeBatch", testLargeBatch},
 		{"Reopen", testReopen},
 		{"Destroy", testDestroy},
@@ -280,6 +286,11 @@ func testOffsetsNew(t *testing.T, b state.Backend, dir string) {
 	if o.Input == nil || o.Changelog == nil || len(o.Input) != 0 || len(o.Changelog) != 0 {
 		t.Fatalf("offsets of a new database = %+v; want empty non-nil maps", o)
 	}
+	// Not zero: zero is a real time (the epoch), and a task restored from
+	// a new database must not believe it has seen a record.
+	if o.StreamTime != state.NoStreamTime {
+		t.Fatalf("stream time of a new database = %d; want NoStreamTime", o.StreamTime)
+	}
 }
 
 // sampleOffsets has several topics and partitions, topic names that need
@@ -294,7 +305,8 @@ func sampleOffsets() state.Offsets {
 			{Topic: "min", Partition: math.MinInt32}:            math.MinInt64,
 			{Topic: "max", Partition: math.MaxInt32}:            math.MaxInt64,
 		},
-		Changelog: map[string]int64{"counts": 17, "windows": 0, "sessions\xff": 1 << 40},
+		Changelog:  map[string]int64{"counts": 17, "windows": 0, "sessions\xff": 1 << 40},
+		StreamTime: 1_700_000_000_123,
 	}
 	for p := range int32(64) {
 		o.Input[state.TopicPartition{Topic: "orders", Partition: p}] = int64(p) * 1000
@@ -329,6 +341,34 @@ func testOffsetsRoundTrip(t *testing.T, b state.Backend, dir string) {
 	wantOffsets(t, db, state.Offsets{}.Clone())
 }
 
+func testStreamTime(t *testing.T, b state.Backend, dir string) {
+	db := open(t, b, dir)
+	// The extremes, a negative time (before the epoch) and the epoch
+	// itself, which must stay distinct from NoStreamTime.
+	times := []int64{0, 1_700_000_000_123, -1, math.MaxInt64, state.NoStreamTime, 42}
+	for _, ts := range times {
+		o := state.NewOffsets()
+		o.StreamTime = ts
+		if err := db.Apply(&state.Batch{Offsets: o}); err != nil {
+			t.Fatal(err)
+		}
+		wantOffsets(t, db, o)
+		mustClose(t, db)
+		db = open(t, b, dir)
+		wantOffsets(t, db, o)
+	}
+	// It travels with the writes, like the other offsets.
+	o := sampleOffsets()
+	o.StreamTime = 99
+	if err := db.Apply(&state.Batch{Writes: []state.Write{put("s", "k", "v")}, Offsets: o}); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, db)
+	db = open(t, b, dir)
+	wantOffsets(t, db, o)
+	wantGet(t, db, "s", "k", "v", true)
+}
+
 func wantOffsets(t *testing.T, db state.DB, want state.Offsets) {
 	t.Helper()
 	got, err := db.Offsets()
@@ -338,7 +378,7 @@ func wantOffsets(t *testing.T, db state.DB, want state.Offsets) {
 	if got.Input == nil || got.Changelog == nil {
 		t.Fatalf("Offsets = %+v; want non-nil maps", got)
 	}
-	if !maps.Equal(got.Input, want.Input) || !maps.Equal(got.Changelog, want.Changelog) {
+	if !maps.Equal(got.Input, want.Input) || !maps.Equal(got.Changelog, want.Changelog) || got.StreamTime != want.StreamTime {
 		t.Fatalf("Offsets = %v; want %v", got, want)
 	}
 }

@@ -18,8 +18,10 @@ import (
 var errSlowPath = errors.New("not the fast-path shape")
 
 // decodePaymentFast parses {"id":"..","account":"..","amount":N} with the
-// fields in any order and no string escapes.
+// fields in any order and no string escapes, and an optional "ts":N (the
+// windowed example's payments carry their event time).
 func decodePaymentFast(b []byte) (p Payment, hasID, hasAccount, hasAmount bool, err error) {
+	hasTS := false
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return p, false, false, false, errSlowPath
@@ -55,7 +57,7 @@ func decodePaymentFast(b []byte) (p Payment, hasID, hasAccount, hasAmount bool, 
 				}
 				p.Account, hasAccount = string(v), true
 			}
-		case "amount":
+		case "amount", "ts":
 			j := i
 			if j < len(b) && b[j] == '-' {
 				j++
@@ -64,10 +66,21 @@ func decodePaymentFast(b []byte) (p Payment, hasID, hasAccount, hasAmount bool, 
 				j++
 			}
 			n, perr := strconv.ParseInt(string(b[i:j]), 10, 64)
-			if perr != nil || hasAmount || (j-i > 1 && b[i] == '0') || (j-i > 2 && b[i] == '-' && b[i+1] == '0') {
+			if perr != nil || (j-i > 1 && b[i] == '0') || (j-i > 2 && b[i] == '-' && b[i+1] == '0') {
 				return p, false, false, false, errSlowPath
 			}
-			p.Amount, hasAmount, i = n, true, j
+			if key[0] == 'a' {
+				if hasAmount {
+					return p, false, false, false, errSlowPath
+				}
+				p.Amount, hasAmount = n, true
+			} else {
+				if hasTS {
+					return p, false, false, false, errSlowPath
+				}
+				p.TS, hasTS = n, true
+			}
+			i = j
 		default:
 			return p, false, false, false, errSlowPath
 		}

@@ -52,8 +52,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	seeds := strings.Split(*brokers, ",")
-	if err := createTopics(ctx, seeds, *input, *output, int32(*partitions)); err != nil {
-		return err
+	if err := CreateTopics(ctx, seeds, *input, int32(*partitions), *output); err != nil {
+		return fmt.Errorf("ledger: %w", err)
 	}
 	return eddy.Run(ctx, Topology(*input, *output), eddy.Config{
 		AppID:          *appID,
@@ -68,23 +68,27 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	})
 }
 
-// createTopics creates the input (if missing) and the output with the
-// input's partition count.
-func createTopics(ctx context.Context, seeds []string, input, output string, partitions int32) error {
+// CreateTopics creates the input (if missing, with partitions partitions)
+// and the outputs with the input's partition count, so that an output
+// partition holds the keys of the input partition of the same number.
+// examples/windowed uses it too.
+func CreateTopics(ctx context.Context, seeds []string, input string, partitions int32, outputs ...string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
-		return fmt.Errorf("ledger: client: %w", err)
+		return fmt.Errorf("client: %w", err)
 	}
 	defer cl.Close()
 	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: input, Partitions: partitions}); err != nil {
-		return fmt.Errorf("ledger: create %s: %w", input, err)
+		return fmt.Errorf("create %s: %w", input, err)
 	}
 	parts, err := kafka.Partitions(ctx, cl, input)
 	if err != nil {
-		return fmt.Errorf("ledger: %w", err)
+		return err
 	}
-	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: output, Partitions: parts[input]}); err != nil {
-		return fmt.Errorf("ledger: create %s: %w", output, err)
+	for _, out := range outputs {
+		if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: out, Partitions: parts[input]}); err != nil {
+			return fmt.Errorf("create %s: %w", out, err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/eddy-streams/eddy"
+	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
+)
+
+// Defaults of the command line, named so that the demo and the tests agree
+// with it.
+const (
+	DefaultWindow = 10 * time.Second
+	DefaultGrace  = 2 * time.Second
+)
+
+// Main parses the windowed example's flags and runs it until ctx is
+// cancelled. Every flag problem is reported at once, each naming the flag
+// and what to pass instead.
+func Main(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("windowed", flag.ContinueOnError)
+	// The flag package prints parse errors itself; the caller prints ours,
+	// so silence it and print the usage only when asked for.
+	fs.SetOutput(io.Discard)
+	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap servers")
+	input := fs.String("input", "payments", "input topic (key = account id, value = payment JSON with ts = the record timestamp)")
+	output := fs.String("output", "totals", "output topic (one final total per account and window)")
+	stateDir := fs.String("state-dir", "", "directory of the task databases (required)")
+	appID := fs.String("app-id", "windowed", "application id: consumer group and topic prefix")
+	window := fs.Duration("window", DefaultWindow, "size of the tumbling windows (whole milliseconds)")
+	grace := fs.Duration("grace", DefaultGrace, "how long after its end a window still accepts payments (whole milliseconds)")
+	lateTopic := fs.String("late-topic", "", "topic that receives the payments dropped as late (default: none, they are only counted)")
+	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "how often the transaction commits")
+	partitions := fs.Int("partitions", 4, "partitions of the input topic when the example creates it")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "usage: windowed --state-dir DIR [flags]\n\nflags:")
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return err
+		}
+		return fmt.Errorf("%w (see -h for the flags)", err)
+	}
+	var problems []error
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Errorf("unexpected argument %q: every option is a flag, see -h", fs.Arg(0)))
+	}
+	if *stateDir == "" {
+		problems = append(problems, errors.New("--state-dir is required: pass --state-dir DIR, the directory that keeps the windows' state"))
+	}
+	if *window < time.Millisecond || *window%time.Millisecond != 0 {
+		problems = append(problems, fmt.Errorf("--window %v: pass a whole number of milliseconds, at least 1ms, e.g. 10s", *window))
+	}
+	if *grace < 0 || *grace%time.Millisecond != 0 {
+		problems = append(problems, fmt.Errorf("--grace %v: pass zero or a whole number of milliseconds, e.g. 2s", *grace))
+	}
+	if *commitInterval <= 0 {
+		problems = append(problems, fmt.Errorf("--commit-interval %v: pass a positive duration, e.g. 100ms", *commitInterval))
+	}
+	if *partitions < 1 {
+		problems = append(problems, fmt.Errorf("--partitions %d: pass at least 1", *partitions))
+	}
+	for _, t := range []struct{ flag, topic string }{{"--input", *input}, {"--output", *output}} {
+		if t.topic == "" {
+			problems = append(problems, fmt.Errorf("%s is empty: pass a topic name", t.flag))
+		}
+	}
+	if *output == *input || (*lateTopic != "" && (*lateTopic == *input || *lateTopic == *output)) {
+		problems = append(problems, fmt.Errorf("--input %q, --output %q and --late-topic %q: pass three different topics", *input, *output, *lateTopic))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		problems = append(problems, fmt.Errorf("--log-level %q: pass debug, info, warn or error", *logLevel))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	seeds := strings.Split(*brokers, ",")
+	outputs := []string{*output}
+	if *lateTopic != "" {
+		outputs = append(outputs, *lateTopic)
+	}
+	if err := ledger.CreateTopics(ctx, seeds, *input, int32(*partitions), outputs...); err != nil {
+		return fmt.Errorf("windowed: %w", err)
+	}
+	opts := Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace}
+	return eddy.Run(ctx, Topology(opts), eddy.Config{
+		AppID:          *appID,
+		Brokers:        seeds,
+		StateDir:       *stateDir,
+		CommitInterval: *commitInterval,
+		Logger:         log,
+	})
+}

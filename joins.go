@@ -1,0 +1,199 @@
+package eddy
+
+import (
+	"fmt"
+
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// JoinKind is the kind of a join: which unmatched records still produce a
+// result.
+type JoinKind int
+
+const (
+	// InnerJoin: a result only when both sides have a value.
+	InnerJoin JoinKind = iota
+	// LeftJoin: every left record (or left table row) gives a result; the
+	// right side may be missing.
+	LeftJoin
+	// OuterJoin: both sides give results when unmatched (table-table and
+	// stream-stream joins only).
+	OuterJoin
+)
+
+func (k JoinKind) String() string {
+	switch k {
+	case InnerJoin:
+		return "inner"
+	case LeftJoin:
+		return "left"
+	case OuterJoin:
+		return "outer"
+	}
+	return fmt.Sprintf("JoinKind(%d)", int(k))
+}
+
+// TableFrom reads topic as a table (a KTable): each record is the new value
+// of its key, and a record with a null value deletes the key. The table is
+// kept in the key-value store named store, logged to its own changelog.
+// Its updates can be read with ToStream, deletions as tombstones.
+func TableFrom[K, V any](t *Topology, topic, store string, keys serde.Serde[K], values serde.Serde[V]) Table[K, V] {
+	src := source(t, topic, keys, values, asTable[K, V]())
+	spec := KeyValueStore(store, keys, values)
+	n := t.add("table-"+store, src.n)
+	t.addStore(store, n, 0)
+	n.build = func(b *taskBuild) error {
+		out := &emitter[K, V]{}
+		b.out[n] = out
+		buf, err := b.tc.Store(store)
+		if err != nil {
+			return err
+		}
+		kv := spec.view(buf, b.tc.StreamTime)
+		in := output[K, V](b, src.n)
+		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
+			var err error
+			if r.Tombstone {
+				err = kv.Delete(r.Key)
+			} else {
+				err = kv.Put(r.Key, r.Value)
+			}
+			if err != nil {
+				return err
+			}
+			return out.emit(r)
+		}))
+		return nil
+	}
+	return Table[K, V]{t: t, n: n, store: store, kv: &spec}
+}
+
+// joinable checks that a table can be read by a join.
+func joinable[K, V any](side string, tb Table[K, V]) error {
+	if tb.kv == nil {
+		return fmt.Errorf("eddy: the %s table of a join is not kept in a key-value store (a windowed table or a join result); aggregate it or read it with TableFrom", side)
+	}
+	return nil
+}
+
+// JoinStreamTable joins each record of s with the current value of its key
+// in table: Kafka Streams' stream-table join. Table updates only update the
+// table; stream records trigger results. With InnerJoin a record whose key
+// is not in the table gives no result; with LeftJoin it gives
+// joiner(key, v, zero, false). s must be partitioned by its key (Repartition
+// it after a key change) and its topic co-partitioned with the table's.
+func JoinStreamTable[K, V, VT, VR any](s Stream[K, V], table Table[K, VT], kind JoinKind, joiner func(key K, v V, tv VT, found bool) VR) Stream[K, VR] {
+	t := s.t
+	if err := joinable("right", table); err != nil {
+		t.fail("%w", err)
+		return Stream[K, VR]{t: t, n: s.n}
+	}
+	if kind == OuterJoin {
+		t.fail("eddy: a stream-table join is inner or left, not outer")
+	}
+	if s.keyChanged {
+		t.fail("eddy: JoinStreamTable after an operation that may change the key: the records may sit on another key's partition; use eddy.Repartition(s, name, keys, values) before the join")
+	}
+	n := t.add("join-stream-table-"+table.store, s.n, table.n)
+	spec := *table.kv
+	n.build = func(b *taskBuild) error {
+		out := &emitter[K, VR]{}
+		b.out[n] = out
+		buf, err := b.tc.Store(spec.name)
+		if err != nil {
+			return err
+		}
+		kv := spec.view(buf, b.tc.StreamTime)
+		in := output[K, V](b, s.n)
+		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
+			if r.Tombstone {
+				return nil
+			}
+			tv, ok, err := kv.Get(r.Key)
+			if err != nil {
+				return err
+			}
+			if !ok && kind == InnerJoin {
+				return nil
+			}
+			return out.emit(Record[K, VR]{Key: r.Key, Value: joiner(r.Key, r.Value, tv, ok), Timestamp: r.Timestamp, Headers: r.Headers})
+		}))
+		return nil
+	}
+	return Stream[K, VR]{t: t, n: n}
+}
+
+// JoinTables joins two tables on their key: Kafka Streams' table-table join.
+// Each update of either side looks up the other side's current value and
+// updates the result: joiner(key, left, leftFound, right, rightFound) when
+// the kind says there is a result, a tombstone when a key's result
+// disappears. The result is a table of updates, not kept in a store of its
+// own.
+func JoinTables[K, VL, VR, VO any](left Table[K, VL], right Table[K, VR], kind JoinKind, joiner func(key K, l VL, lok bool, r VR, rok bool) VO) Table[K, VO] {
+	t := left.t
+	if err := joinable("left", left); err != nil {
+		t.fail("%w", err)
+	}
+	if err := joinable("right", right); err != nil {
+		t.fail("%w", err)
+	}
+	n := t.add("join-tables-"+left.store+"-"+right.store, left.n, right.n)
+	if left.kv == nil || right.kv == nil {
+		return Table[K, VO]{t: t, n: n}
+	}
+	lspec, rspec := *left.kv, *right.kv
+	n.build = func(b *taskBuild) error {
+		out := &emitter[K, VO]{}
+		b.out[n] = out
+		lbuf, err := b.tc.Store(lspec.name)
+		if err != nil {
+			return err
+		}
+		rbuf, err := b.tc.Store(rspec.name)
+		if err != nil {
+			return err
+		}
+		lkv, rkv := lspec.view(lbuf, b.tc.StreamTime), rspec.view(rbuf, b.tc.StreamTime)
+		// result emits the key's join result after an update of one side,
+		// or a tombstone when the kind says the key has none now.
+		result := func(k K, ts int64, l VL, lok bool, r VR, rok bool, hs []Header) error {
+			emit := false
+			switch kind {
+			case InnerJoin:
+				emit = lok && rok
+			case LeftJoin:
+				emit = lok
+			case OuterJoin:
+				emit = lok || rok
+			}
+			if !emit {
+				return out.emit(Record[K, VO]{Key: k, Timestamp: ts, Tombstone: true, Headers: hs})
+			}
+			return out.emit(Record[K, VO]{Key: k, Value: joiner(k, l, lok, r, rok), Timestamp: ts, Headers: hs})
+		}
+		lin := output[K, VL](b, left.n)
+		lin.children = append(lin.children, receiverFunc[K, VL](func(rec Record[K, VL]) error {
+			r, rok, err := rkv.Get(rec.Key)
+			if err != nil {
+				return err
+			}
+			if kind == InnerJoin && !rok {
+				return nil // no right row: no result, none to remove
+			}
+			return result(rec.Key, rec.Timestamp, rec.Value, !rec.Tombstone, r, rok, rec.Headers)
+		}))
+		rin := output[K, VR](b, right.n)
+		rin.children = append(rin.children, receiverFunc[K, VR](func(rec Record[K, VR]) error {
+			l, lok, err := lkv.Get(rec.Key)
+			if err != nil {
+				return err
+			}
+			if !lok && kind != OuterJoin {
+				return nil // no left row: no result, none to remove
+			}
+			return result(rec.Key, rec.Timestamp, l, lok, rec.Value, !rec.Tombstone, rec.Headers)
+		}))
+		return nil
+	}
+	return Table[K, VO]{t: t, n: n}
+}

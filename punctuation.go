@@ -1,0 +1,103 @@
+package eddy
+
+import (
+	"fmt"
+	"time"
+)
+
+// PunctuationType says which clock drives a punctuator.
+type PunctuationType int
+
+const (
+	// StreamTime punctuators fire as the task's stream time (the largest
+	// record timestamp seen) passes each interval: deterministic, replayed
+	// identically, silent while no records arrive.
+	StreamTime PunctuationType = iota
+	// WallClockTime punctuators fire as the system clock passes each
+	// interval, records or not (checked at least once per commit interval).
+	WallClockTime
+)
+
+// Punctuator is a scheduled callback. ts is the time it fires at: the
+// stream time or the wall clock, in ms since the epoch. It runs inside the
+// task's transaction, like Process: it may read and write stores and
+// forward records, and its effects commit or abort with the records'.
+type Punctuator func(ts int64) error
+
+type punctuator struct {
+	interval int64 // ms
+	next     int64 // fire once the clock reaches next
+	started  bool  // next was set from the clock's first reading
+	fn       Punctuator
+	canceled bool
+}
+
+// Cancellable stops a scheduled punctuator.
+type Cancellable interface{ Cancel() }
+
+func (p *punctuator) Cancel() { p.canceled = true }
+
+// Schedule registers fn to run every interval of the chosen clock, as Kafka
+// Streams' ProcessorContext.schedule does. Call it from Init. The first
+// firing is one interval after the clock's first reading (the stream time
+// after the first record; the first wall-clock check, within a commit
+// interval of the task starting); a clock that jumps several intervals fires
+// once, at the time it reached. Punctuators are not persisted: a task that restarts
+// schedules them again in Init.
+func (c *ProcessorContext[K, V]) Schedule(interval time.Duration, typ PunctuationType, fn Punctuator) (Cancellable, error) {
+	if interval < time.Millisecond {
+		return nil, fmt.Errorf("eddy: processor %s: punctuation interval %v: use at least 1ms", c.name, interval)
+	}
+	p := &punctuator{interval: interval.Milliseconds(), fn: fn}
+	switch typ {
+	case StreamTime:
+		c.b.streamPunctuators = append(c.b.streamPunctuators, p)
+	case WallClockTime:
+		c.b.wallPunctuators = append(c.b.wallPunctuators, p)
+	default:
+		return nil, fmt.Errorf("eddy: processor %s: unknown punctuation type %d", c.name, typ)
+	}
+	return p, nil
+}
+
+// fire runs p if the clock reached its next time.
+func (p *punctuator) fire(now int64) error {
+	if p.canceled {
+		return nil
+	}
+	if !p.started {
+		p.started, p.next = true, now+p.interval
+		return nil
+	}
+	if now < p.next {
+		return nil
+	}
+	p.next = now + p.interval
+	return p.fn(now)
+}
+
+// punctuateStreamTime runs the stream-time punctuators after a record.
+func (b *taskBuild) punctuateStreamTime() error {
+	if len(b.streamPunctuators) == 0 {
+		return nil
+	}
+	now := b.tc.StreamTime()
+	for _, p := range b.streamPunctuators {
+		if err := p.fire(now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Punctuate runs the wall-clock punctuators; the runtime calls it inside
+// the open transaction at least once per commit interval.
+func (b *taskBuild) Punctuate(now time.Time) error {
+	ms := now.UnixMilli()
+	for _, p := range b.wallPunctuators {
+		if err := p.fire(ms); err != nil {
+			return err
+		}
+	}
+	return nil
+}

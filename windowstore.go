@@ -1,0 +1,269 @@
+package eddy
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/state"
+)
+
+// Window is a time interval [Start, End) in ms since the epoch.
+type Window struct {
+	Start, End int64
+}
+
+// Windowed is a key within a window: the key of a windowed aggregate.
+type Windowed[K any] struct {
+	Key K
+	Window
+}
+
+// WindowStoreSpec declares a window store: values per key and window start,
+// kept for a retention period of stream time and dropped a whole time
+// segment at a time once older (DESIGN.md §5). Its changelog is
+// "compact,delete" with a retention, since expired windows are never read
+// again.
+type WindowStoreSpec[K, V any] struct {
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	keep   time.Duration
+}
+
+// WindowStore declares a window store named name that keeps each window for
+// retention after its start, in stream time.
+func WindowStore[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) WindowStoreSpec[K, V] {
+	return WindowStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}
+}
+
+// StoreName implements StoreSpec.
+func (s WindowStoreSpec[K, V]) StoreName() string { return s.name }
+
+func (s WindowStoreSpec[K, V]) retention() time.Duration { return s.keep }
+
+// Open returns the task's instance of the store; see KeyValueStoreSpec.Open.
+// Segments that expired before a restart are dropped on open.
+func (s WindowStoreSpec[K, V]) Open(ctx storeOpener) (*WStore[K, V], error) {
+	if s.keep <= 0 {
+		return nil, fmt.Errorf("eddy: window store %s: retention %v: set a positive retention", s.name, s.keep)
+	}
+	buf, err := ctx.openStore(s.name)
+	if err != nil {
+		return nil, err
+	}
+	ws := s.View(buf)
+	ws.now = ctx.task().tc.StreamTime
+	return ws, nil
+}
+
+// View returns a typed view of a task's raw store buffer (for tools; see
+// KeyValueStoreSpec.View).
+func (s WindowStoreSpec[K, V]) View(buf *state.StoreBuffer) *WStore[K, V] {
+	ret := s.keep.Milliseconds()
+	return &WStore[K, V]{buf: buf, keys: s.keys, values: s.values, retention: ret,
+		segment: max(ret/2, 1000), droppedBelow: -1}
+}
+
+// WStore is a task's typed view of a window store. Entries are keyed by
+// window start, then key: a time range is one contiguous scan (closing
+// windows, expiry), and a single window is one point read.
+type WStore[K, V any] struct {
+	buf    *state.StoreBuffer
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	// retention and segment are in ms; droppedBelow is the start below
+	// which every segment has been dropped (-1: none yet).
+	retention, segment, droppedBelow int64
+	aborts                           uint64 // the buffer's Aborts when droppedBelow was set
+	kbuf, vbuf                       []byte
+	// now, set when a processor opened the store, reads stream time:
+	// Put then expires old segments itself.
+	now func() int64
+}
+
+// Window store keys: the window start (big-endian, so byte order is time
+// order; starts are never negative) followed by the encoded key. Store
+// metadata lives under keys starting with 0xff, after every window.
+const windowMetaPrefix = 0xff
+
+func (s *WStore[K, V]) key(k K, start int64) ([]byte, error) {
+	s.kbuf = binary.BigEndian.AppendUint64(s.kbuf[:0], uint64(start))
+	var err error
+	if s.kbuf, err = s.keys.Serialize(s.kbuf, k); err != nil {
+		return nil, fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+	}
+	return s.kbuf, nil
+}
+
+// Get returns the value of k in the window starting at start.
+func (s *WStore[K, V]) Get(k K, start int64) (V, bool, error) {
+	var zero V
+	kb, err := s.key(k, start)
+	if err != nil {
+		return zero, false, err
+	}
+	b, ok, err := s.buf.Get(kb)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	v, err := s.values.Deserialize(b)
+	if err != nil {
+		return zero, false, fmt.Errorf("eddy: store %s: decode value: %w", s.buf.Name(), err)
+	}
+	return v, true, nil
+}
+
+// Put sets the value of k in the window starting at start.
+func (s *WStore[K, V]) Put(k K, start int64, v V) error {
+	if start < 0 {
+		return fmt.Errorf("eddy: store %s: window start %d is negative", s.buf.Name(), start)
+	}
+	kb, err := s.key(k, start)
+	if err != nil {
+		return err
+	}
+	if s.vbuf, err = s.values.Serialize(s.vbuf[:0], v); err != nil {
+		return fmt.Errorf("eddy: store %s: encode value: %w", s.buf.Name(), err)
+	}
+	s.buf.Put(kb, s.vbuf)
+	if s.now != nil {
+		s.Expire(s.now())
+	}
+	return nil
+}
+
+// Delete removes k's value in the window starting at start.
+func (s *WStore[K, V]) Delete(k K, start int64) error {
+	kb, err := s.key(k, start)
+	if err != nil {
+		return err
+	}
+	s.buf.Delete(kb)
+	return nil
+}
+
+// FetchAll calls fn for every entry whose window starts in [from, to), in
+// start order, then key order; fn returning false stops the scan.
+func (s *WStore[K, V]) FetchAll(from, to int64, fn func(k K, start int64, v V) bool) error {
+	from, to = max(from, 0), max(to, 0)
+	if from >= to {
+		return nil
+	}
+	lo := binary.BigEndian.AppendUint64(nil, uint64(from))
+	hi := binary.BigEndian.AppendUint64(nil, uint64(to))
+	err := s.buf.Scan(lo, hi, func(kb, vb []byte) error {
+		start := int64(binary.BigEndian.Uint64(kb))
+		k, err := s.keys.Deserialize(kb[8:])
+		if err != nil {
+			return fmt.Errorf("eddy: store %s: decode key: %w", s.buf.Name(), err)
+		}
+		v, err := s.values.Deserialize(vb)
+		if err != nil {
+			return fmt.Errorf("eddy: store %s: decode value: %w", s.buf.Name(), err)
+		}
+		if !fn(k, start, v) {
+			return errStopScan
+		}
+		return nil
+	})
+	if err == errStopScan {
+		return nil
+	}
+	return err
+}
+
+// Fetch calls fn for k's entries whose window starts in [from, to), in
+// start order. It scans every key's windows in the range and keeps k's:
+// cheap for the few windows of a range that aggregations and queries ask.
+func (s *WStore[K, V]) Fetch(k K, from, to int64, fn func(start int64, v V) bool) error {
+	want, err := s.keys.Serialize(nil, k)
+	if err != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+	}
+	var kb []byte
+	return s.FetchAll(from, to, func(key K, start int64, v V) bool {
+		kb, err = s.keys.Serialize(kb[:0], key)
+		if err != nil || string(kb) != string(want) {
+			return err == nil
+		}
+		return fn(start, v)
+	})
+}
+
+// Expire drops every segment whose windows all started before
+// streamTime - retention, with one range deletion; a window that expires
+// is kept until its whole segment has. Call it as stream time advances.
+func (s *WStore[K, V]) Expire(streamTime int64) {
+	if streamTime == state.NoStreamTime {
+		return
+	}
+	live := streamTime - s.retention
+	below := live - live%s.segment // the first live segment's start
+	if s.aborts != s.buf.Aborts() {
+		// A transaction aborted since the last drop: it may have
+		// carried it. Dropping again is idempotent.
+		s.aborts, s.droppedBelow = s.buf.Aborts(), -1
+	}
+	if live < 0 || below <= s.droppedBelow {
+		return
+	}
+	s.buf.DeleteRange(nil, binary.BigEndian.AppendUint64(nil, uint64(below)))
+	s.droppedBelow = below
+}
+
+func (s *WStore[K, V]) getMeta(name string) (int64, bool, error) { return getMeta(s.buf, name) }
+func (s *WStore[K, V]) putMeta(name string, v int64)             { putMeta(s.buf, name, v) }
+
+// getMeta and putMeta keep a window or session store's own metadata
+// (int64s, logged like its data) under keys that start with 0xff, which no
+// window or session key can take.
+func getMeta(buf *state.StoreBuffer, name string) (int64, bool, error) {
+	b, ok, err := buf.Get(append([]byte{windowMetaPrefix}, name...))
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	if len(b) != 8 {
+		return 0, false, fmt.Errorf("eddy: store %s: metadata %s has %d bytes, want 8", buf.Name(), name, len(b))
+	}
+	return int64(binary.BigEndian.Uint64(b)), true, nil
+}
+
+func putMeta(buf *state.StoreBuffer, name string, v int64) {
+	buf.Put(append([]byte{windowMetaPrefix}, name...), binary.BigEndian.AppendUint64(nil, uint64(v)))
+}
+
+// WindowedSerde encodes a windowed key for a topic: the key's encoding,
+// then the window start and end (8 bytes each, big-endian), as Kafka
+// Streams' time-windowed serde does (which writes the start only).
+func WindowedSerde[K any](keys serde.Serde[K]) serde.Serde[Windowed[K]] {
+	return windowedSerde[K]{keys: keys}
+}
+
+type windowedSerde[K any] struct{ keys serde.Serde[K] }
+
+func (s windowedSerde[K]) Serialize(dst []byte, w Windowed[K]) ([]byte, error) {
+	dst, err := s.keys.Serialize(dst, w.Key)
+	if err != nil {
+		return nil, err
+	}
+	dst = binary.BigEndian.AppendUint64(dst, uint64(w.Start))
+	return binary.BigEndian.AppendUint64(dst, uint64(w.End)), nil
+}
+
+func (s windowedSerde[K]) Deserialize(b []byte) (Windowed[K], error) {
+	var w Windowed[K]
+	if len(b) < 16 {
+		return w, fmt.Errorf("windowed key: %d bytes, want at least 16", len(b))
+	}
+	n := len(b) - 16
+	k, err := s.keys.Deserialize(b[:n])
+	if err != nil {
+		return w, err
+	}
+	w.Key = k
+	w.Start = int64(binary.BigEndian.Uint64(b[n:]))
+	w.End = int64(binary.BigEndian.Uint64(b[n+8:]))
+	return w, nil
+}
