@@ -555,3 +555,50 @@ func (h *harness) checkWholeTasks(group string, members int) {
 		}
 	}
 }
+
+// waitProtocol waits until group is stable with protocol.
+func (h *harness) waitProtocol(group, protocol string) {
+	h.t.Helper()
+	cl := h.client()
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		groups, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if g := groups[group]; g.State == "Stable" && g.Protocol == protocol {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			h.t.Fatalf("group %s never became stable with protocol %s: %+v", group, protocol, groups[group])
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// TestUpgradeFromCooperativeSticky: a member of the version before the
+// task balancer offers only cooperative-sticky. A worker of this version
+// (single-source tasks) joins its group on that protocol, and the group
+// switches to the task balancer once the old member left; records
+// produced after the switch come out exactly once.
+func TestUpgradeFromCooperativeSticky(t *testing.T) {
+	h := newHarness(t)
+	old := h.client(kgo.ConsumerGroup("count"), kgo.ConsumeTopics("in"), kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	h.waitProtocol("count", "cooperative-sticky")
+	var log testutil.LogBuffer
+	stop := h.run(h.config(t.TempDir(), &log))
+	defer stop()
+	waitLog(t, &log, "task assigned", 1)
+	h.waitProtocol("count", "cooperative-sticky")
+	old.Close() // leaves the group
+	waitLog(t, &log, "task assigned", 2)
+	h.waitProtocol("count", taskProtocol)
+	h.produce(0, 50)
+	if e := check(h.waitOutputs(50), 50); !e.ok() {
+		t.Fatalf("%+v", e)
+	}
+}
