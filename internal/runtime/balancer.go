@@ -25,16 +25,18 @@ const taskProtocol = "eddy-tasks"
 //   - even: members own the same number of tasks, give or take one, and a
 //     sub-topology's tasks spread over the members as evenly as that allows;
 //   - sticky: a member keeps the tasks it owned (as its user data claims;
-//     the claim of the highest generation wins) within that quota, so a
-//     join or leave moves only the tasks it must: a task that moves is
-//     restored from its changelog on its new owner;
+//     the claim of the highest generation wins) up to its share of the
+//     total and of each sub-topology, so a join or leave moves few tasks: a
+//     task that moves is restored from its changelog on its new owner;
 //   - cooperative (KIP-429): a task that moves is first revoked from its
-//     owner while the others keep running, and assigned in the rebalance
-//     that follows the revoke. franz-go runs the cooperative protocol for
-//     any balancer whose IsCooperative is true that advertises its owned
-//     partitions, and BalancePlan.AdjustCooperative does the
-//     revoke-before-assign step; keepWholeTasks then makes sure that step
-//     never leaves part of a task on a member.
+//     owner while every other task keeps running, and assigned in the
+//     rebalance that follows the revoke. franz-go runs the cooperative
+//     protocol (revoke only what moved, then rejoin) for any balancer whose
+//     IsCooperative returns true; the balancer's part is to advertise the
+//     owned partitions and to keep a partition out of the plan until its
+//     owner revoked it, which BalancePlan.AdjustCooperative does.
+//     keepWholeTasks then makes sure that step never leaves part of a task
+//     on a member.
 //
 // Standby replicas and lag-aware placement (issue 4) extend memberInfo
 // (user data) and assignTasks; the protocol stays.
