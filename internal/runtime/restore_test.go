@@ -26,9 +26,10 @@ func observing(topo Topology, seen func(TaskID, int64)) Topology {
 	return topo
 }
 
-// TestRestoreRecoversStreamTime deletes the state directory between runs:
-// the restored tasks resume with the stream time of their last committed
-// transaction, carried by the offsets records of the changelog.
+// TestRestoreRecoversStreamTime restarts the tasks, then deletes the state
+// directory and restarts them again: both times they resume with the
+// stream time of their last committed transaction, kept in the database
+// and carried by the offsets records of the changelog.
 func TestRestoreRecoversStreamTime(t *testing.T) {
 	h := newHarness(t)
 	dir := t.TempDir()
@@ -53,27 +54,37 @@ func TestRestoreRecoversStreamTime(t *testing.T) {
 	stop := h.run(cfg)
 	h.waitOutputs(len(recs))
 	stop()
-	if err := os.RemoveAll(filepath.Join(dir, cfg.AppID)); err != nil {
-		t.Fatal(err)
-	}
 
-	var mu sync.Mutex
-	got := map[TaskID]int64{}
-	opened := make(chan struct{}, 2)
-	stop = h.runTopo(cfg, observing(counting(), func(id TaskID, st int64) {
+	// observe runs the topology until its two tasks opened and returns
+	// the stream time each opened with.
+	observe := func() map[TaskID]int64 {
+		var mu sync.Mutex
+		got := map[TaskID]int64{}
+		opened := make(chan struct{}, 2)
+		stop := h.runTopo(cfg, observing(counting(), func(id TaskID, st int64) {
+			mu.Lock()
+			got[id] = st
+			mu.Unlock()
+			opened <- struct{}{}
+		}))
+		<-opened
+		<-opened
+		stop()
 		mu.Lock()
-		got[id] = st
-		mu.Unlock()
-		opened <- struct{}{}
-	}))
-	<-opened
-	<-opened
-	stop()
-	mu.Lock()
-	defer mu.Unlock()
-	for id, ts := range want {
-		if got[id] != ts {
-			t.Errorf("task %s restored stream time %s, want %s", id, fmtStreamTime(got[id]), fmtStreamTime(ts))
+		defer mu.Unlock()
+		return got
+	}
+	for _, from := range []string{"the local state", "the changelog"} {
+		if from == "the changelog" {
+			if err := os.RemoveAll(filepath.Join(dir, cfg.AppID)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := observe()
+		for id, ts := range want {
+			if got[id] != ts {
+				t.Errorf("from %s, task %s opened with stream time %s, want %s", from, id, fmtStreamTime(got[id]), fmtStreamTime(ts))
+			}
 		}
 	}
 	if !strings.Contains(log.String(), "restored state from changelog") {
