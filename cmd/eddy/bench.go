@@ -7,33 +7,72 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
+	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
 	"github.com/eddy-streams/eddy/internal/bench"
 )
 
-// runBench runs a benchmark; `eddy bench ledger` is the first.
+const benchUsage = `usage: eddy bench ledger|windowed|window-state [flags]
+
+  ledger        the ledger exactly-once vs at-least-once vs the broker's raw rate
+  windowed      the same for the windowed totals (examples/windowed)
+  window-state  the windowed example's store size over a run of many retentions
+
+Run 'eddy bench <name> -h' for the flags.`
+
+// runBench runs a benchmark.
 func runBench(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "ledger" {
-		return errors.New("usage: eddy bench ledger [--records N] [--partitions N] [--accounts N] [--cpuprofile FILE]")
+	if len(args) == 0 {
+		return errors.New(benchUsage)
 	}
-	fs := flag.NewFlagSet("eddy bench ledger", flag.ContinueOnError)
+	switch args[0] {
+	case "ledger", "windowed":
+		return runThroughput(ctx, args[0], args[1:])
+	case "window-state":
+		return runWindowState(ctx, args[1:])
+	}
+	return fmt.Errorf("unknown benchmark %q\n%s", args[0], benchUsage)
+}
+
+// runThroughput is `eddy bench ledger` and `eddy bench windowed`: the same
+// three runs on the same kind of input, for either example.
+func runThroughput(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("eddy bench "+name, flag.ContinueOnError)
 	records := fs.Int("records", 1_000_000, "payments to process")
 	rounds := fs.Int("rounds", 3, "repetitions of each run; the summary is the median")
 	partitions := fs.Int("partitions", 4, "partitions of the payments topic")
 	accounts := fs.Int("accounts", 10_000, "distinct accounts")
-	commitInterval := fs.Duration("commit-interval", 0, "commit interval of the ledger (default: eddy's, 100ms)")
-	workers := fs.Int("workers", 0, "workers of the ledger (default 1)")
+	commitInterval := fs.Duration("commit-interval", 0, "commit interval of the app (default: eddy's, 100ms)")
+	workers := fs.Int("workers", 0, "workers of the app (default 1)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the exactly-once run to this file")
-	if err := fs.Parse(args[1:]); err != nil {
+	var window, grace *time.Duration
+	var perWindow *int
+	if name == "windowed" {
+		window = fs.Duration("window", windowed.DefaultWindow, "window size")
+		grace = fs.Duration("grace", windowed.DefaultGrace, "grace period")
+		perWindow = fs.Int("per-window", 10, "mean payments per account and window (sets the event-time span)")
+	}
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *records < 1 || *partitions < 1 || *accounts < 1 || *rounds < 1 {
 		return errors.New("--records, --rounds, --partitions and --accounts must be at least 1")
 	}
-	results, err := bench.Ledger(ctx, bench.LedgerOptions{
+	opts := bench.LedgerOptions{
 		Records: *records, Rounds: *rounds, Partitions: *partitions, Accounts: *accounts, CPUProfile: *cpuprofile, Out: os.Stderr,
 		CommitInterval: *commitInterval, Workers: *workers,
-	})
+	}
+	var results []bench.Result
+	var err error
+	if name == "windowed" {
+		if *window < time.Millisecond || *window%time.Millisecond != 0 || *grace < 0 || *grace%time.Millisecond != 0 || *perWindow < 1 {
+			return errors.New("--window must be a whole number of milliseconds ≥ 1ms, --grace zero or whole milliseconds, --per-window at least 1")
+		}
+		results, err = bench.Windowed(ctx, bench.WindowedOptions{LedgerOptions: opts, Window: *window, Grace: *grace, PerWindow: *perWindow})
+	} else {
+		results, err = bench.Ledger(ctx, opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -48,5 +87,54 @@ func runBench(ctx context.Context, args []string) error {
 	eos := bench.Median(results, "exactly-once")
 	fmt.Fprintf(os.Stderr, "medians over %d rounds: ceiling %.0f, at-least-once %.0f, exactly-once %.0f records/s\n", *rounds, ceiling, alos, eos)
 	fmt.Fprintf(os.Stderr, "exactly-once / at-least-once = %.2f, exactly-once / ceiling = %.2f\n", eos/alos, eos/ceiling)
+	return nil
+}
+
+// runWindowState is `eddy bench window-state`: the windowed example's
+// store, sampled once per retention of stream time over a long run.
+func runWindowState(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("eddy bench window-state", flag.ContinueOnError)
+	records := fs.Int("records", 6_000_000, "payments to process")
+	accounts := fs.Int("accounts", 1000, "distinct accounts")
+	partitions := fs.Int("partitions", 4, "partitions of the payments topic")
+	window := fs.Duration("window", time.Second, "window size")
+	grace := fs.Duration("grace", 500*time.Millisecond, "grace period")
+	retentions := fs.Int("retentions", 120, "retentions (window + grace) of event time that the input spans")
+	every := fs.Int("every", 6, "print every n-th sample (one per retention), and the last")
+	memtable := fs.Uint64("memtable", 1<<20, "Pebble memtable size in bytes per task (0: eddy's default, 16 MiB); small, so the run spans many flushes and compactions")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var errs []error
+	if *records < 1 || *accounts < 1 || *partitions < 1 {
+		errs = append(errs, errors.New("--records, --accounts and --partitions must be at least 1"))
+	}
+	if *window < time.Millisecond || *window%time.Millisecond != 0 {
+		errs = append(errs, fmt.Errorf("--window %v: pass a whole number of milliseconds, at least 1ms", *window))
+	}
+	if *grace < 0 || *grace%time.Millisecond != 0 {
+		errs = append(errs, fmt.Errorf("--grace %v: pass zero or a whole number of milliseconds", *grace))
+	}
+	if *retentions < 10 {
+		errs = append(errs, fmt.Errorf("--retentions %d: pass at least 10, the point is a run over many retentions", *retentions))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	res, err := bench.WindowState(ctx, bench.WindowStateOptions{
+		Records: *records, Accounts: *accounts, Partitions: *partitions,
+		Window: *window, Grace: *grace, Retentions: *retentions, MemTableSize: *memtable, Out: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%10s  %10s  %9s  %12s  %10s  %10s  %10s  %6s\n", "retentions", "processed", "live keys", "live windows", "disk bytes", "sstables", "WAL", "tables")
+	for i, s := range res.Samples {
+		if s.Retentions%max(*every, 1) != 0 && i != len(res.Samples)-1 {
+			continue
+		}
+		fmt.Printf("%10d  %10d  %9d  %12d  %10d  %10d  %10d  %6d\n", s.Retentions, s.Processed, s.Keys, s.Windows, s.DiskBytes, s.TableBytes, s.WALBytes, s.Tables)
+	}
+	fmt.Printf("%d distinct (account, window) pairs in the input: what the store would hold without expiry; %.1f s\n", res.InputWindows, res.Seconds)
 	return nil
 }

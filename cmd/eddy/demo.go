@@ -8,21 +8,26 @@ import (
 	"os"
 	"time"
 
+	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
 	"github.com/eddy-streams/eddy/internal/demo"
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // runDemo starts the embedded broker, the payment generator and the ledger
-// as a child process that it kills and restarts, then verifies the output.
+// and windowed examples as child processes that it kills and restarts, then
+// verifies their outputs.
 func runDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eddy demo", flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "", "directory for the broker's data, the ledger's state and logs (default: a new temporary directory)")
+	dataDir := fs.String("data-dir", "", "directory for the broker's data, the apps' state and logs (default: a new temporary directory)")
 	rate := fs.Int("rate", 2000, "payments per second")
 	accounts := fs.Int("accounts", 1000, "number of accounts")
 	partitions := fs.Int("partitions", 4, "partitions of the payments topic")
 	duration := fs.Duration("duration", 30*time.Second, "how long to generate payments")
-	crashEvery := fs.Duration("crash-every", 3*time.Second, "mean time between SIGKILLs of the ledger (0 = never)")
+	crashEvery := fs.Duration("crash-every", 3*time.Second, "mean time between SIGKILLs of the apps (0 = never)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed of the workload and the crash schedule")
+	withWindowed := fs.Bool("windowed", true, "also run examples/windowed on the same payments, killed with the ledger, and verify its windows")
+	window := fs.Duration("window", windowed.DefaultWindow, "window size of the windowed example")
+	grace := fs.Duration("grace", windowed.DefaultGrace, "grace period of the windowed example")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,6 +50,14 @@ func runDemo(ctx context.Context, args []string) error {
 	if *crashEvery < 0 {
 		errs = append(errs, fmt.Errorf("--crash-every %v: must be 0 (never) or positive", *crashEvery))
 	}
+	if *window < time.Millisecond || *window%time.Millisecond != 0 {
+		errs = append(errs, fmt.Errorf("--window %v: must be a whole number of milliseconds, at least 1ms, e.g. 10s", *window))
+	}
+	if *grace <= 0 || *grace%time.Millisecond != 0 {
+		// Zero grace is valid for the example but the demo's out-of-order
+		// payments are drawn within the grace period, so it needs one.
+		errs = append(errs, fmt.Errorf("--grace %v: must be a positive whole number of milliseconds, e.g. 2s", *grace))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -66,25 +79,30 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	defer broker.Close()
 	fmt.Printf("eddy demo: broker %s, data in %s, seed %d\n", broker.Addr(), dir, *seed)
-	fmt.Printf("eddy demo: ledger as a child process, SIGKILLed about every %v, %d payments/s for %v\n", *crashEvery, *rate, *duration)
+	apps := "ledger"
+	var windowedCommand []string
+	if *withWindowed {
+		apps = "ledger and windowed totals"
+		windowedCommand = []string{self, "windowed"}
+	}
+	fmt.Printf("eddy demo: %s as child processes, SIGKILLed about every %v, %d payments/s for %v\n", apps, *crashEvery, *rate, *duration)
 	res, err := demo.Run(ctx, demo.Options{
-		Brokers:       []string{broker.Addr()},
-		LedgerCommand: []string{self, "ledger"},
-		WorkDir:       dir,
-		Rate:          *rate,
-		Accounts:      *accounts,
-		Partitions:    *partitions,
-		Duration:      *duration,
-		CrashEvery:    *crashEvery,
-		Seed:          *seed,
-		Out:           os.Stdout,
+		Brokers:         []string{broker.Addr()},
+		LedgerCommand:   []string{self, "ledger"},
+		WindowedCommand: windowedCommand,
+		Window:          *window,
+		Grace:           *grace,
+		WorkDir:         dir,
+		Rate:            *rate,
+		Accounts:        *accounts,
+		Partitions:      *partitions,
+		Duration:        *duration,
+		CrashEvery:      *crashEvery,
+		Seed:            *seed,
+		Out:             os.Stdout,
 	})
 	if err != nil {
 		return err
-	}
-	var slowest time.Duration
-	for _, r := range res.Resumes {
-		slowest = max(slowest, r)
 	}
 	fmt.Printf("\nverification (read_committed):\n")
 	fmt.Printf("  payments      %d (+%d malformed)\n", res.Report.Payments, res.Invalid)
@@ -92,15 +110,42 @@ func runDemo(ctx context.Context, args []string) error {
 	fmt.Printf("  duplicates    %d\n", res.Report.Duplicates)
 	fmt.Printf("  missing       %d\n", res.Report.Missing)
 	fmt.Printf("  wrong         %d\n", res.Report.Wrong)
-	fmt.Printf("  dead letters  %d (malformed payments sent: %d)\n", res.DeadLetters, res.Invalid)
-	fmt.Printf("  crashes       %d SIGKILLs; slowest recovery to first commit %.2fs\n", res.Crashes, slowest.Seconds())
+	fmt.Printf("  dead letters  %d (malformed payments sent: %d, one dead letter each per app)\n", res.DeadLetters, res.Invalid)
+	fmt.Printf("  crashes       %d SIGKILLs; slowest ledger recovery to first commit %.2fs\n", res.Crashes, slowest(res.Resumes).Seconds())
 	fmt.Printf("  ledger log    %s\n", res.LedgerLog)
 	for _, e := range res.Report.Examples {
 		fmt.Printf("  e.g. %s\n", e)
+	}
+	if res.Windowed {
+		w := res.Windows
+		fmt.Printf("\nwindows (%v tumbling, grace %v; read_committed):\n", *window, *grace)
+		fmt.Printf("  expected      %d closed windows (%d payments, %d out of order within grace)\n", w.Expected, w.Payments, w.OutOfOrder)
+		fmt.Printf("  emitted       %d\n", w.Outputs)
+		fmt.Printf("  duplicates    %d\n", w.Duplicates)
+		fmt.Printf("  missing       %d\n", w.Missing)
+		fmt.Printf("  early         %d (windows still open: %d)\n", w.Early, w.Open)
+		fmt.Printf("  wrong         %d\n", w.Wrong)
+		fmt.Printf("  late dropped  %d (on the late topic: %d; missing %d, extra %d)\n", w.Late, w.LateOutputs, w.LateMissing, w.LateExtra)
+		fmt.Printf("  crashes       %d SIGKILLs; slowest windowed recovery to first commit %.2fs\n", res.Crashes, slowest(res.WindowedResumes).Seconds())
+		fmt.Printf("  windowed log  %s\n", res.WindowedLog)
+		for _, e := range w.Examples {
+			fmt.Printf("  e.g. %s\n", e)
+		}
 	}
 	if !res.OK() {
 		return errors.New("exactly-once violated: see the counts above")
 	}
 	fmt.Println("\nexactly once: every payment has exactly one correct balance record")
+	if res.Windowed {
+		fmt.Println("exactly once: every closed window has exactly one correct total, no open window was emitted")
+	}
 	return nil
+}
+
+func slowest(rs []time.Duration) time.Duration {
+	var m time.Duration
+	for _, r := range rs {
+		m = max(m, r)
+	}
+	return m
 }

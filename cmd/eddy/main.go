@@ -22,9 +22,10 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"broker", "run the embedded Kafka-protocol broker until SIGINT/SIGTERM", runBroker},
-		{"demo", "run the exactly-once ledger under SIGKILLs and verify its output", runDemo},
-		{"bench", "measure the ledger exactly-once vs at-least-once vs the broker's raw rate", runBench},
+		{"demo", "run the exactly-once ledger and windowed totals under SIGKILLs and verify their output", runDemo},
+		{"bench", "measure the ledger or windowed totals exactly-once vs at-least-once vs the broker's raw rate", runBench},
 		{"ledger", "run the ledger example (flags of examples/ledger)", runLedger},
+		{"windowed", "run the windowed-totals example (flags of examples/windowed)", runWindowed},
 	}
 }
 

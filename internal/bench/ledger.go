@@ -1,6 +1,7 @@
 // Package bench measures eddy against the same data in the same process:
-// the ledger exactly-once, at-least-once, and the embedded broker's raw
-// consume+produce rate on that data as the ceiling.
+// the ledger and the windowed totals exactly-once, at-least-once, and the
+// embedded broker's raw consume+produce rate on that data as the ceiling;
+// and the size of a window store over a long run.
 package bench
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/state"
 )
 
 // LedgerOptions configure the ledger benchmark.
@@ -32,8 +34,10 @@ type LedgerOptions struct {
 	Accounts   int
 	// Rounds is how many times each of the three runs is repeated.
 	Rounds int
-	// CommitInterval and Workers are passed to the ledger (0 = defaults).
+	// CommitInterval, CommitRecords and Workers are passed to the app
+	// (0 = defaults).
 	CommitInterval time.Duration
+	CommitRecords  int
 	Workers        int
 	// CPUProfile, when set, receives a CPU profile of the exactly-once run.
 	CPUProfile string
@@ -52,6 +56,16 @@ type Result struct {
 
 const inputTopic = "payments"
 
+// workload is what a benchmark feeds and runs: its input, written before
+// each run, and the topology under test, writing to output.
+type workload struct {
+	produce  func(ctx context.Context, cl *kgo.Client) error
+	topology func(output string) *eddy.Topology
+	// backend, when set, stores the app's state instead of eddy's
+	// default Pebble backend (the state-size measurement wraps it).
+	backend state.Backend
+}
+
 // Ledger runs the three measurements, each on a fresh in-memory broker
 // loaded with the same payments (the same seed), so that no run inherits
 // the heap and log growth of the runs before it.
@@ -61,6 +75,21 @@ func Ledger(ctx context.Context, opts LedgerOptions) ([]Result, error) {
 		out = io.Discard
 	}
 	fmt.Fprintf(out, "each run: %d payments over %d accounts in %d partitions, on a fresh embedded broker\n", opts.Records, opts.Accounts, opts.Partitions)
+	return compare(ctx, opts, workload{
+		produce: func(ctx context.Context, cl *kgo.Client) error {
+			return producePayments(ctx, cl, opts.Records, opts.Accounts, nil)
+		},
+		topology: func(output string) *eddy.Topology { return pipeline.Topology(inputTopic, output) },
+	})
+}
+
+// compare measures w three ways, opts.Rounds times: the ceiling, at least
+// once and exactly once.
+func compare(ctx context.Context, opts LedgerOptions, w workload) ([]Result, error) {
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
 	// Rounds alternate the order of the three runs; the summary takes each
 	// one's median.
 	var results []Result
@@ -71,16 +100,18 @@ func Ledger(ctx context.Context, opts LedgerOptions) ([]Result, error) {
 					return copyTopic(ctx, seeds, inputTopic, "ceiling-out", opts.Records)
 				})
 			},
-			func(seeds []string) (Result, error) { return runLedger(ctx, seeds, eddy.AtLeastOnce, opts, round, "") },
 			func(seeds []string) (Result, error) {
-				return runLedger(ctx, seeds, eddy.ExactlyOnce, opts, round, opts.CPUProfile)
+				return runApp(ctx, seeds, eddy.AtLeastOnce, w, opts, round, "")
+			},
+			func(seeds []string) (Result, error) {
+				return runApp(ctx, seeds, eddy.ExactlyOnce, w, opts, round, opts.CPUProfile)
 			},
 		}
 		if round%2 == 0 {
 			runs[0], runs[2] = runs[2], runs[0]
 		}
 		for _, run := range runs {
-			r, err := withLoadedBroker(ctx, opts, run)
+			r, err := withLoadedBroker(ctx, opts, w, run)
 			if err != nil {
 				return nil, err
 			}
@@ -92,9 +123,9 @@ func Ledger(ctx context.Context, opts LedgerOptions) ([]Result, error) {
 	return results, nil
 }
 
-// withLoadedBroker starts a broker, writes the payments, runs fn against
-// it and stops it.
-func withLoadedBroker(ctx context.Context, opts LedgerOptions, fn func(seeds []string) (Result, error)) (Result, error) {
+// withLoadedBroker starts a broker, writes w's input, runs fn against it
+// and stops it.
+func withLoadedBroker(ctx context.Context, opts LedgerOptions, w workload, fn func(seeds []string) (Result, error)) (Result, error) {
 	broker, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: int32(opts.Partitions)})
 	if err != nil {
 		return Result{}, err
@@ -109,20 +140,30 @@ func withLoadedBroker(ctx context.Context, opts LedgerOptions, fn func(seeds []s
 	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: inputTopic, Partitions: int32(opts.Partitions)}); err != nil {
 		return Result{}, err
 	}
-	if err := producePayments(ctx, cl, opts.Records, opts.Accounts); err != nil {
+	if err := w.produce(ctx, cl); err != nil {
 		return Result{}, err
 	}
 	runtime.GC()
 	return fn(seeds)
 }
 
-func producePayments(ctx context.Context, cl *kgo.Client, n, accounts int) error {
+// producePayments writes n payments over accounts accounts. With stamp
+// nil their record timestamps are the producer's clock; otherwise stamp
+// gives payment i its event time (its "ts" and record timestamp), drawing
+// from rng after the payment's own draws.
+func producePayments(ctx context.Context, cl *kgo.Client, n, accounts int, stamp func(i int, account string, rng *rand.Rand) int64) error {
 	rng := rand.New(rand.NewPCG(1, 2))
 	errc := make(chan error, 1)
 	for i := 0; i < n; i++ {
 		account := fmt.Sprintf("acct-%05d", rng.IntN(accounts))
-		v, _ := json.Marshal(pipeline.Payment{ID: fmt.Sprintf("p%d", i), Account: account, Amount: rng.Int64N(1501) - 500})
-		cl.Produce(ctx, &kgo.Record{Key: []byte(account), Value: v}, func(_ *kgo.Record, err error) {
+		p := pipeline.Payment{ID: fmt.Sprintf("p%d", i), Account: account, Amount: rng.Int64N(1501) - 500}
+		r := &kgo.Record{Key: []byte(account)}
+		if stamp != nil {
+			p.TS = stamp(i, account, rng)
+			r.Timestamp = time.UnixMilli(p.TS)
+		}
+		r.Value, _ = json.Marshal(p)
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			if err != nil {
 				select {
 				case errc <- err:
@@ -196,11 +237,11 @@ func copyTopic(ctx context.Context, seeds []string, from, to string, n int) erro
 	return failed
 }
 
-// runLedger runs the ledger until its group has committed every input
+// runApp runs w's topology until its group has committed every input
 // offset. The clock starts at the group's first commit, so the group join
 // and topic creation are not counted; the records are those committed
 // after it.
-func runLedger(ctx context.Context, seeds []string, g eddy.Guarantee, opts LedgerOptions, round int, profile string) (Result, error) {
+func runApp(ctx context.Context, seeds []string, g eddy.Guarantee, w workload, opts LedgerOptions, round int, profile string) (Result, error) {
 	n := opts.Records
 	appID := fmt.Sprintf("bench-%s-%d", g, round)
 	dir, err := os.MkdirTemp("", "eddy-bench-")
@@ -211,11 +252,11 @@ func runLedger(ctx context.Context, seeds []string, g eddy.Guarantee, opts Ledge
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	output := "balances-" + appID
+	output := "out-" + appID
 	go func() {
-		done <- eddy.Run(runCtx, pipeline.Topology(inputTopic, output), eddy.Config{
+		done <- eddy.Run(runCtx, w.topology(output), eddy.Config{
 			AppID: appID, Brokers: seeds, StateDir: dir, Guarantee: g,
-			CommitInterval: opts.CommitInterval, Workers: opts.Workers,
+			CommitInterval: opts.CommitInterval, CommitRecords: opts.CommitRecords, Workers: opts.Workers, Backend: w.backend,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 	}()
@@ -247,7 +288,7 @@ func runLedger(ctx context.Context, seeds []string, g eddy.Guarantee, opts Ledge
 	for {
 		select {
 		case err := <-done:
-			return Result{}, fmt.Errorf("bench: ledger %s stopped: %v", g, err)
+			return Result{}, fmt.Errorf("bench: app %s stopped: %w", g, err)
 		case <-time.After(20 * time.Millisecond):
 		}
 		c, err := committed()
@@ -273,7 +314,7 @@ func runLedger(ctx context.Context, seeds []string, g eddy.Guarantee, opts Ledge
 			cpu := cpuSeconds() - cpu0
 			cancel()
 			if err := <-done; err != nil {
-				return Result{}, fmt.Errorf("bench: ledger %s: %w", g, err)
+				return Result{}, fmt.Errorf("bench: app %s: %w", g, err)
 			}
 			recs := int(int64(n) - first)
 			return Result{Name: g.String(), Records: recs, Seconds: secs, RecordsPerSec: float64(recs) / secs, CPUSeconds: cpu}, nil

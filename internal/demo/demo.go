@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,10 +14,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
 	"github.com/eddy-streams/eddy/internal/verify"
 )
 
-// FirstCommitMarker is the log line a ledger process prints once its first
+// FirstCommitMarker is the log line an app process prints once its first
 // transaction committed; the demo measures recovery time with it.
 const FirstCommitMarker = "first transaction committed"
 
@@ -24,15 +26,28 @@ const FirstCommitMarker = "first transaction committed"
 type Options struct {
 	Brokers []string
 	// LedgerCommand is the argv prefix that runs the ledger, e.g.
-	// {"/path/to/eddy", "ledger"}; the demo appends the flags.
+	// {"/path/to/eddy", "ledger"}; the demo appends the flags. Nil runs
+	// no ledger.
 	LedgerCommand []string
-	// WorkDir holds the ledger's state directory and its log.
+	// WindowedCommand is the argv prefix that runs examples/windowed on
+	// the same payments, e.g. {"/path/to/eddy", "windowed"}; nil runs
+	// none. It is killed and restarted with the ledger, and its late
+	// payments go to LateTopic, which the verification checks too.
+	WindowedCommand []string
+	// Window and Grace are the windowed example's (default: its own,
+	// 10s and 2s).
+	Window, Grace time.Duration
+	// EventSpeed is how much faster than the wall clock the payments'
+	// event time runs when the windowed example runs (default 5: a
+	// 10 s window closes every 2 s of the run).
+	EventSpeed float64
+	// WorkDir holds the apps' state directories and their logs.
 	WorkDir    string
 	Rate       int
 	Accounts   int
 	Partitions int
 	Duration   time.Duration
-	// CrashEvery is the mean time between SIGKILLs of the ledger (each
+	// CrashEvery is the mean time between SIGKILLs of the apps (each
 	// interval drawn uniformly from half to one and a half of it); 0
 	// never kills.
 	CrashEvery time.Duration
@@ -41,7 +56,7 @@ type Options struct {
 	// (the crash tests restart the broker there).
 	MidRun func() error
 	// StallTimeout is how long the demo waits, once generation ended,
-	// for a ledger that makes no progress before it verifies anyway.
+	// for an app that makes no progress before it verifies anyway.
 	// Default 2 minutes.
 	StallTimeout time.Duration
 	// Out receives progress lines; nil discards them.
@@ -55,71 +70,230 @@ func (o Options) stallTimeout() time.Duration {
 	return 2 * time.Minute
 }
 
+func (o Options) window() time.Duration {
+	if o.Window > 0 {
+		return o.Window
+	}
+	return windowed.DefaultWindow
+}
+
+func (o Options) grace() time.Duration {
+	if o.Grace > 0 {
+		return o.Grace
+	}
+	return windowed.DefaultGrace
+}
+
+func (o Options) eventSpeed() float64 {
+	if o.EventSpeed > 0 {
+		return o.EventSpeed
+	}
+	return 5
+}
+
 // Result is what a demo run measured.
 type Result struct {
-	Report  verify.LedgerReport
+	// Ledger and Windowed say which apps ran.
+	Ledger, Windowed bool
+	Report           verify.LedgerReport
+	// Windows compares the windowed example's totals (and late records)
+	// with the reference.
+	Windows verify.WindowReport
+	// Crashes counts the SIGKILLs; each kills every app.
 	Crashes int
 	// Resumes are, per restart after a kill, the time from the restart to
-	// the new process's first committed transaction.
-	Resumes []time.Duration
+	// the new ledger process's first committed transaction;
+	// WindowedResumes the same for the windowed example.
+	Resumes, WindowedResumes []time.Duration
 	// DeadLetters are the records on the dead-letter topic; Invalid the
-	// malformed payments the generator wrote. They must be equal.
+	// malformed payments the generator wrote. Each app sends each one
+	// there once (see WantDeadLetters).
 	DeadLetters int
 	Invalid     int
 	// ProduceFailures are payments the generator gave up on (the broker
 	// was down); they may or may not be in the input.
 	ProduceFailures int
-	// CaughtUp is set when the ledger produced a balance for every payment
+	// CaughtUp is set when every app produced all its expected outputs
 	// before the verification.
 	CaughtUp bool
 	// MaxStall is the longest time (at one-second resolution) the ledger
 	// had payments to process and produced no balance.
-	MaxStall  time.Duration
-	LedgerLog string
+	MaxStall               time.Duration
+	LedgerLog, WindowedLog string
+}
+
+// WantDeadLetters is the number of dead letters an exact run has: one per
+// malformed payment per app, as both apps read the same payments.
+func (r Result) WantDeadLetters() int {
+	apps := 0
+	for _, ran := range []bool{r.Ledger, r.Windowed} {
+		if ran {
+			apps++
+		}
+	}
+	return r.Invalid * apps
 }
 
 // OK reports whether the run was exactly once.
-func (r Result) OK() bool { return r.Report.OK() && r.DeadLetters == r.Invalid }
+func (r Result) OK() bool {
+	return (!r.Ledger || r.Report.OK()) && (!r.Windowed || r.Windows.OK()) && r.DeadLetters == r.WantDeadLetters()
+}
 
 const (
-	inputTopic  = "payments"
-	outputTopic = "balances"
+	inputTopic    = "payments"
+	outputTopic   = "balances"
+	totalsTopic   = "totals"
+	lateTopic     = "payments.late"
+	catchUpSettle = 2 * time.Second
 )
+
+// app is one example running as a child process that the demo kills.
+type app struct {
+	name    string
+	argv    []string
+	logPath string
+	logf    *os.File
+	child   *Child
+	marks   chan time.Time
+	out     *counter
+	// restartedAt is the last restart after a kill; waiting is set until
+	// the restarted process committed its first transaction.
+	restartedAt time.Time
+	waiting     bool
+	resumes     []time.Duration
+	// want is the number of outputs an exact run has, once known (-1
+	// before); lastProgress is when the output count last moved.
+	want         int64
+	lastCount    int64
+	lastProgress time.Time
+}
+
+func startApp(name string, argv []string, dir string, seeds []string, output string) (*app, error) {
+	a := &app{name: name, argv: argv, logPath: filepath.Join(dir, name+".log"), marks: make(chan time.Time, 16), want: -1, lastCount: -1}
+	var err error
+	if a.logf, err = os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	if a.child, err = StartChild(argv, a.logf, FirstCommitMarker, a.marks); err != nil {
+		a.logf.Close()
+		return nil, err
+	}
+	a.out = newCounter(seeds, output)
+	return a, nil
+}
+
+// kill SIGKILLs the app and starts it again at once.
+func (a *app) kill(n int) error {
+	a.child.Kill()
+	c, err := StartChild(a.argv, a.logf, FirstCommitMarker, a.marks)
+	if err != nil {
+		return err
+	}
+	a.child, a.restartedAt, a.waiting = c, time.Now(), true
+	fmt.Fprintf(a.logf, "=== demo: SIGKILL #%d, restarted as pid %d\n", n, c.Pid())
+	return nil
+}
+
+func (a *app) mark(at time.Time) {
+	if a.waiting && at.After(a.restartedAt) {
+		a.resumes = append(a.resumes, at.Sub(a.restartedAt))
+		a.waiting = false
+	}
+}
+
+// close kills the app if it still runs (a no-op after a clean stop).
+func (a *app) close() {
+	a.child.Kill()
+	a.out.close()
+	a.logf.Close()
+}
+
+// The select in Run takes an app's channels through these, so that an app
+// that does not run (nil) is a case that never fires.
+func (a *app) marksC() <-chan time.Time {
+	if a == nil {
+		return nil
+	}
+	return a.marks
+}
+
+func (a *app) doneC() <-chan struct{} {
+	if a == nil {
+		return nil
+	}
+	return a.child.Done()
+}
 
 // Run runs the demo against opts.Brokers.
 func Run(ctx context.Context, opts Options) (Result, error) {
-	var res Result
+	res := Result{Ledger: opts.LedgerCommand != nil, Windowed: opts.WindowedCommand != nil}
 	out := opts.Out
 	if out == nil {
 		out = io.Discard
 	}
+	if !res.Ledger && !res.Windowed {
+		return res, errors.New("demo: no app to run: set LedgerCommand, WindowedCommand or both")
+	}
 	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
-	res.LedgerLog = filepath.Join(opts.WorkDir, "ledger.log")
-	logf, err := os.OpenFile(res.LedgerLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return res, fmt.Errorf("demo: %w", err)
+	var ledger, win *app
+	var apps []*app
+	defer func() {
+		for _, a := range apps {
+			a.close()
+		}
+	}()
+	if res.Ledger {
+		argv := append(append([]string(nil), opts.LedgerCommand...),
+			"--brokers", opts.Brokers[0],
+			"--state-dir", filepath.Join(opts.WorkDir, "ledger-state"),
+			"--partitions", strconv.Itoa(opts.Partitions),
+		)
+		a, err := startApp("ledger", argv, opts.WorkDir, opts.Brokers, outputTopic)
+		if err != nil {
+			return res, err
+		}
+		ledger, res.LedgerLog = a, a.logPath
+		apps = append(apps, a)
 	}
-	defer logf.Close()
-	argv := append(append([]string(nil), opts.LedgerCommand...),
-		"--brokers", opts.Brokers[0],
-		"--state-dir", filepath.Join(opts.WorkDir, "ledger-state"),
-		"--partitions", strconv.Itoa(opts.Partitions),
-	)
-	marks := make(chan time.Time, 16)
-	child, err := StartChild(argv, logf, FirstCommitMarker, marks)
-	if err != nil {
-		return res, err
+	if res.Windowed {
+		argv := append(append([]string(nil), opts.WindowedCommand...),
+			"--brokers", opts.Brokers[0],
+			"--state-dir", filepath.Join(opts.WorkDir, "windowed-state"),
+			"--partitions", strconv.Itoa(opts.Partitions),
+			"--window", opts.window().String(),
+			"--grace", opts.grace().String(),
+			"--late-topic", lateTopic,
+		)
+		a, err := startApp("windowed", argv, opts.WorkDir, opts.Brokers, totalsTopic)
+		if err != nil {
+			return res, err
+		}
+		win, res.WindowedLog = a, a.logPath
+		apps = append(apps, a)
 	}
-	defer func() { child.Kill() }() // a no-op once the ledger stopped cleanly
-	if err := waitTopic(ctx, opts.Brokers, outputTopic); err != nil {
-		return res, err
+	for _, a := range apps {
+		if err := waitTopic(ctx, opts.Brokers, a.out.topic); err != nil {
+			return res, err
+		}
 	}
 
-	balances := newCounter(opts.Brokers, outputTopic)
-	defer balances.close()
 	gen := &Generator{Seeds: opts.Brokers, Topic: inputTopic, Rate: opts.Rate, Accounts: opts.Accounts, InvalidEvery: 5000, Seed: opts.Seed}
+	if res.Windowed {
+		w, g := opts.window().Milliseconds(), opts.grace().Milliseconds()
+		gen.Events = &EventTime{
+			Start: time.Now().UnixMilli(),
+			Step:  opts.eventSpeed() * 1000 / float64(opts.Rate),
+			// One payment in ten is out of order within the grace
+			// period; one in two hundred is late by more than window
+			// + grace (plus a second, so that the partition's stream
+			// time, a few payments behind the generator's clock, has
+			// certainly closed its window).
+			OutOfOrder: 0.1, Disorder: g,
+			Late: 0.005, LateBy: w + g + 1000,
+		}
+	}
 	genCtx, stopGen := context.WithTimeout(ctx, opts.Duration)
 	defer stopGen()
 	genDone := make(chan error, 1)
@@ -138,11 +312,11 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	defer progress.Stop()
 	start := time.Now()
 	midRun := time.After(opts.Duration / 2)
-	var restartedAt time.Time
-	waitingResume := false
 	generating := true
 	var caughtUpSince time.Time
-	lastProgress, lastCount := time.Now(), int64(-1)
+	for _, a := range apps {
+		a.lastProgress = time.Now()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -152,7 +326,10 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 				return res, err
 			}
 			generating, crash = false, nil
-			fmt.Fprintf(out, "generator done: %d payments; waiting for the ledger to catch up\n", gen.Produced())
+			if err := setWants(ctx, opts, gen, ledger, win); err != nil {
+				return res, err
+			}
+			fmt.Fprintf(out, "generator done: %d payments; waiting for the apps to catch up\n", gen.Produced())
 		case <-midRun:
 			if opts.MidRun != nil {
 				if err := opts.MidRun(); err != nil {
@@ -161,75 +338,146 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 				fmt.Fprintf(out, "mid-run step done (%.1fs)\n", time.Since(start).Seconds())
 			}
 		case <-crash:
-			child.Kill()
 			res.Crashes++
-			child, err = StartChild(argv, logf, FirstCommitMarker, marks)
-			if err != nil {
-				return res, err
+			for _, a := range apps {
+				if err := a.kill(res.Crashes); err != nil {
+					return res, err
+				}
 			}
-			restartedAt, waitingResume = time.Now(), true
-			fmt.Fprintf(logf, "=== demo: SIGKILL #%d, restarted as pid %d\n", res.Crashes, child.Pid())
 			crash = nextCrash()
-		case at := <-marks:
-			if waitingResume && at.After(restartedAt) {
-				res.Resumes = append(res.Resumes, at.Sub(restartedAt))
-				waitingResume = false
-			}
-		case <-child.Done():
-			return res, fmt.Errorf("demo: the ledger exited on its own (%v); see %s", child.Err(), res.LedgerLog)
+		case at := <-ledger.marksC():
+			ledger.mark(at)
+		case at := <-win.marksC():
+			win.mark(at)
+		case <-ledger.doneC():
+			return res, fmt.Errorf("demo: the ledger exited on its own (%v); see %s", ledger.child.Err(), ledger.logPath)
+		case <-win.doneC():
+			return res, fmt.Errorf("demo: the windowed example exited on its own (%v); see %s", win.child.Err(), win.logPath)
 		case now := <-progress.C:
-			n := balances.count()
-			want := gen.Produced() - gen.Invalid()
-			fmt.Fprintf(out, "%5.0fs  payments %8d  balances %8d  lag %6d  crashes %d%s\n",
-				now.Sub(start).Seconds(), gen.Produced(), n, max(want-n, 0), res.Crashes, lastResume(res.Resumes))
-			if n != lastCount || n >= want {
-				lastProgress, lastCount = now, n
+			line := fmt.Sprintf("%5.0fs  payments %8d", now.Sub(start).Seconds(), gen.Produced())
+			if ledger != nil {
+				n := ledger.out.count()
+				want := gen.Produced() - gen.Invalid()
+				line += fmt.Sprintf("  balances %8d  lag %6d", n, max(want-n, 0))
+				// While payments flow, a ledger that writes no balance
+				// although it has payments to process is stalled.
+				if n != ledger.lastCount || n >= want {
+					ledger.lastProgress, ledger.lastCount = now, n
+				}
+				res.MaxStall = max(res.MaxStall, now.Sub(ledger.lastProgress))
 			}
-			res.MaxStall = max(res.MaxStall, now.Sub(lastProgress))
+			if win != nil {
+				n := win.out.count()
+				line += fmt.Sprintf("  totals %7d", n)
+				if win.want >= 0 {
+					line += fmt.Sprintf(" of %d", win.want)
+				}
+				if n != win.lastCount {
+					win.lastProgress, win.lastCount = now, n
+				}
+			}
+			fmt.Fprintf(out, "%s  crashes %d%s\n", line, res.Crashes, lastResume(ledger, win))
 			if generating {
 				continue
 			}
-			if n >= want {
-				if caughtUpSince.IsZero() {
-					caughtUpSince = now
-				} else if now.Sub(caughtUpSince) >= 2*time.Second {
-					res.CaughtUp = true
-					return finish(ctx, opts, res, child, gen)
+			caughtUp, stalled := true, false
+			for _, a := range apps {
+				if a.lastCount >= a.want {
+					a.lastProgress = now
+					continue
 				}
-			} else if now.Sub(lastProgress) > opts.stallTimeout() {
-				// Verify anyway: the report says what is missing.
-				fmt.Fprintf(out, "the ledger made no progress for %v with %d balances missing; verifying what is there\n", opts.stallTimeout(), want-n)
-				return finish(ctx, opts, res, child, gen)
+				caughtUp = false
+				if now.Sub(a.lastProgress) > opts.stallTimeout() {
+					stalled = true
+					// Verify anyway: the report says what is missing.
+					fmt.Fprintf(out, "the %s made no progress for %v with %d outputs missing; verifying what is there\n", a.name, opts.stallTimeout(), a.want-a.lastCount)
+				}
+			}
+			switch {
+			case stalled:
+				return finish(ctx, opts, res, apps, gen)
+			case !caughtUp:
+				caughtUpSince = time.Time{}
+			case caughtUpSince.IsZero():
+				caughtUpSince = now
+			case now.Sub(caughtUpSince) >= catchUpSettle:
+				// Settled: a duplicate would have had the time to show.
+				res.CaughtUp = true
+				return finish(ctx, opts, res, apps, gen)
 			}
 		}
 	}
 }
 
-func lastResume(rs []time.Duration) string {
-	if len(rs) == 0 {
-		return ""
+// setWants closes the event time (so that every window with a payment
+// closes) and computes how many outputs each app owes.
+func setWants(ctx context.Context, opts Options, gen *Generator, ledger, win *app) error {
+	if win != nil {
+		if err := gen.Close(ctx, (opts.window() + opts.grace()).Milliseconds()); err != nil {
+			return err
+		}
+		payments, err := verify.ReadAll(ctx, opts.Brokers, inputTopic)
+		if err != nil {
+			return err
+		}
+		win.want = int64(verify.Windowed(payments, opts.window(), opts.grace()).ExpectedWindows())
 	}
-	return fmt.Sprintf("  last recovery %.1fs", rs[len(rs)-1].Seconds())
+	if ledger != nil {
+		ledger.want = gen.Produced() - gen.Invalid()
+	}
+	return nil
 }
 
-// finish stops the ledger cleanly and verifies the topics.
-func finish(ctx context.Context, opts Options, res Result, child *Child, gen *Generator) (Result, error) {
-	if err := child.Stop(30 * time.Second); err != nil {
-		return res, fmt.Errorf("demo: clean stop of the ledger: %w", err)
+func lastResume(ledger, win *app) string {
+	s := ""
+	for _, a := range []*app{ledger, win} {
+		if a != nil && len(a.resumes) > 0 {
+			s += fmt.Sprintf("  %s recovery %.1fs", a.name, a.resumes[len(a.resumes)-1].Seconds())
+		}
+	}
+	return s
+}
+
+// finish stops the apps cleanly and verifies the topics.
+func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Generator) (Result, error) {
+	for _, a := range apps {
+		if err := a.child.Stop(30 * time.Second); err != nil {
+			return res, fmt.Errorf("demo: clean stop of the %s: %w", a.name, err)
+		}
+		switch a.name {
+		case "ledger":
+			res.Resumes = a.resumes
+		case "windowed":
+			res.WindowedResumes = a.resumes
+		}
 	}
 	payments, err := verify.ReadAll(ctx, opts.Brokers, inputTopic)
 	if err != nil {
 		return res, err
 	}
-	outputs, err := verify.ReadAll(ctx, opts.Brokers, outputTopic)
-	if err != nil {
-		return res, err
+	if res.Ledger {
+		outputs, err := verify.ReadAll(ctx, opts.Brokers, outputTopic)
+		if err != nil {
+			return res, err
+		}
+		res.Report = verify.Ledger(payments, outputs)
+	}
+	if res.Windowed {
+		totals, err := verify.ReadAll(ctx, opts.Brokers, totalsTopic)
+		if err != nil {
+			return res, err
+		}
+		late, err := verify.ReadAll(ctx, opts.Brokers, lateTopic)
+		if err != nil {
+			return res, err
+		}
+		res.Windows = verify.Windowed(payments, opts.window(), opts.grace()).Compare(totals)
+		res.Windows.CheckLate(late)
 	}
 	dead, err := verify.ReadAll(ctx, opts.Brokers, inputTopic+".dlq")
 	if err != nil {
 		return res, err
 	}
-	res.Report = verify.Ledger(payments, outputs)
 	res.DeadLetters, res.Invalid = len(dead), int(gen.Invalid())
 	res.ProduceFailures = int(gen.Failed())
 	return res, nil
@@ -258,6 +506,7 @@ func waitTopic(ctx context.Context, seeds []string, topic string) error {
 
 // counter counts the committed records of a topic as they arrive.
 type counter struct {
+	topic  string
 	n      atomic.Int64
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -265,7 +514,7 @@ type counter struct {
 
 func newCounter(seeds []string, topic string) *counter {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &counter{cancel: cancel, done: make(chan struct{})}
+	c := &counter{topic: topic, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
+	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // Generator produces payments at a steady rate: ids "p<n>", accounts
@@ -22,11 +25,35 @@ type Generator struct {
 	Accounts     int
 	InvalidEvery int // 0 = never
 	Seed         uint64
-	ClientOpts   []kgo.Opt
+	// Events, when set, gives every payment an event time (its "ts" and
+	// its record timestamp); otherwise the record timestamp is the
+	// producer's clock and there is no "ts".
+	Events     *EventTime
+	ClientOpts []kgo.Opt
 
 	produced atomic.Int64
 	invalid  atomic.Int64
 	failed   atomic.Int64
+	maxTS    atomic.Int64
+}
+
+// EventTime is the event-time clock of generated payments. Payment n is
+// stamped Start + n·Step, so the data, not the wall clock, decides the
+// windows and a run is reproducible from its seed. A fraction of payments
+// is stamped earlier, to exercise grace and late records.
+type EventTime struct {
+	Start int64   // ms since the epoch, the time of payment 0
+	Step  float64 // ms of event time between two payments
+	// OutOfOrder is the fraction of payments stamped up to Disorder ms
+	// (exclusive) earlier: within the grace period when Disorder is at
+	// most the grace, so they are accepted though out of order.
+	OutOfOrder float64
+	Disorder   int64
+	// Late is the fraction of payments stamped between LateBy and
+	// 2·LateBy ms earlier: with LateBy beyond window + grace their window
+	// has closed, and they are dropped.
+	Late   float64
+	LateBy int64
 }
 
 // Produced is the number of records acknowledged so far, valid or not.
@@ -77,17 +104,75 @@ func (g *Generator) Run(ctx context.Context) error {
 
 func (g *Generator) next(rng *rand.Rand, n int64) *kgo.Record {
 	account := fmt.Sprintf("acct-%04d", rng.IntN(g.Accounts))
-	var value []byte
+	r := &kgo.Record{Key: []byte(account)}
 	if g.InvalidEvery > 0 && n%int64(g.InvalidEvery) == int64(g.InvalidEvery-1) {
-		value = []byte(fmt.Sprintf(`{"id":"p%d","account":%q}`, n, account)) // no amount
-	} else {
-		value, _ = json.Marshal(struct {
-			ID      string `json:"id"`
-			Account string `json:"account"`
-			Amount  int64  `json:"amount"`
-		}{fmt.Sprintf("p%d", n), account, rng.Int64N(1501) - 500})
+		r.Value = []byte(fmt.Sprintf(`{"id":"p%d","account":%q}`, n, account)) // no amount
+		return r
 	}
-	return &kgo.Record{Key: []byte(account), Value: value}
+	p := ledger.Payment{ID: fmt.Sprintf("p%d", n), Account: account, Amount: rng.Int64N(1501) - 500}
+	if e := g.Events; e != nil {
+		ts := e.Start + int64(float64(n)*e.Step)
+		g.noteTS(ts)
+		switch x := rng.Float64(); {
+		case x < e.Late:
+			ts -= e.LateBy + rng.Int64N(e.LateBy+1)
+		case x < e.Late+e.OutOfOrder && e.Disorder > 0:
+			ts -= rng.Int64N(e.Disorder)
+		}
+		p.TS, r.Timestamp = ts, time.UnixMilli(ts)
+	}
+	r.Value, _ = json.Marshal(p)
+	return r
+}
+
+// noteTS keeps the largest event time generated.
+func (g *Generator) noteTS(ts int64) {
+	for {
+		cur := g.maxTS.Load()
+		if ts <= cur || g.maxTS.CompareAndSwap(cur, ts) {
+			return
+		}
+	}
+}
+
+// Close writes one last payment to every partition of the topic, stamped
+// advance ms after the latest event time generated, and waits for them. With
+// advance = window + grace they move every partition's stream time past the
+// close of every window that holds a generated payment, so the windowed
+// aggregation's output becomes final. Call it after Run returned.
+func (g *Generator) Close(ctx context.Context, advance int64) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(g.Seeds...), kgo.DefaultProduceTopic(g.Topic),
+		kgo.RecordRetries(1 << 20)}, g.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("demo: generator client: %w", err)
+	}
+	defer cl.Close()
+	parts, err := kafka.Partitions(ctx, cl, g.Topic)
+	if err != nil {
+		return fmt.Errorf("demo: closing payments: %w", err)
+	}
+	n := parts[g.Topic]
+	ts := g.maxTS.Load() + advance
+	var recs []*kgo.Record
+	for p := int32(0); p < n; p++ {
+		// An account whose key the default partitioner puts on p: the
+		// aggregation is per partition, and a record on another partition
+		// than its key's would not be where the account's windows are.
+		var account string
+		for i := 0; ; i++ {
+			account = fmt.Sprintf("acct-close-%d-%d", p, i)
+			if kafka.KeyPartition([]byte(account), n) == p {
+				break
+			}
+		}
+		v, _ := json.Marshal(ledger.Payment{ID: fmt.Sprintf("close-%d", p), Account: account, Amount: 0, TS: ts})
+		recs = append(recs, &kgo.Record{Key: []byte(account), Value: v, Timestamp: time.UnixMilli(ts)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("demo: closing payments: %w", err)
+	}
+	g.produced.Add(int64(len(recs)))
+	return nil
 }
 
 func (g *Generator) promise(r *kgo.Record, err error) {
