@@ -186,9 +186,20 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 		return fmt.Errorf("eddy: state dir: %w", err)
 	}
 	if cfg.OnDecodeError == DecodeErrorDeadLetter {
+		// External sources only: a repartition topic holds what this
+		// app's own serdes wrote, so a record there that fails to decode
+		// is a bug that stops the app, not bad input (see sourceNode).
+		internal := map[string]bool{}
+		for _, r := range rt.Repartitions {
+			internal[r.Topic] = true
+		}
 		var sources []string
 		for _, sub := range rt.Subtopologies {
-			sources = append(sources, sub.Sources...)
+			for _, s := range sub.Sources {
+				if !internal[s] {
+					sources = append(sources, s)
+				}
+			}
 		}
 		if err := createDeadLetterTopics(ctx, &cfg, sources); err != nil {
 			return err

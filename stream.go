@@ -52,7 +52,8 @@ func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values ser
 		out := &emitter[K, V]{}
 		b.out[n] = out
 		real := topicName(b.cfg.AppID, topic)
-		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: sc.timestamp, table: sc.table}
+		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: sc.timestamp, table: sc.table,
+			internal: real != topic}
 		return nil
 	}
 	return Stream[K, V]{t: t, n: n}
@@ -127,6 +128,9 @@ type sourceNode[K, V any] struct {
 	out    *emitter[K, V]
 	ts     func(K, V, int64) int64
 	table  bool // null values are tombstones
+	// internal marks a repartition topic: eddy wrote it, so a record
+	// that fails to decode there is a bug, never dead-lettered.
+	internal bool
 }
 
 func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
@@ -173,7 +177,7 @@ const (
 func DeadLetterTopic(topic string) string { return topic + ".dlq" }
 
 func (s *sourceNode[K, V]) decodeFailed(r *kgo.Record, err error) error {
-	if s.b.cfg.OnDecodeError == DecodeErrorFail {
+	if s.b.cfg.OnDecodeError == DecodeErrorFail || s.internal {
 		return fmt.Errorf("eddy: decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	headers := append(toKgoHeaders(r.Headers),

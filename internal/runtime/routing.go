@@ -38,14 +38,12 @@ func newPlan(appID string, topo Topology) (*plan, error) {
 	if len(topo.Subtopologies) == 0 {
 		errs = append(errs, errors.New("runtime: the topology has no sub-topology; add a source"))
 	}
-	if len(topo.Globals) > 0 {
-		names := make([]string, len(topo.Globals))
-		for i, g := range topo.Globals {
-			names[i] = g.Name
-		}
-		errs = append(errs, fmt.Errorf("runtime: global stores %v: global stores are not supported yet; use a table joined through a sub-topology instead", names))
-	}
 	p := &plan{subOf: make(map[string]int)}
+	for _, g := range topo.Globals {
+		if !ValidName(g.Name) || g.Topic == "" {
+			errs = append(errs, fmt.Errorf("runtime: global store %q (topic %q): name it with letters, digits, '.', '_' and '-', and give it a topic", g.Name, g.Topic))
+		}
+	}
 	storeSub := make(map[string]int)
 	for i := range topo.Subtopologies {
 		s := &topo.Subtopologies[i]

@@ -30,6 +30,16 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 		}
 		return err
 	}
+	// Global stores are loaded before any task runs, so a join never
+	// misses a row that was in the topic when the app started.
+	g, err := openGlobals(ctx, cfg, topo.Globals)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer g.close()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -37,8 +47,14 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 	)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	globalsDone := make(chan struct{})
+	go func() {
+		defer close(globalsDone)
+		g.run(ctx)
+	}()
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(cfg, p, i)
+		w.globals = g
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -51,6 +67,8 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 		}()
 	}
 	wg.Wait()
+	cancel() // the workers are done: stop the global stores too
+	<-globalsDone
 	return errors.Join(errs...)
 }
 

@@ -255,12 +255,14 @@ func TestChangelogRetention(t *testing.T) {
 	}
 }
 
-func TestRunRejectsGlobalStores(t *testing.T) {
+// TestRunGlobalStoreNeedsItsTopic: a global table's topic is not created
+// by the app; a missing one is named in the error.
+func TestRunGlobalStoreNeedsItsTopic(t *testing.T) {
 	h := newHarness(t)
 	topo := counting()
 	topo.Globals = []GlobalStore{{Name: "rates", Topic: "rates"}}
 	err := Run(context.Background(), h.config(t.TempDir(), io.Discard), topo)
-	if err == nil || !strings.Contains(err.Error(), "not supported yet") {
-		t.Fatalf("got %v, want a not-supported error", err)
+	if err == nil || !strings.Contains(err.Error(), "unknown topic: rates") {
+		t.Fatalf("got %v, want an error naming the missing topic", err)
 	}
 }

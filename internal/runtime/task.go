@@ -84,9 +84,7 @@ func (t *task) AdvanceStreamTime(ts int64) {
 	}
 }
 
-func (t *task) GlobalStore(name string) (GlobalReader, error) {
-	return nil, fmt.Errorf("runtime: global store %q: global stores are not supported yet", name)
-}
+func (t *task) GlobalStore(name string) (GlobalReader, error) { return t.w.globals.store(name) }
 
 func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
 	_, err := t.w.produceRecord(topic, -1, key, value, timestamp, headers)

@@ -25,8 +25,10 @@ type worker struct {
 	cfg      Config
 	plan     *plan
 	log      *slog.Logger
-	memberID string // static group instance id
-	txnID    string
+	memberID string
+	// globals are the instance's global stores, shared by its workers.
+	globals *globals // static group instance id
+	txnID   string
 
 	sess *kgo.GroupTransactSession
 	cl   *kgo.Client
