@@ -118,8 +118,7 @@ type sessionAggregator[K, V, A any] struct {
 	late  *lateRecords
 	name  string
 
-	emitted       int64 // sessions ending before it were emitted (EmitFinal)
-	emittedLoaded bool
+	emitted watermark // sessions ending before it were emitted (EmitFinal)
 	lateOut       *emitter[K, V]
 	found         []session[A]
 }
@@ -183,18 +182,15 @@ func (p *sessionAggregator[K, V, A]) receive(r Record[K, V]) error {
 // emitClosed forwards, in end order, the sessions that ended before
 // closeBefore and were not forwarded yet.
 func (p *sessionAggregator[K, V, A]) emitClosed(closeBefore int64) error {
-	if !p.emittedLoaded {
-		e, _, err := p.store.getMeta(metaEmitted)
-		if err != nil {
-			return err
-		}
-		p.emitted, p.emittedLoaded = e, true
+	emitted, err := p.emitted.get(p.store.buf)
+	if err != nil {
+		return err
 	}
-	if closeBefore <= p.emitted {
+	if closeBefore <= emitted {
 		return nil
 	}
 	var ferr error
-	err := p.store.FetchEnded(p.emitted, closeBefore, func(k K, w Window, agg A) bool {
+	err = p.store.FetchEnded(emitted, closeBefore, func(k K, w Window, agg A) bool {
 		ferr = p.out.emit(Record[Windowed[K], A]{Key: Windowed[K]{Key: k, Window: w}, Value: agg, Timestamp: w.End})
 		return ferr == nil
 	})
@@ -204,8 +200,7 @@ func (p *sessionAggregator[K, V, A]) emitClosed(closeBefore int64) error {
 	if ferr != nil {
 		return ferr
 	}
-	p.emitted = closeBefore
-	p.store.putMeta(metaEmitted, closeBefore)
+	p.emitted.set(p.store.buf, closeBefore)
 	return nil
 }
 
@@ -443,8 +438,3 @@ func (s *SStore[K, V]) Expire(streamTime int64) {
 	s.droppedBelow = below
 }
 
-func (s *SStore[K, V]) getMeta(name string) (int64, bool, error) {
-	return getMeta(s.buf, name)
-}
-
-func (s *SStore[K, V]) putMeta(name string, v int64) { putMeta(s.buf, name, v) }

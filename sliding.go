@@ -122,8 +122,7 @@ type slidingAggregator[K, V, A any] struct {
 	late *lateRecords
 	name string
 
-	emitted       int64
-	emittedLoaded bool
+	emitted watermark
 	lateOut       *emitter[K, V]
 	near          []timedValues[V]
 	starts        []int64
@@ -221,18 +220,15 @@ func (p *slidingAggregator[K, V, A]) receive(r Record[K, V]) error {
 }
 
 func (p *slidingAggregator[K, V, A]) emitClosed(open int64) error {
-	if !p.emittedLoaded {
-		e, _, err := p.aggs.getMeta(metaEmitted)
-		if err != nil {
-			return err
-		}
-		p.emitted, p.emittedLoaded = e, true
+	emitted, err := p.emitted.get(p.aggs.buf)
+	if err != nil {
+		return err
 	}
-	if open <= p.emitted {
+	if open <= emitted {
 		return nil
 	}
 	var ferr error
-	err := p.aggs.FetchAll(p.emitted, open, func(k K, start int64, agg A) bool {
+	err = p.aggs.FetchAll(emitted, open, func(k K, start int64, agg A) bool {
 		wk := Windowed[K]{Key: k, Window: Window{Start: start, End: start + p.win.diff}}
 		ferr = p.out.emit(Record[Windowed[K], A]{Key: wk, Value: agg, Timestamp: start + p.win.diff})
 		return ferr == nil
@@ -243,8 +239,7 @@ func (p *slidingAggregator[K, V, A]) emitClosed(open int64) error {
 	if ferr != nil {
 		return ferr
 	}
-	p.emitted = open
-	p.aggs.putMeta(metaEmitted, open)
+	p.emitted.set(p.aggs.buf, open)
 	return nil
 }
 

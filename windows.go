@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/state"
 )
 
 // TimeWindows are fixed-size windows aligned to the epoch: tumbling (the
@@ -150,8 +151,7 @@ type windowAggregator[K, V, A any] struct {
 
 	// emitted: every window starting before it has been forwarded (with
 	// EmitFinal); kept in the store so a restart never emits twice.
-	emitted       int64
-	emittedLoaded bool
+	emitted watermark
 	lateOut       *emitter[K, V]
 }
 
@@ -216,22 +216,19 @@ func floorMod(a, m int64) int64 {
 // emitClosed forwards the windows that closed since the last call: those
 // with end + grace <= stream time, that is start <= now - grace - size.
 func (p *windowAggregator[K, V, A]) emitClosed(now int64) error {
-	if !p.emittedLoaded {
-		e, _, err := p.store.getMeta(metaEmitted)
-		if err != nil {
-			return err
-		}
-		p.emitted, p.emittedLoaded = e, true
+	emitted, err := p.emitted.get(p.store.buf)
+	if err != nil {
+		return err
 	}
 	hi := now - p.win.grace - p.win.size + 1 // first start still open
 	// The first window start at or after emitted: if it is still open,
 	// nothing closed and the store is not read.
-	next := p.emitted + floorMod(-p.emitted, p.win.advance)
+	next := emitted + floorMod(-emitted, p.win.advance)
 	if next >= hi {
 		return nil
 	}
 	var ferr error
-	err := p.store.FetchAll(p.emitted, hi, func(k K, start int64, agg A) bool {
+	err = p.store.FetchAll(emitted, hi, func(k K, start int64, agg A) bool {
 		wk := Windowed[K]{Key: k, Window: Window{Start: start, End: start + p.win.size}}
 		ferr = p.out.emit(Record[Windowed[K], A]{Key: wk, Value: agg, Timestamp: start + p.win.size - 1})
 		return ferr == nil
@@ -242,9 +239,35 @@ func (p *windowAggregator[K, V, A]) emitClosed(now int64) error {
 	if ferr != nil {
 		return ferr
 	}
-	p.emitted = hi
-	p.store.putMeta(metaEmitted, hi)
+	p.emitted.set(p.store.buf, hi)
 	return nil
+}
+
+// watermark is a position kept in a store's metadata (so it commits and
+// aborts with the data it describes) and cached in memory. The cache is
+// dropped after an abort: it may hold the aborted transaction's value, and
+// trusting it would skip what the replay must emit again.
+type watermark struct {
+	v      int64
+	loaded bool
+	aborts uint64
+}
+
+func (w *watermark) get(buf *state.StoreBuffer) (int64, error) {
+	if w.loaded && w.aborts == buf.Aborts() {
+		return w.v, nil
+	}
+	v, _, err := getMeta(buf, metaEmitted)
+	if err != nil {
+		return 0, err
+	}
+	w.v, w.loaded, w.aborts = v, true, buf.Aborts()
+	return v, nil
+}
+
+func (w *watermark) set(buf *state.StoreBuffer, v int64) {
+	w.v = v
+	putMeta(buf, metaEmitted, v)
 }
 
 // dropLate counts a late record and passes it to the late-records stream,

@@ -254,3 +254,36 @@ func TestWindowExpiryAfterAbort(t *testing.T) {
 		t.Errorf("windows in the store: %q, want %q", keys, want)
 	}
 }
+
+// TestFinalWindowAfterAbort: a transaction that emitted a closed window
+// and then aborted must not keep the replay from emitting it.
+func TestFinalWindowAfterAbort(t *testing.T) {
+	const s = 1000
+	topo := eddy.NewTopology()
+	src := eddy.Source(topo, "in", serde.String(), serde.String())
+	ws := eddy.WindowedBy(eddy.GroupByKey(src, serde.String()), eddy.TumblingWindows(10*time.Second)).Emit(eddy.EmitFinal)
+	eddy.To(eddy.ToStream(eddy.WindowCount(ws, "counts")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
+	eddy.Process(src, "fail-on", func() eddy.Processor[string, string, string, string] { return failOn{} })
+	d, err := eddytest.New(topo, eddytest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := eddytest.Input(d, "in", serde.String(), serde.String())
+	out := eddytest.Output(d, "out", eddy.WindowedSerde(serde.String()), serde.Int64())
+	if err := in.Pipe("a", "ok", 1*s); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Pipe("a", "fail", 12*s); err == nil { // closes [0,10), then aborts
+		t.Fatal("no error from a failing record")
+	}
+	if got := readWindowed(t, out); len(got) != 0 {
+		t.Fatalf("an aborted transaction's output is visible: %q", got)
+	}
+	if err := in.Pipe("a", "ok", 12*s); err != nil { // the replay
+		t.Fatal(err)
+	}
+	if got, want := readWindowed(t, out), []string{"a@[0,10000)=1"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

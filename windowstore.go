@@ -213,9 +213,6 @@ func (s *WStore[K, V]) Expire(streamTime int64) {
 	s.droppedBelow = below
 }
 
-func (s *WStore[K, V]) getMeta(name string) (int64, bool, error) { return getMeta(s.buf, name) }
-func (s *WStore[K, V]) putMeta(name string, v int64)             { putMeta(s.buf, name, v) }
-
 // getMeta and putMeta keep a window or session store's own metadata
 // (int64s, logged like its data) under keys that start with 0xff, which no
 // window or session key can take.
