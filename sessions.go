@@ -119,8 +119,8 @@ type sessionAggregator[K, V, A any] struct {
 	name  string
 
 	emitted watermark // sessions ending before it were emitted (EmitFinal)
-	lateOut       *emitter[K, V]
-	found         []session[A]
+	lateOut *emitter[K, V]
+	found   []session[A]
 }
 
 type session[A any] struct {
@@ -437,4 +437,3 @@ func (s *SStore[K, V]) Expire(streamTime int64) {
 	s.buf.DeleteRange([]byte{sessionIndexPrefix}, binary.BigEndian.AppendUint64([]byte{sessionIndexPrefix}, uint64(below)))
 	s.droppedBelow = below
 }
-

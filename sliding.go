@@ -123,9 +123,9 @@ type slidingAggregator[K, V, A any] struct {
 	name string
 
 	emitted watermark
-	lateOut       *emitter[K, V]
-	near          []timedValues[V]
-	starts        []int64
+	lateOut *emitter[K, V]
+	near    []timedValues[V]
+	starts  []int64
 }
 
 type timedValues[V any] struct {

@@ -152,7 +152,7 @@ type windowAggregator[K, V, A any] struct {
 	// emitted: every window starting before it has been forwarded (with
 	// EmitFinal); kept in the store so a restart never emits twice.
 	emitted watermark
-	lateOut       *emitter[K, V]
+	lateOut *emitter[K, V]
 }
 
 const metaEmitted = "emitted"
