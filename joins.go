@@ -80,8 +80,9 @@ func joinable[K, V any](side string, tb Table[K, V]) error {
 // in table: Kafka Streams' stream-table join. Table updates only update the
 // table; stream records trigger results. With InnerJoin a record whose key
 // is not in the table gives no result; with LeftJoin it gives
-// joiner(key, v, zero, false). s must be partitioned by its key (Repartition
-// it after a key change) and its topic co-partitioned with the table's.
+// joiner(key, v, zero, false). After SelectKey, s goes through a
+// repartition topic by itself (see GroupByKey); its source topic must be
+// co-partitioned with the table's.
 func JoinStreamTable[K, V, VT, VR any](s Stream[K, V], table Table[K, VT], kind JoinKind, joiner func(key K, v V, tv VT, found bool) VR) Stream[K, VR] {
 	t := s.t
 	if err := joinable("right", table); err != nil {
@@ -91,9 +92,7 @@ func JoinStreamTable[K, V, VT, VR any](s Stream[K, V], table Table[K, VT], kind 
 	if kind == OuterJoin {
 		t.fail("eddy: a stream-table join is inner or left, not outer")
 	}
-	if s.keyChanged {
-		t.fail("eddy: JoinStreamTable after an operation that may change the key: the records may sit on another key's partition; use eddy.Repartition(s, name, keys, values) before the join")
-	}
+	s = autoRepartition(s, table.kv.keys, "JoinStreamTable")
 	n := t.add("join-stream-table-"+table.store, s.n, table.n)
 	spec := *table.kv
 	n.build = func(b *taskBuild) error {

@@ -1,6 +1,7 @@
 package eddy_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -57,5 +58,53 @@ func TestGroupByRepartitions(t *testing.T) {
 	}
 	if n := eddytest.Output(d, "wc-by-word-repartition", serde.String(), serde.String()).Len(); n != 6 {
 		t.Errorf("%d records in the repartition topic, want 6", n)
+	}
+}
+
+// TestSelectKeyRepartitionsByItself: a grouping or a stream-table join
+// after SelectKey repartitions with the source's value serde.
+func TestSelectKeyRepartitionsByItself(t *testing.T) {
+	topo := eddy.NewTopology()
+	s := eddy.Source(topo, "words", serde.String(), serde.String())
+	byWord := eddy.SelectKey(eddy.Filter(s, func(_, w string) bool { return w != "" }), func(_, w string) string { return w })
+	eddy.To(eddy.ToStream(eddy.Count(eddy.GroupByKey(byWord, serde.String()), "counts")), "counts", serde.String(), serde.Int64())
+	defs := eddy.TableFrom(topo, "defs", "defs", serde.String(), serde.String())
+	eddy.To(eddy.JoinStreamTable(byWord, defs, eddy.InnerJoin, func(w, _ string, def string, _ bool) string { return def }), "defined", serde.String(), serde.String())
+	rt, err := topo.Build(eddy.Config{AppID: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One repartition serves both; the join and the count share the
+	// second sub-topology.
+	if len(rt.Repartitions) != 1 || len(rt.Subtopologies) != 2 || rt.Repartitions[0].Topic != "app-rekey-2-repartition" {
+		t.Fatalf("%d repartitions %+v, %d sub-topologies; want 1 and 2", len(rt.Repartitions), rt.Repartitions, len(rt.Subtopologies))
+	}
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.PipeRaw("defs", []byte("go"), []byte("a language"), 1); err != nil {
+		t.Fatal(err)
+	}
+	in := eddytest.Input(d, "words", serde.String(), serde.String())
+	for i, w := range []string{"go", "", "rust", "go"} {
+		if err := in.Pipe(fmt.Sprint(i), w, int64(2+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts, err := eddytest.Output(d, "counts", serde.String(), serde.Int64()).ReadKeyValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(counts) != "[{go 1} {rust 1} {go 2}]" {
+		t.Errorf("counts %v", counts)
+	}
+	defined, err := eddytest.Output(d, "defined", serde.String(), serde.String()).ReadKeyValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(defined) != "[{go a language} {go a language}]" {
+		t.Errorf("joined %v", defined)
 	}
 }

@@ -19,6 +19,32 @@ type Stream[K, V any] struct {
 	// keyChanged is set once an operation may have changed the key, so
 	// the records may no longer sit on the partition of their key.
 	keyChanged bool
+	// values encodes the values when known (from the Source, through the
+	// operators that keep the value type), so a grouping or a join after
+	// a key change can repartition by itself.
+	values serde.Serde[V]
+}
+
+// autoRepartition sends s through a repartition topic named after the
+// node that changed its key, when it may sit on the wrong partitions and
+// its values' serde is known; what says which operation needs it, for the
+// error when the serde is not known.
+func autoRepartition[K, V any](s Stream[K, V], keys serde.Serde[K], what string) Stream[K, V] {
+	if !s.keyChanged {
+		return s
+	}
+	if s.values == nil {
+		s.t.fail("eddy: %s after an operation that may change the key and the value type (Map, FlatMap, Process): the records may sit on another key's partition and eddy does not know how to encode their values; use eddy.Repartition(s, name, keys, values) before it (or eddy.GroupBy to re-key and group in one step)", what)
+		return s
+	}
+	// One repartition per re-keyed stream, however many use it.
+	if r, ok := s.t.rekeyed[s.n]; ok {
+		return r.(Stream[K, V])
+	}
+	_, idx, _ := strings.Cut(s.n.name[strings.LastIndex(s.n.name, "-"):], "-")
+	r := Repartition(s, "rekey-"+idx, keys, s.values)
+	s.t.rekeyed[s.n] = r
+	return r
 }
 
 // Topology returns the topology the stream belongs to.
@@ -56,7 +82,7 @@ func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values ser
 			internal: real != topic}
 		return nil
 	}
-	return Stream[K, V]{t: t, n: n}
+	return Stream[K, V]{t: t, n: n, values: values}
 }
 
 // repartitionPrefix marks a repartition topic in the description, where
@@ -95,11 +121,13 @@ func Repartition[K, V any](s Stream[K, V], name string, keys serde.Serde[K], val
 // SelectKey replaces each record's key with fn's result; the records stay
 // on their partition until a Repartition (automatic in GroupBy).
 func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) K2) Stream[K2, V] {
-	return attach(s, "select-key", true, func(_ *taskBuild, out *emitter[K2, V]) receiver[K, V] {
+	out := attach(s, "select-key", true, func(_ *taskBuild, out *emitter[K2, V]) receiver[K, V] {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			return out.emit(Record[K2, V]{Key: fn(r.Key, r.Value), Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone})
 		})
 	})
+	out.values = s.values
+	return out
 }
 
 // SourceOption configures a Source.
@@ -231,7 +259,7 @@ func MapValues[K, V, V2 any](s Stream[K, V], fn func(K, V) V2) Stream[K, V2] {
 
 // Filter keeps the records for which keep returns true.
 func Filter[K, V any](s Stream[K, V], keep func(K, V) bool) Stream[K, V] {
-	return attach(s, "filter", false, func(_ *taskBuild, out *emitter[K, V]) receiver[K, V] {
+	out := attach(s, "filter", false, func(_ *taskBuild, out *emitter[K, V]) receiver[K, V] {
 		return receiverFunc[K, V](func(r Record[K, V]) error {
 			if !keep(r.Key, r.Value) {
 				return nil
@@ -239,6 +267,8 @@ func Filter[K, V any](s Stream[K, V], keep func(K, V) bool) Stream[K, V] {
 			return out.emit(r)
 		})
 	})
+	out.values = s.values
+	return out
 }
 
 // KeyValue is one output of FlatMap.

@@ -14,13 +14,13 @@ type GroupedStream[K, V any] struct {
 
 // GroupByKey groups s by its current key; keys encodes the key in the
 // aggregation's store. The records must be on the partition of their key:
-// after an operation that may change keys (Map, FlatMap, SelectKey,
-// Process) that takes a Repartition, so GroupByKey is then an error that
-// says so; GroupBy re-keys and repartitions in one step.
+// after SelectKey they go through a repartition topic by themselves
+// ("<app-id>-rekey-<n>-repartition"); after an operation that also changed
+// the value type (Map, FlatMap, Process) eddy cannot encode them, so that
+// is an error that names the fix: Repartition, or GroupBy, which re-keys
+// and repartitions in one step with the serdes it is given.
 func GroupByKey[K, V any](s Stream[K, V], keys serde.Serde[K]) GroupedStream[K, V] {
-	if s.keyChanged {
-		s.t.fail("eddy: GroupByKey after an operation that may change the key (Map, FlatMap, SelectKey, Process): the records may sit on another key's partition; use eddy.GroupBy(s, keyFn, name, keys, values), or eddy.Repartition(s, name, keys, values) before GroupByKey")
-	}
+	s = autoRepartition(s, keys, "GroupByKey")
 	return GroupedStream[K, V]{s: s, keys: keys}
 }
 

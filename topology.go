@@ -19,8 +19,11 @@ type Topology struct {
 	// repartitions are the internal topics the topology writes and reads
 	// back (a re-key before a grouping or a join), by short name.
 	repartitions []string
-	globals      []runtime.GlobalStore
-	errs         []error
+	// rekeyed are the automatic repartitions (Stream[K, V] values) of
+	// re-keyed streams, by the node that re-keyed them.
+	rekeyed map[*node]any
+	globals []runtime.GlobalStore
+	errs    []error
 }
 
 // storeDecl is a declared store: the node that owns it decides its
@@ -33,7 +36,7 @@ type storeDecl struct {
 
 // NewTopology returns an empty topology.
 func NewTopology() *Topology {
-	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl)}
+	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl), rekeyed: make(map[*node]any)}
 }
 
 // node is one vertex of the description. build instantiates it for a task:
