@@ -39,9 +39,18 @@ func newPlan(appID string, topo Topology) (*plan, error) {
 		errs = append(errs, errors.New("runtime: the topology has no sub-topology; add a source"))
 	}
 	p := &plan{subOf: make(map[string]int)}
+	sources := map[string]bool{}
+	for _, s := range topo.Subtopologies {
+		for _, topic := range s.Sources {
+			sources[topic] = true
+		}
+	}
 	for _, g := range topo.Globals {
 		if !ValidName(g.Name) || g.Topic == "" {
 			errs = append(errs, fmt.Errorf("runtime: global store %q (topic %q): name it with letters, digits, '.', '_' and '-', and give it a topic", g.Name, g.Topic))
+		}
+		if sources[g.Topic] {
+			errs = append(errs, fmt.Errorf("runtime: global store %q reads topic %s, a source of the topology too; read it once", g.Name, g.Topic))
 		}
 	}
 	storeSub := make(map[string]int)

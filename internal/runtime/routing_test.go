@@ -55,8 +55,8 @@ func TestPlanRejectsBadTopologies(t *testing.T) {
 		}}, []string{"sub-topology 0 has no source", "retention -1s is negative"}},
 		"globals": {Topology{
 			Subtopologies: []Subtopology{{Sources: []string{"a"}, NewTask: noop}},
-			Globals:       []GlobalStore{{Name: "g", Topic: "gt"}},
-		}, []string{"global stores [g]: global stores are not supported yet"}},
+			Globals:       []GlobalStore{{Name: "g/h", Topic: "gt"}, {Name: "ok", Topic: "a"}},
+		}, []string{`global store "g/h"`, `global store "ok" reads topic a, a source`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := newPlan("app", tc.topo)
