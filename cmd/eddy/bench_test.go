@@ -1,0 +1,32 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Bad bench arguments are reported before any broker starts, each naming
+// what to pass instead.
+func TestBenchArgumentErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"usage: eddy bench ledger|windowed|window-state"}},
+		{[]string{"ledgr"}, []string{`unknown benchmark "ledgr"`, "usage:"}},
+		{[]string{"windowed", "--window", "0s"}, []string{"--window must be a whole number of milliseconds"}},
+		{[]string{"window-state", "--window", "1500us", "--grace", "-1s", "--retentions", "3", "--records", "0"},
+			[]string{"--window 1.5ms", "--grace -1s", "--retentions 3", "--records"}},
+	} {
+		err := runBench(t.Context(), tc.args)
+		if err == nil {
+			t.Errorf("%q: no error", tc.args)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error %q lacks %q", tc.args, err, w)
+			}
+		}
+	}
+}
