@@ -1,7 +1,7 @@
-// Package demo runs the ledger the way `eddy demo` shows it: an embedded
-// broker, a payment generator, the ledger as a child process that is killed
-// and restarted, and a verification of every output. The crash tests use the
-// same pieces against a broker process.
+// Package demo runs the examples the way `eddy demo` shows them: an embedded
+// broker, a payment generator, the ledger and the windowed totals as child
+// processes that are killed and restarted, and a verification of every
+// output. The crash tests use the same pieces against a broker process.
 package demo
 
 import (
