@@ -287,9 +287,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			Step:  opts.eventSpeed() * 1000 / float64(opts.Rate),
 			// One payment in ten is out of order within the grace
 			// period; one in two hundred is late by more than window
-			// + grace (plus a second, so that the partition's stream
-			// time, a few payments behind the generator's clock, has
-			// certainly closed its window).
+			// + grace, plus a second because a partition's stream time
+			// trails the generator's clock by a few payments. The
+			// reference, not the generator, decides what is late.
 			OutOfOrder: 0.1, Disorder: g,
 			Late: 0.005, LateBy: w + g + 1000,
 		}
