@@ -194,6 +194,14 @@ func (a *app) kill(n int) error {
 	return nil
 }
 
+// exited is the error of an app that stopped although nobody stopped it.
+func (a *app) exited() error {
+	if err := a.child.Err(); err != nil {
+		return fmt.Errorf("demo: the %s exited on its own: %w; see %s", a.name, err, a.logPath)
+	}
+	return fmt.Errorf("demo: the %s exited on its own with status 0; see %s", a.name, a.logPath)
+}
+
 func (a *app) mark(at time.Time) {
 	if a.waiting && at.After(a.restartedAt) {
 		a.resumes = append(a.resumes, at.Sub(a.restartedAt))
@@ -350,9 +358,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		case at := <-win.marksC():
 			win.mark(at)
 		case <-ledger.doneC():
-			return res, fmt.Errorf("demo: the ledger exited on its own (%v); see %s", ledger.child.Err(), ledger.logPath)
+			return res, ledger.exited()
 		case <-win.doneC():
-			return res, fmt.Errorf("demo: the windowed example exited on its own (%v); see %s", win.child.Err(), win.logPath)
+			return res, win.exited()
 		case now := <-progress.C:
 			line := fmt.Sprintf("%5.0fs  payments %8d", now.Sub(start).Seconds(), gen.Produced())
 			if ledger != nil {
