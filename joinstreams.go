@@ -61,8 +61,8 @@ func (w JoinWindows) WithGrace(grace time.Duration) JoinWindows {
 // records of a key within the window gives joiner(key, l, true, r, true),
 // as soon as the second arrives. With LeftJoin (OuterJoin) a left (any)
 // record that found no partner gives joiner with the other side missing,
-// once its window closed, never before: so a later partner never follows a
-// result that said there was none. Records after a key change are
+// once its window closed, never before, and then leaves the join: a later
+// partner never follows a result that said there was none. Records after a key change are
 // repartitioned automatically (topics name+"-left" and name+"-right"). The
 // result's timestamp is the later of the pair's.
 func JoinStreams[K, VL, VR, VO any](left Stream[K, VL], right Stream[K, VR], w JoinWindows, kind JoinKind, name string,
@@ -78,7 +78,9 @@ func JoinStreams[K, VL, VR, VO any](left Stream[K, VL], right Stream[K, VR], w J
 	if right.keyChanged {
 		right = Repartition(right, name+"-right", keys, rvalues)
 	}
-	retention := time.Duration(max(w.before, w.after)+w.grace+1) * time.Millisecond
+	// A record accepted at stream time now may join a partner as old as
+	// now - before - after - grace: keep each side that long.
+	retention := time.Duration(w.before+w.after+w.grace+1) * time.Millisecond
 	lspec := SessionStore(name+"-left", retention, keys, listSerde[VL]{values: lvalues})
 	rspec := SessionStore(name+"-right", retention, keys, listSerde[VR]{values: rvalues})
 	n := t.add("join-streams-"+name, left.n, right.n)
@@ -265,7 +267,7 @@ func (j *streamJoin[K, VL, VR, VO]) closeWindows(now int64) error {
 	var zl VL
 	var zr VR
 	if j.lpend != nil {
-		if err := drain(j.lpend, &j.ldrained, now-j.w.after-j.w.grace, func(k K, ts int64, l VL) error {
+		if err := drain(j.lpend, j.lrecs, &j.ldrained, now-j.w.after-j.w.grace, func(k K, ts int64, l VL) error {
 			return j.out.emit(Record[K, VO]{Key: k, Value: j.joiner(k, l, true, zr, false), Timestamp: ts})
 		}); err != nil {
 			return err
@@ -273,7 +275,7 @@ func (j *streamJoin[K, VL, VR, VO]) closeWindows(now int64) error {
 		j.lpend.Expire(now)
 	}
 	if j.rpend != nil {
-		if err := drain(j.rpend, &j.rdrained, now-j.w.before-j.w.grace, func(k K, ts int64, r VR) error {
+		if err := drain(j.rpend, j.rrecs, &j.rdrained, now-j.w.before-j.w.grace, func(k K, ts int64, r VR) error {
 			return j.out.emit(Record[K, VO]{Key: k, Value: j.joiner(k, zl, false, r, true), Timestamp: ts})
 		}); err != nil {
 			return err
@@ -286,8 +288,13 @@ func (j *streamJoin[K, VL, VR, VO]) closeWindows(now int64) error {
 }
 
 // drain calls fn for each value waiting before the time before, oldest
-// first, and removes them.
-func drain[K, V any](s *WStore[K, []V], d *drained, before int64, fn func(k K, ts int64, v V) error) error {
+// first, and removes them, from the unmatched store s and from recs, the
+// side's records: a result that said "no partner" must never be followed
+// by a match, and the other side may still accept a record that would
+// have matched (its lateness bound differs when before != after). Every
+// record of a key and timestamp in s is unmatched, so removing that key
+// and timestamp from recs removes exactly them.
+func drain[K, V any](s *WStore[K, []V], recs *SStore[K, []V], d *drained, before int64, fn func(k K, ts int64, v V) error) error {
 	if a := s.buf.Aborts(); a != d.aborts {
 		d.until, d.aborts = 0, a
 	}
@@ -313,6 +320,9 @@ func drain[K, V any](s *WStore[K, []V], d *drained, before int64, fn func(k K, t
 			}
 		}
 		if err := s.Delete(e.k, e.ts); err != nil {
+			return err
+		}
+		if err := recs.Remove(e.k, Window{Start: e.ts, End: e.ts}); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,8 @@ package eddy
 import (
 	"fmt"
 	"time"
+
+	"github.com/eddy-streams/eddy/state"
 )
 
 // PunctuationType says which clock drives a punctuator.
@@ -26,8 +28,10 @@ type Punctuator func(ts int64) error
 
 type punctuator struct {
 	interval int64 // ms
-	next     int64 // fire once the clock reaches next
-	started  bool  // next was set from the clock's first reading
+	// next and started drive wall-clock punctuators only: fire once the
+	// clock reaches next, set from the clock's first reading.
+	next     int64
+	started  bool
 	fn       Punctuator
 	canceled bool
 }
@@ -38,12 +42,15 @@ type Cancellable interface{ Cancel() }
 func (p *punctuator) Cancel() { p.canceled = true }
 
 // Schedule registers fn to run every interval of the chosen clock, as Kafka
-// Streams' ProcessorContext.schedule does. Call it from Init. The first
-// firing is one interval after the clock's first reading (the stream time
-// after the first record; the first wall-clock check, within a commit
-// interval of the task starting); a clock that jumps several intervals fires
-// once, at the time it reached. Punctuators are not persisted: a task that restarts
-// schedules them again in Init.
+// Streams' ProcessorContext.schedule does. Call it from Init.
+//
+// A stream-time punctuator fires when a record carries stream time across a
+// multiple of interval (ts is the new stream time): a pure function of the
+// records, so a replay after an abort or a restart fires at the same
+// records. A wall-clock punctuator fires at the first check (within a
+// commit interval) at or after one interval from the first check it saw.
+// Either fires once when its clock jumps several intervals. Punctuators are
+// not persisted: a task that restarts schedules them again in Init.
 func (c *ProcessorContext[K, V]) Schedule(interval time.Duration, typ PunctuationType, fn Punctuator) (Cancellable, error) {
 	if interval < time.Millisecond {
 		return nil, fmt.Errorf("eddy: processor %s: punctuation interval %v: use at least 1ms", c.name, interval)
@@ -60,7 +67,7 @@ func (c *ProcessorContext[K, V]) Schedule(interval time.Duration, typ Punctuatio
 	return p, nil
 }
 
-// fire runs p if the clock reached its next time.
+// fire runs a wall-clock punctuator if the clock reached its next time.
 func (p *punctuator) fire(now int64) error {
 	if p.canceled {
 		return nil
@@ -76,18 +83,34 @@ func (p *punctuator) fire(now int64) error {
 	return p.fn(now)
 }
 
-// punctuateStreamTime runs the stream-time punctuators after a record.
-func (b *taskBuild) punctuateStreamTime() error {
+// punctuateStreamTime runs the stream-time punctuators whose interval
+// boundary the stream time crossed from prev to now.
+func (b *taskBuild) punctuateStreamTime(prev int64) error {
 	if len(b.streamPunctuators) == 0 {
 		return nil
 	}
 	now := b.tc.StreamTime()
+	if prev == state.NoStreamTime || now <= prev {
+		return nil // no crossing: the first record starts the clock
+	}
 	for _, p := range b.streamPunctuators {
-		if err := p.fire(now); err != nil {
+		if p.canceled || floorDiv(prev, p.interval) == floorDiv(now, p.interval) {
+			continue
+		}
+		if err := p.fn(now); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// floorDiv is a / m rounded down.
+func floorDiv(a, m int64) int64 {
+	q := a / m
+	if a%m != 0 && a < 0 {
+		q--
+	}
+	return q
 }
 
 // Punctuate runs the wall-clock punctuators; the runtime calls it inside

@@ -78,7 +78,9 @@ func SessionLateRecords[K, V any](w SessionWindowedStream[K, V]) Stream[K, V] {
 func SessionAggregate[K, V, A any](w SessionWindowedStream[K, V], store string, init func() A, add func(key K, value V, agg A) A, merge func(key K, a, b A) A, aggs serde.Serde[A]) Table[Windowed[K], A] {
 	t := w.g.s.t
 	win := w.windows
-	retention := time.Duration(win.gap+win.grace) * time.Millisecond
+	// A record that is not late (ts >= now - gap - grace) reaches
+	// sessions that ended at ts - gap: keep them that long.
+	retention := time.Duration(2*win.gap+win.grace) * time.Millisecond
 	spec := SessionStore(store, retention, w.g.keys, aggs)
 	n := t.add("session-aggregate-"+store, w.g.s.n)
 	t.addStore(store, n, retention)
@@ -136,9 +138,15 @@ func (p *sessionAggregator[K, V, A]) receive(r Record[K, V]) error {
 	ts := r.Timestamp
 	closeBefore := now - p.win.gap - p.win.grace // sessions ending before are closed
 	p.found = p.found[:0]
-	// A closed session is final (it may have been emitted): a record
-	// never merges into one, though it may start a session beside it.
-	err := p.store.Find(r.Key, max(ts-p.win.gap, closeBefore), ts+p.win.gap, now, func(w Window, agg A) bool {
+	// With EmitFinal a closed session was emitted as final: a record
+	// never merges into it (it may start a session beside it), or the
+	// session would be emitted twice. With every update, as in Kafka
+	// Streams, a record that is not late merges with any session in reach.
+	earliest := ts - p.win.gap
+	if p.emit == EmitFinal {
+		earliest = max(earliest, closeBefore)
+	}
+	err := p.store.Find(r.Key, earliest, ts+p.win.gap, now, func(w Window, agg A) bool {
 		p.found = append(p.found, session[A]{Window: w, agg: agg})
 		return true
 	})

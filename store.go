@@ -46,6 +46,8 @@ func (s KeyValueStoreSpec[K, V]) Open(ctx storeOpener) (*KVStore[K, V], error) {
 		// Sweep expired entries as stream time passes each half TTL, so
 		// keys never read again do not stay forever.
 		b.streamPunctuators = append(b.streamPunctuators, &punctuator{interval: max(kv.ttl/2, 1), fn: kv.sweep})
+	} else if s.ttl != 0 {
+		return nil, fmt.Errorf("eddy: store %s: TTL %v: use at least 1ms", s.name, s.ttl)
 	}
 	return kv, nil
 }

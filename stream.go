@@ -167,10 +167,11 @@ func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
 	if rec.Key, err = s.keys.Deserialize(r.Key); err != nil {
 		return s.decodeFailed(r, fmt.Errorf("key: %w", err))
 	}
-	// A null value is a tombstone only in a table's source; a stream
-	// passes it to the value serde, which rejects it unless it has a
-	// meaning for it (bad input goes to the dead-letter topic).
-	if r.Value == nil && s.table {
+	// A null value is a tombstone in a table's source and in a
+	// repartition topic (where eddy wrote the tombstones itself); a
+	// stream passes it to the value serde, which rejects it unless it has
+	// a meaning for it (bad input goes to the dead-letter topic).
+	if r.Value == nil && (s.table || s.internal) {
 		rec.Tombstone = true
 	} else if rec.Value, err = s.values.Deserialize(r.Value); err != nil {
 		return s.decodeFailed(r, fmt.Errorf("value: %w", err))

@@ -225,10 +225,11 @@ func (b *taskBuild) Process(r *kgo.Record) error {
 	if src == nil {
 		return fmt.Errorf("eddy: no source for topic %s", r.Topic)
 	}
+	prev := b.tc.StreamTime()
 	if err := src.receiveRaw(r); err != nil {
 		return err
 	}
-	return b.punctuateStreamTime()
+	return b.punctuateStreamTime(prev)
 }
 
 func (b *taskBuild) Close() error {

@@ -183,13 +183,20 @@ func (s *WStore[K, V]) Fetch(k K, from, to int64, fn func(start int64, v V) bool
 		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
 	}
 	var kb []byte
-	return s.FetchAll(from, to, func(key K, start int64, v V) bool {
-		kb, err = s.keys.Serialize(kb[:0], key)
-		if err != nil || string(kb) != string(want) {
-			return err == nil
+	var kerr error
+	err = s.FetchAll(from, to, func(key K, start int64, v V) bool {
+		if kb, kerr = s.keys.Serialize(kb[:0], key); kerr != nil {
+			return false
+		}
+		if string(kb) != string(want) {
+			return true
 		}
 		return fn(start, v)
 	})
+	if kerr != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), kerr)
+	}
+	return err
 }
 
 // Expire drops every segment whose windows all started before

@@ -124,7 +124,7 @@ func (d *Driver) PipeRaw(topic string, key, value []byte, timestamp int64, heade
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
 	if g := d.globals[topic]; g != nil {
-		return g.apply(r)
+		return g.apply([]*kgo.Record{r})
 	}
 	if d.bySource[topic] == nil {
 		return fmt.Errorf("eddytest: the topology does not read topic %q", topic)
@@ -169,10 +169,7 @@ func (d *Driver) WallClock() time.Time { return d.now }
 func (d *Driver) run(step func() error) error {
 	err := step()
 	for i := 0; err == nil && i < len(d.pending); i++ {
-		r := d.pending[i]
-		if g := d.globals[r.Topic]; g != nil {
-			err = g.apply(r)
-		} else if d.bySource[r.Topic] != nil {
+		if r := d.pending[i]; d.bySource[r.Topic] != nil {
 			err = d.deliver(r)
 		}
 	}
@@ -188,8 +185,15 @@ func (d *Driver) run(step func() error) error {
 			return err
 		}
 	}
+	// Records written to a global table's topic reach its store once
+	// they are committed, as the runtime's global consumer reads them.
 	for _, r := range d.pending {
 		d.outputs[r.Topic] = append(d.outputs[r.Topic], r)
+		if g := d.globals[r.Topic]; g != nil {
+			if err := g.apply([]*kgo.Record{r}); err != nil {
+				return err
+			}
+		}
 	}
 	d.pending = d.pending[:0]
 	return nil
@@ -331,13 +335,16 @@ type globalStore struct {
 	db   state.DB
 }
 
-func (g *globalStore) apply(r *kgo.Record) error {
-	w := state.Write{Store: g.name, Key: r.Key, Value: r.Value, Delete: r.Value == nil}
-	offsets, err := g.db.Offsets()
-	if err != nil {
+func (g *globalStore) apply(recs []*kgo.Record) error {
+	var b state.Batch
+	for _, r := range recs {
+		b.Writes = append(b.Writes, state.Write{Store: g.name, Key: r.Key, Value: r.Value, Delete: r.Value == nil})
+	}
+	var err error
+	if b.Offsets, err = g.db.Offsets(); err != nil {
 		return err
 	}
-	return g.db.Apply(&state.Batch{Writes: []state.Write{w}, Offsets: offsets})
+	return g.db.Apply(&b)
 }
 
 func (g *globalStore) Get(key []byte) ([]byte, bool, error) { return g.db.Get(g.name, key) }

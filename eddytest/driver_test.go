@@ -90,8 +90,8 @@ func TestPunctuation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Stream time starts at 1s: fires at >= 11s (count 3), then at
-	// >= 21s: 40s (count 5), once although it jumped three intervals.
+	// Fires when stream time crosses a multiple of 10s: at 11s (count
+	// 3), then at 40s (count 5), once although it crossed three.
 	if got, want := readAll(t, out), []string{"stream@11000=3", "stream@40000=5"}; !slices.Equal(got, want) {
 		t.Errorf("stream-time punctuation: got %q, want %q", got, want)
 	}

@@ -33,19 +33,21 @@ type globals struct {
 	list   []*globalStore
 }
 
-// globalStore is one global store. mu serialises reads with the applies of
-// the updating goroutine (a state.DB is used by one goroutine at a time).
+// globalStore is one global store. mu serialises every use of db, the
+// reads of several workers' tasks and the applies of the updating
+// goroutine: a state.DB is used by one goroutine at a time (Pebble's Get
+// builds its lookup key in a buffer of the DB).
 type globalStore struct {
 	spec    GlobalStore
-	mu      sync.RWMutex
+	mu      sync.Mutex
 	db      state.DB
 	offsets state.Offsets
 }
 
 // Get implements GlobalReader.
 func (g *globalStore) Get(key []byte) ([]byte, bool, error) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	return g.db.Get(g.spec.Name, key)
 }
 

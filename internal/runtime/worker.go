@@ -133,6 +133,13 @@ func (w *worker) session(ctx context.Context) (err error) {
 		kgo.InstanceID(w.memberID),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(min(3*time.Second, w.cfg.SessionTimeout/3)),
+		// How long the group waits for every member to rejoin a
+		// rebalance. A member only commits or aborts its transaction
+		// before rejoining, which takes well under this; franz-go's 60s
+		// default made Close wait up to a minute when several workers of
+		// one process left at once (a JoinGroup in flight is not
+		// cancelled, and it waits for members that are leaving).
+		kgo.RebalanceTimeout(max(w.cfg.SessionTimeout, 10*time.Second)),
 		// Kafka's fetch.max.wait.ms default; franz-go's 5s made a fetch
 		// that missed a newly assigned partition hold it back for 5s.
 		kgo.FetchMaxWait(500 * time.Millisecond),
