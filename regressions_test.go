@@ -17,45 +17,9 @@ import (
 // Regression tests from a review of windows, joins and punctuation: each
 // failed, before its fix, because of the bug its comment describes.
 
-func rvDriver(t *testing.T, topo *eddy.Topology) *eddytest.Driver {
-	t.Helper()
-	d, err := eddytest.New(topo, eddytest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
-
 func rvPipe(t *testing.T, d *eddytest.Driver, topic, key, value string, ts int64) {
 	t.Helper()
-	if err := d.PipeRaw(topic, []byte(key), []byte(value), ts); err != nil {
-		t.Fatalf("pipe %s %s=%s@%d: %v", topic, key, value, ts, err)
-	}
-}
-
-func rvRead(t *testing.T, d *eddytest.Driver, topic string) []string {
-	t.Helper()
-	recs, err := eddytest.Output(d, topic, serde.String(), serde.String()).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, r := range recs {
-		v := r.Value
-		if r.Tombstone {
-			v = "nil"
-		}
-		out = append(out, r.Key+"="+v)
-	}
-	return out
-}
-
-func rvOpt(v string, ok bool) string {
-	if !ok {
-		return "-"
-	}
-	return v
+	pipeRecords(t, d, []pipe{{topic, key, &value, ts}})
 }
 
 func rvJoinStreams(t *testing.T, w eddy.JoinWindows, kind eddy.JoinKind) *eddytest.Driver {
@@ -64,10 +28,10 @@ func rvJoinStreams(t *testing.T, w eddy.JoinWindows, kind eddy.JoinKind) *eddyte
 	views := eddy.Source(topo, "views", serde.String(), serde.String())
 	joined := eddy.JoinStreams(clicks, views, w, kind, "cv", serde.String(), serde.String(), serde.String(),
 		func(_ string, l string, lok bool, r string, rok bool) string {
-			return rvOpt(l, lok) + "+" + rvOpt(r, rok)
+			return opt(l, lok) + "+" + opt(r, rok)
 		})
 	eddy.To(joined, "out", serde.String(), serde.String())
-	return rvDriver(t, topo)
+	return newDriver(t, topo)
 }
 
 // TestJoinStreamsKeepsPartnersForWholeWindow: a right record at
@@ -81,7 +45,7 @@ func TestJoinStreamsKeepsPartnersForWholeWindow(t *testing.T) {
 	rvPipe(t, d, "clicks", "a", "c1", 0)
 	rvPipe(t, d, "clicks", "b", "c2", 20_000) // stream time 20s
 	rvPipe(t, d, "views", "a", "v1", 10_000)  // in c1's window, not late
-	if got, want := rvRead(t, d, "out"), []string{"a=c1+v1"}; !slices.Equal(got, want) {
+	if got, want := readStrings(t, d, "out"), []string{"a=c1+v1"}; !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q (late records dropped: %d)", got, want, d.LateRecordsDropped())
 	}
 }
@@ -98,7 +62,7 @@ func TestJoinStreamsUnmatchedNeverFollowedByMatch(t *testing.T) {
 	rvPipe(t, d, "clicks", "a", "c1", 0)
 	rvPipe(t, d, "clicks", "z", "c2", 6_000) // stream time 6s: c1's window closed
 	rvPipe(t, d, "views", "a", "v1", 5_000)  // accepted, within c1's window
-	got := rvRead(t, d, "out")
+	got := readStrings(t, d, "out")
 	if slices.Contains(got, "a=c1+-") && slices.Contains(got, "a=c1+v1") {
 		t.Errorf("c1 was reported unmatched and then matched: %q", got)
 	}
@@ -145,17 +109,17 @@ func TestStreamPunctuatorAfterAbort(t *testing.T) {
 	eddy.To(in, "chain", serde.String(), serde.String())
 	chain := eddy.Source(topo, "chain", serde.String(), serde.String())
 	eddy.Process(chain, "fail-on", func() eddy.Processor[string, string, string, string] { return rvFailOn{} })
-	d := rvDriver(t, topo)
+	d := newDriver(t, topo)
 
 	rvPipe(t, d, "in", "a", "x", 0) // the punctuator's first reading: next tick at 10s
 	if err := d.PipeRaw("in", []byte("a"), []byte("fail"), 10_000); err == nil {
 		t.Fatal("no error from a failing record")
 	}
-	if got := rvRead(t, d, "ticks"); len(got) != 0 {
+	if got := readStrings(t, d, "ticks"); len(got) != 0 {
 		t.Fatalf("an aborted transaction's tick is visible: %q", got)
 	}
 	rvPipe(t, d, "in", "a", "x", 10_000) // the replay reaches 10s again
-	if got, want := rvRead(t, d, "ticks"), []string{"tick=10000"}; !slices.Equal(got, want) {
+	if got, want := readStrings(t, d, "ticks"), []string{"tick=10000"}; !slices.Equal(got, want) {
 		t.Errorf("ticks %q, want %q (as without the aborted transaction)", got, want)
 	}
 }
@@ -176,13 +140,13 @@ func TestDriverRollsBackGlobalTopicWrites(t *testing.T) {
 	names := eddy.GlobalTableFrom(topo, "names", "names", serde.String(), serde.String())
 	q := eddy.Source(topo, "q", serde.String(), serde.String())
 	eddy.To(eddy.JoinGlobal(q, names, func(k, _ string) string { return k }, eddy.LeftJoin,
-		func(_, _ string, n string, ok bool) string { return rvOpt(n, ok) }), "out", serde.String(), serde.String())
-	d := rvDriver(t, topo)
+		func(_, _ string, n string, ok bool) string { return opt(n, ok) }), "out", serde.String(), serde.String())
+	d := newDriver(t, topo)
 	if err := d.PipeRaw("in", []byte("x"), []byte("fail"), 0); err == nil {
 		t.Fatal("no error from a failing record")
 	}
 	rvPipe(t, d, "q", "x", "?", 1)
-	if got, want := rvRead(t, d, "out"), []string{"x=-"}; !slices.Equal(got, want) {
+	if got, want := readStrings(t, d, "out"), []string{"x=-"}; !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q: the global table holds a record of an aborted transaction", got, want)
 	}
 }
@@ -199,11 +163,11 @@ func TestStreamPunctuatorFirstReadingIsARecord(t *testing.T) {
 	in := eddy.Source(topo, "in", serde.String(), serde.String())
 	eddy.To(eddy.Process(in, "ticker", func() eddy.Processor[string, string, string, string] { return rvTicker{} }),
 		"ticks", serde.String(), serde.String())
-	d := rvDriver(t, topo)
+	d := newDriver(t, topo)
 	rvPipe(t, d, "in", "a", "x", -5) // dead-lettered: no stream time
 	rvPipe(t, d, "in", "a", "x", 0)
 	rvPipe(t, d, "in", "a", "x", 5_000)
-	if got := rvRead(t, d, "ticks"); len(got) != 0 {
+	if got := readStrings(t, d, "ticks"); len(got) != 0 {
 		t.Errorf("ticks %q before stream time reached 10s, want none", got)
 	}
 }
@@ -220,7 +184,7 @@ func TestRepartitionKeepsTombstones(t *testing.T) {
 	users := eddy.TableFrom(topo, "users", "users", serde.String(), serde.String()) // user → city
 	byCity := eddy.GroupBy(eddy.ToStream(users), func(_, city string) string { return city }, "by-city", serde.String(), serde.String())
 	eddy.To(eddy.ToStream(eddy.Count(byCity, "per-city")), "out", serde.String(), serde.Int64())
-	d := rvDriver(t, topo)
+	d := newDriver(t, topo)
 	rvPipe(t, d, "users", "ann", "paris", 1)
 	if err := d.PipeRaw("users", []byte("ann"), nil, 2); err != nil { // ann deleted
 		t.Fatal(err)
@@ -261,7 +225,7 @@ func TestGlobalTableSeveralWorkers(t *testing.T) {
 	src := eddy.Source(topo, "orders", serde.String(), serde.String()) // value: customer number
 	g := eddy.GlobalTableFrom(topo, "names", "names", serde.String(), serde.String())
 	joined := eddy.JoinGlobal(src, g, func(_ string, c string) string { return fmt.Sprintf("c%s-%s", c, pad) }, eddy.LeftJoin,
-		func(_ string, c string, name string, ok bool) string { return c + "/" + rvOpt(name, ok) })
+		func(_ string, c string, name string, ok bool) string { return c + "/" + opt(name, ok) })
 	eddy.To(joined, "out", serde.String(), serde.String())
 	cfg := config(t, addr)
 	cfg.Workers = 4
