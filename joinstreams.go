@@ -256,8 +256,7 @@ func (j *streamJoin[K, VL, VR, VO]) right(r Record[K, VR]) error {
 }
 
 func (j *streamJoin[K, VL, VR, VO]) late(ts, now int64) error {
-	j.b.lateDropped++
-	j.b.tc.Logger().Debug("late record dropped", "join", j.name, "timestamp", ts, "stream_time", now)
+	j.b.countLate("join "+j.name, ts, now)
 	return nil
 }
 

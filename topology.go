@@ -188,8 +188,22 @@ type taskBuild struct {
 	streamPunctuators []*punctuator
 	wallPunctuators   []*punctuator
 	// lateDropped counts the records that windowed operations dropped as
-	// late, since the task opened.
+	// late since the task opened (those of aborted transactions too);
+	// lateLogged is when the count was last logged.
 	lateDropped int64
+	lateLogged  time.Time
+}
+
+// countLate counts a late record, and logs the count at most every ten
+// seconds, so late data is visible without a line per record.
+func (b *taskBuild) countLate(op string, ts, streamTime int64) {
+	b.lateDropped++
+	if time.Since(b.lateLogged) < 10*time.Second {
+		return
+	}
+	b.lateLogged = time.Now()
+	b.tc.Logger().Info("late records dropped", "by", op, "dropped_since_start", b.lateDropped,
+		"last_timestamp", ts, "stream_time", streamTime)
 }
 
 // LateDropped returns how many records the task's windowed operations

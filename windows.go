@@ -274,8 +274,7 @@ func (w *watermark) set(buf *state.StoreBuffer, v int64) {
 // if the topology has one (found on first use: it may be built after the
 // aggregation).
 func dropLate[K, V any](b *taskBuild, late *lateRecords, out **emitter[K, V], store string, r Record[K, V], now int64) error {
-	b.lateDropped++
-	b.tc.Logger().Debug("late record dropped", "store", store, "timestamp", r.Timestamp, "stream_time", now)
+	b.countLate("store "+store, r.Timestamp, now)
 	if late.n == nil {
 		return nil
 	}
