@@ -135,3 +135,29 @@ type Backend interface {
 	// Destroy removes the database in dir, for a rebuild from the changelog.
 	Destroy(dir string) error
 }
+
+// Checkpointer is implemented by databases that can copy themselves for
+// remote checkpoints (package checkpoint); state/pebble's do. It is a
+// separate interface so that a backend without it (the in-memory one)
+// still is a Backend: the runtime then takes no checkpoints.
+type Checkpointer interface {
+	// Checkpoint writes a consistent copy of the database into dir, which
+	// must not exist and must be on the database's file system (Pebble
+	// hard-links its tables there rather than copying them). The copy
+	// holds what the database held when Checkpoint was called, offsets
+	// included, and opens with the Backend's Open. Like every DB method
+	// it is not called concurrently with Apply.
+	Checkpoint(dir string) error
+}
+
+// CheckpointReader is implemented by backends whose databases are
+// Checkpointers (state/pebble's).
+type CheckpointReader interface {
+	// ReadCheckpoint opens the checkpoint in dir read-only and returns
+	// the offsets it holds: proof that it opens, and the offsets it
+	// reflects read from it rather than from what its database was told.
+	// Nothing in dir changes (Open would flush its log into a new table
+	// and compact, and the tables of a checkpoint would then no longer be
+	// those of its database, which later checkpoints share).
+	ReadCheckpoint(dir string) (Offsets, error)
+}

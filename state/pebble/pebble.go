@@ -137,7 +137,7 @@ func (b *Backend) Open(dir string) (state.DB, error) {
 	b.fileCache.Ref()
 	b.mu.Unlock()
 
-	d, err := b.open1(dir)
+	d, err := b.open1(dir, false)
 
 	b.mu.Lock()
 	b.fileCache.Unref()
@@ -152,9 +152,40 @@ func (b *Backend) Open(dir string) (state.DB, error) {
 	return d, nil
 }
 
-func (b *Backend) open1(dir string) (*db, error) {
+var _ state.CheckpointReader = (*Backend)(nil)
+
+// ReadCheckpoint opens the checkpoint in dir read-only (its log is
+// replayed in memory) and returns its offsets.
+func (b *Backend) ReadCheckpoint(dir string) (state.Offsets, error) {
+	dir = filepath.Clean(dir)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return state.Offsets{}, fmt.Errorf("state/pebble: read checkpoint %s: backend closed", dir)
+	}
+	b.cache.Ref()
+	b.fileCache.Ref()
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.fileCache.Unref()
+		b.cache.Unref()
+		b.mu.Unlock()
+	}()
+	d, err := b.open1(dir, true)
+	if err != nil {
+		return state.Offsets{}, err
+	}
+	if err := d.pdb.Close(); err != nil {
+		return state.Offsets{}, wrapErr("close checkpoint", dir, err)
+	}
+	return d.offsets, nil
+}
+
+func (b *Backend) open1(dir string, readOnly bool) (*db, error) {
 	logger := &pebbleLogger{l: b.logger.With("dir", dir)}
 	pdb, err := pebbledb.Open(dir, &pebbledb.Options{
+		ReadOnly:           readOnly,
 		FS:                 b.fs,
 		Cache:              b.cache,
 		FileCache:          b.fileCache,

@@ -30,6 +30,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	partitions := fs.Int("partitions", 4, "partitions of the input topic when the ledger creates it")
 	guarantee := fs.String("guarantee", "exactly-once", "processing guarantee: exactly-once or at-least-once (for comparison)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
+	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,6 +43,12 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *partitions < 1 {
 		return fmt.Errorf("--partitions %d: must be at least 1", *partitions)
+	}
+	if *checkpointInterval < 0 {
+		return fmt.Errorf("--checkpoint-interval %v: use 0 (checkpoint only at a clean stop) or a positive duration, e.g. 1m", *checkpointInterval)
+	}
+	if *checkpointInterval == 0 {
+		*checkpointInterval = -1 // eddy.Config: negative is "only at a clean stop"
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -56,11 +64,13 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	return eddy.Run(ctx, Topology(*input, *output), eddy.Config{
-		AppID:          *appID,
-		Brokers:        seeds,
-		StateDir:       *stateDir,
-		CommitInterval: *commitInterval,
-		Guarantee:      g,
+		AppID:              *appID,
+		Brokers:            seeds,
+		StateDir:           *stateDir,
+		CommitInterval:     *commitInterval,
+		Guarantee:          g,
+		CheckpointURL:      *checkpointURL,
+		CheckpointInterval: *checkpointInterval,
 		// Only the broker-kill stress run sets this, to measure what the
 		// offsets in the changelog protect against.
 		IgnoreStateOffsets: os.Getenv("EDDY_IGNORE_STATE_OFFSETS") == "1",

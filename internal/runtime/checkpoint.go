@@ -1,0 +1,379 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/eddy-streams/eddy/checkpoint"
+	"github.com/eddy-streams/eddy/state"
+)
+
+// checkpoints takes the remote checkpoints of the process's tasks and
+// restores tasks from them (DESIGN.md §4). One per process, shared by the
+// workers, since a task can move between workers of one process and its
+// uploads must not overlap.
+//
+// A checkpoint is taken on the worker's goroutine between transactions
+// (the database's Checkpoint hard-links its tables: milliseconds), then
+// verified and uploaded by a goroutine of its own from that directory,
+// while the worker goes on. A task has at most one upload in flight; a
+// checkpoint that falls due meanwhile waits for the next step after it.
+type checkpoints struct {
+	store    checkpoint.Store
+	interval time.Duration
+	keep     int
+	backend  state.Backend
+	appID    string
+	// dir holds, per task, the checkpoints being uploaded and the
+	// downloads being restored: StateDir/AppID/checkpoints/<task>/.
+	dir string
+	log *slog.Logger
+
+	// ctx bounds uploads; cancelled by close once the shutdown's wait
+	// for them ran out.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	tasks map[TaskID]*taskCheckpoints
+	// unsupported is set once a backend's database without
+	// state.Checkpointer was met, so the warning is logged once.
+	unsupported bool
+}
+
+// taskCheckpoints is one task's checkpointing state, guarded by
+// checkpoints.mu.
+type taskCheckpoints struct {
+	up *checkpoint.Uploader
+	// done is closed when the upload in flight ends; nil when none is.
+	done chan struct{}
+	// last is when the last checkpoint was taken (or the task first
+	// opened in this process); uploaded the offsets of the last one
+	// uploaded, so a task whose state did not move is not checkpointed
+	// again.
+	last     time.Time
+	uploaded state.Offsets
+	n        int
+}
+
+// shutdownUploadWait bounds how long Run waits, once the workers stopped,
+// for the uploads in flight (the final checkpoints) before cancelling them.
+const shutdownUploadWait = 2 * time.Minute
+
+func newCheckpoints(cfg Config) *checkpoints {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &checkpoints{
+		store:    cfg.Checkpoints,
+		interval: cfg.CheckpointInterval,
+		keep:     cfg.CheckpointKeep,
+		backend:  cfg.Backend,
+		appID:    cfg.AppID,
+		dir:      filepath.Join(cfg.StateDir, cfg.AppID, "checkpoints"),
+		log:      cfg.Logger,
+		ctx:      ctx,
+		cancel:   cancel,
+		tasks:    make(map[TaskID]*taskCheckpoints),
+	}
+}
+
+// close waits for the uploads in flight, up to shutdownUploadWait.
+func (c *checkpoints) close() {
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(shutdownUploadWait):
+		c.log.Warn("checkpoint uploads still running at shutdown; cancelling them (the store keeps the previous checkpoints)", "waited", shutdownUploadWait)
+		c.cancel()
+		<-done
+	}
+	c.cancel()
+}
+
+// task returns id's state, creating it (and removing what a previous
+// process left in its working directory) at the first call.
+func (c *checkpoints) task(id TaskID) *taskCheckpoints {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tc := c.tasks[id]
+	if tc == nil {
+		tc = &taskCheckpoints{
+			up:   checkpoint.NewUploader(c.store, checkpoint.TaskPrefix(c.appID, id.String()), id.String(), c.keep),
+			last: time.Now(),
+		}
+		c.tasks[id] = tc
+		// No upload of this task is in flight in this process yet: what
+		// is there is a crashed process's leftovers.
+		os.RemoveAll(filepath.Join(c.dir, id.String()))
+	}
+	return tc
+}
+
+// due reports whether t's periodic checkpoint is due.
+func (c *checkpoints) due(t *task, now time.Time) bool {
+	if c.interval <= 0 {
+		return false
+	}
+	tc := c.task(t.id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return tc.done == nil && now.Sub(tc.last) >= c.interval
+}
+
+// take checkpoints t unless an upload of it is in flight or its state has
+// not moved since the last upload; wait first waits for the one in flight
+// (the final checkpoint at shutdown). It runs on t's worker goroutine,
+// between transactions, so the database holds exactly t.committed.
+func (c *checkpoints) take(t *task, wait bool) {
+	cp, ok := t.db.(state.Checkpointer)
+	if !ok {
+		c.mu.Lock()
+		if !c.unsupported {
+			c.unsupported = true
+			c.log.Warn("the state backend cannot checkpoint its databases; no remote checkpoints are taken", "backend", fmt.Sprintf("%T", c.backend))
+		}
+		c.mu.Unlock()
+		return
+	}
+	tc := c.task(t.id)
+	c.mu.Lock()
+	done := tc.done
+	c.mu.Unlock()
+	if done != nil {
+		if !wait {
+			return
+		}
+		<-done
+	}
+	c.mu.Lock()
+	tc.last = time.Now()
+	if checkpoint.Equal(tc.uploaded, t.committed) {
+		c.mu.Unlock()
+		return
+	}
+	tc.n++
+	dir := filepath.Join(c.dir, t.id.String(), strconv.Itoa(tc.n))
+	c.mu.Unlock()
+
+	start := time.Now()
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		t.log.Warn("checkpoint not taken", "err", err)
+		return
+	}
+	if err := cp.Checkpoint(dir); err != nil {
+		t.log.Warn("checkpoint not taken", "err", err)
+		os.RemoveAll(dir)
+		return
+	}
+	took := time.Since(start)
+	want := t.committed.Clone()
+	c.mu.Lock()
+	tc.done = make(chan struct{})
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go c.upload(t.id, tc, dir, want, t.log, took)
+}
+
+// upload verifies the checkpoint in dir by opening it, reads the offsets
+// it reflects from it, uploads it and removes dir.
+func (c *checkpoints) upload(id TaskID, tc *taskCheckpoints, dir string, want state.Offsets, log *slog.Logger, took time.Duration) {
+	defer c.wg.Done()
+	var offsets state.Offsets
+	var st checkpoint.UploadStats
+	err := func() error {
+		// A backend that can, reads the offsets from the copy itself,
+		// which proves it opens.
+		offsets = want
+		if r, ok := c.backend.(state.CheckpointReader); ok {
+			var err error
+			if offsets, err = r.ReadCheckpoint(dir); err != nil {
+				return fmt.Errorf("open the checkpoint: %w", err)
+			}
+		}
+		if !checkpoint.Equal(offsets, want) {
+			// Checkpoint and Apply are not concurrent, so this is a bug.
+			return fmt.Errorf("the checkpoint holds offsets %v, the task had committed %v", offsets, want)
+		}
+		var err error
+		st, err = tc.up.Upload(c.ctx, dir, offsets)
+		return err
+	}()
+	if rerr := os.RemoveAll(dir); rerr != nil {
+		log.Warn("remove local checkpoint", "dir", dir, "err", rerr)
+	}
+	c.mu.Lock()
+	if st.Written || st.Skipped {
+		tc.uploaded = offsets
+	}
+	close(tc.done)
+	tc.done = nil
+	c.mu.Unlock()
+	switch {
+	case err != nil && st.Written:
+		log.Warn("checkpoint uploaded; old checkpoints not collected", "seq", st.Seq, "err", err)
+	case err != nil:
+		log.Warn("checkpoint upload failed; the next one retries", "err", err)
+		return
+	case st.Skipped:
+		log.Debug("checkpoint unchanged since the newest in the store; not uploaded")
+		return
+	}
+	log.Info("checkpoint uploaded", "seq", st.Seq, "files", st.Files, "bytes", st.Bytes,
+		"new_files", st.Uploaded, "new_bytes", st.UploadedBytes,
+		"deleted_checkpoints", st.DeletedManifests, "deleted_files", st.Deleted,
+		"checkpoint_took", took.Round(time.Millisecond), "upload_took", st.Took.Round(time.Millisecond))
+}
+
+// restore replaces t's empty database with the newest usable checkpoint,
+// if there is one, and reports whether it did. A checkpoint is usable if
+// it is of t's stores, no offset of it is past its changelog's end (a
+// changelog recreated since would not continue it: errStateAhead's case),
+// its files match their manifest and its database opens with the offsets
+// the manifest records. Otherwise it tries the previous one; with none
+// left the task restores from the changelog alone. Only a cancelled
+// context or a failure to put an empty database back is an error.
+func (c *checkpoints) restore(ctx context.Context, t *task) (bool, error) {
+	start := time.Now()
+	// First, so that the working directory's cleanup at a task's first
+	// sight does not remove our download.
+	tc := c.task(t.id)
+	prefix := checkpoint.TaskPrefix(c.appID, t.id.String())
+	keys, err := checkpoint.ListManifests(ctx, c.store, prefix)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		t.log.Warn("cannot list checkpoints; restoring from the changelog alone", "err", err)
+		return false, nil
+	}
+	if len(keys) == 0 {
+		t.log.Info("no checkpoint in the store; restoring from the changelog alone")
+		return false, nil
+	}
+	ends, err := changelogEnds(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	tmp := filepath.Join(c.dir, t.id.String(), "restore")
+	for _, key := range keys {
+		m, err := checkpoint.ReadManifest(ctx, c.store, key)
+		if err == nil {
+			err = usable(m, t, ends)
+		}
+		var st checkpoint.DownloadStats
+		if err == nil {
+			os.RemoveAll(tmp)
+			if err = os.MkdirAll(filepath.Dir(tmp), 0o700); err == nil {
+				st, err = checkpoint.Download(ctx, c.store, prefix, m, tmp)
+			}
+		}
+		if err == nil {
+			err = c.install(t, tmp, m)
+		}
+		if ctx.Err() != nil {
+			os.RemoveAll(tmp)
+			return false, ctx.Err()
+		}
+		if err != nil {
+			t.log.Warn("checkpoint not usable; trying an older one", "checkpoint", key, "err", err)
+			if t.db == nil {
+				// install failed after closing the empty database.
+				if err := t.openDB(); err != nil {
+					return false, err
+				}
+			}
+			continue
+		}
+		took := time.Since(start)
+		t.log.Info("restored state from checkpoint", "checkpoint", key, "files", st.Files, "bytes", st.Bytes,
+			"download_took", st.Took.Round(time.Millisecond), "took", took.Round(time.Millisecond),
+			"mb_per_s", fmt.Sprintf("%.1f", float64(st.Bytes)/1e6/took.Seconds()),
+			"changelog_offsets", fmt.Sprint(t.committed.Changelog))
+		c.mu.Lock()
+		tc.uploaded = t.committed.Clone() // the store has this state
+		c.mu.Unlock()
+		return true, nil
+	}
+	t.log.Warn("no usable checkpoint; restoring from the changelog alone", "checkpoints", len(keys))
+	return false, nil
+}
+
+// install moves the downloaded database in tmp to t's directory and opens
+// it; on failure t's directory is left empty and t.db nil or empty.
+func (c *checkpoints) install(t *task, tmp string, m *checkpoint.Manifest) error {
+	if err := t.db.Close(); err != nil {
+		return fmt.Errorf("close the empty database: %w", err)
+	}
+	t.db = nil
+	if err := c.backend.Destroy(t.dir); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, t.dir); err != nil {
+		return fmt.Errorf("move the checkpoint into place: %w", err)
+	}
+	db, err := c.backend.Open(t.dir)
+	if err != nil {
+		return errors.Join(err, c.backend.Destroy(t.dir))
+	}
+	offsets, err := db.Offsets()
+	if err == nil && !checkpoint.Equal(offsets, m.Offsets.State()) {
+		err = fmt.Errorf("%w: its database holds offsets %v, its manifest says %v", checkpoint.ErrDamaged, offsets, m.Offsets.State())
+	}
+	if err != nil {
+		db.Close()
+		return errors.Join(err, c.backend.Destroy(t.dir))
+	}
+	t.db, t.committed = db, offsets
+	return nil
+}
+
+// usable checks a manifest against the task before anything is downloaded.
+func usable(m *checkpoint.Manifest, t *task, ends map[string]int64) error {
+	if len(m.Offsets.Changelog) != len(t.sub.storeNames) {
+		return fmt.Errorf("it holds stores %v, the task has %v (the topology changed?)", m.Offsets.Changelog, t.sub.storeNames)
+	}
+	for _, store := range t.sub.storeNames {
+		off, ok := m.Offsets.Changelog[store]
+		if !ok {
+			return fmt.Errorf("it holds stores %v, the task has %v (the topology changed?)", m.Offsets.Changelog, t.sub.storeNames)
+		}
+		if off > ends[store] {
+			return fmt.Errorf("%w: store %s at offset %d, its changelog ends at %d", errStateAhead, store, off, ends[store])
+		}
+	}
+	return nil
+}
+
+// changelogEnds returns, per store of t, the end (last stable offset) of
+// its changelog partition.
+func changelogEnds(ctx context.Context, t *task) (map[string]int64, error) {
+	ends, err := kadm.NewClient(t.w.cl).ListCommittedOffsets(ctx, t.sub.changelogs...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list changelog end offsets: %w", err)
+	}
+	out := make(map[string]int64, len(t.sub.storeNames))
+	for i, store := range t.sub.storeNames {
+		lo, ok := ends.Lookup(t.sub.changelogs[i], t.id.Partition)
+		if !ok {
+			return nil, fmt.Errorf("changelog %s has no partition %d", t.sub.changelogs[i], t.id.Partition)
+		}
+		out[store] = lo.Offset
+	}
+	return out, nil
+}
