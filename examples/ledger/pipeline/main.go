@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
@@ -58,6 +59,14 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--guarantee: %w", err)
 	}
+	// Opened before anything else, so a bad URL or an unreachable bucket
+	// is reported before any topic is created.
+	var store checkpoint.Store
+	if *checkpointURL != "" {
+		if store, err = checkpoint.Open(ctx, *checkpointURL); err != nil {
+			return fmt.Errorf("--checkpoint-url: %w", err)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	seeds := strings.Split(*brokers, ",")
 	if err := CreateTopics(ctx, seeds, *input, int32(*partitions), *output); err != nil {
@@ -69,7 +78,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		StateDir:           *stateDir,
 		CommitInterval:     *commitInterval,
 		Guarantee:          g,
-		CheckpointURL:      *checkpointURL,
+		CheckpointStore:    store,
 		CheckpointInterval: *checkpointInterval,
 		// Only the broker-kill stress run sets this, to measure what the
 		// offsets in the changelog protect against.
