@@ -150,14 +150,14 @@ type Checkpointer interface {
 	Checkpoint(dir string) error
 }
 
-// CheckpointReader is implemented by backends whose databases are
+// CheckpointPreparer is implemented by backends whose databases are
 // Checkpointers (state/pebble's).
-type CheckpointReader interface {
-	// ReadCheckpoint opens the checkpoint in dir read-only and returns
-	// the offsets it holds: proof that it opens, and the offsets it
-	// reflects read from it rather than from what its database was told.
-	// Nothing in dir changes (Open would flush its log into a new table
-	// and compact, and the tables of a checkpoint would then no longer be
-	// those of its database, which later checkpoints share).
-	ReadCheckpoint(dir string) (Offsets, error)
+type CheckpointPreparer interface {
+	// PrepareCheckpoint readies the checkpoint in dir for upload and
+	// returns the offsets it holds, read from it rather than taken from
+	// what its database was told. It opens the checkpoint as a restore
+	// will, which proves that it opens, and does here, once and off the
+	// restore's path, the work that open does (Pebble writes the log into
+	// a table and, if its level 0 then holds several, compacts them).
+	PrepareCheckpoint(dir string) (Offsets, error)
 }

@@ -12,7 +12,8 @@ func TestBenchArgumentErrors(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{nil, []string{"usage: eddy bench ledger|windowed|window-state"}},
+		{nil, []string{"usage: eddy bench ledger|windowed|window-state|restore"}},
+		{[]string{"restore", "--keys", "0"}, []string{"--keys, --partitions and --rounds must be at least 1"}},
 		{[]string{"ledgr"}, []string{`unknown benchmark "ledgr"`, "usage:"}},
 		{[]string{"windowed", "--window", "0s"}, []string{"--window must be a whole number of milliseconds"}},
 		{[]string{"window-state", "--window", "1500us", "--grace", "-1s", "--retentions", "3", "--records", "0"},

@@ -194,12 +194,12 @@ func (c *checkpoints) upload(id TaskID, tc *taskCheckpoints, dir string, want st
 	var offsets state.Offsets
 	var st checkpoint.UploadStats
 	err := func() error {
-		// A backend that can, reads the offsets from the copy itself,
-		// which proves it opens.
+		// A backend that can, prepares the copy (see
+		// state.CheckpointPreparer) and reads its offsets from it.
 		offsets = want
-		if r, ok := c.backend.(state.CheckpointReader); ok {
+		if r, ok := c.backend.(state.CheckpointPreparer); ok {
 			var err error
-			if offsets, err = r.ReadCheckpoint(dir); err != nil {
+			if offsets, err = r.PrepareCheckpoint(dir); err != nil {
 				return fmt.Errorf("open the checkpoint: %w", err)
 			}
 		}
@@ -280,9 +280,11 @@ func (c *checkpoints) restore(ctx context.Context, t *task) (bool, error) {
 				st, err = checkpoint.Download(ctx, c.store, prefix, m, tmp)
 			}
 		}
+		openStart := time.Now()
 		if err == nil {
 			err = c.install(t, tmp, m)
 		}
+		openTook := time.Since(openStart)
 		if ctx.Err() != nil {
 			os.RemoveAll(tmp)
 			return false, ctx.Err()
@@ -299,7 +301,7 @@ func (c *checkpoints) restore(ctx context.Context, t *task) (bool, error) {
 		}
 		took := time.Since(start)
 		t.log.Info("restored state from checkpoint", "checkpoint", key, "files", st.Files, "bytes", st.Bytes,
-			"download_took", st.Took.Round(time.Millisecond), "took", took.Round(time.Millisecond),
+			"download_took", st.Took.Round(time.Millisecond), "open_took", openTook.Round(time.Millisecond), "took", took.Round(time.Millisecond),
 			"mb_per_s", fmt.Sprintf("%.1f", float64(st.Bytes)/1e6/took.Seconds()),
 			"changelog_offsets", fmt.Sprint(t.committed.Changelog))
 		c.mu.Lock()

@@ -63,7 +63,7 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 		storeOf[t.sub.changelogs[i]] = store
 	}
 	batch := state.Batch{Offsets: t.committed.Clone()}
-	var replayed int64
+	var replayed, size int64
 	lastLog := time.Now()
 	flush := func() error {
 		if err := t.db.Apply(&batch); err != nil {
@@ -77,6 +77,7 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 	err = kafka.ReadCommitted(ctx, opts, spans, func(r *kgo.Record) error {
 		store := storeOf[r.Topic]
 		replayed++
+		size += int64(len(r.Key) + len(r.Value))
 		// Released in offset order: everything before r is applied.
 		batch.Offsets.Changelog[store] = r.Offset + 1
 		if isOffsetsRecord(r) {
@@ -118,7 +119,9 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 		return err
 	}
 	t.committed = batch.Offsets
-	t.log.Info("restored state from changelog", "records", replayed, "offsets", total, "took", time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	t.log.Info("restored state from changelog", "records", replayed, "offsets", total, "bytes", size, "took", took.Round(time.Millisecond),
+		"mb_per_s", fmt.Sprintf("%.1f", float64(size)/1e6/took.Seconds()))
 	return nil
 }
 

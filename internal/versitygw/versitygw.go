@@ -74,6 +74,9 @@ func Start(dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("versitygw: %w", err)
+	}
 	var lastErr error
 	// The port is free when we pick it; another process may take it before
 	// the gateway binds it, so try a few.
