@@ -124,7 +124,7 @@ func (c *checkpoints) task(id TaskID) *taskCheckpoints {
 
 // due reports whether t's periodic checkpoint is due.
 func (c *checkpoints) due(t *task, now time.Time) bool {
-	if c.interval <= 0 {
+	if c.interval <= 0 || len(t.sub.storeNames) == 0 {
 		return false
 	}
 	tc := c.task(t.id)
@@ -138,6 +138,9 @@ func (c *checkpoints) due(t *task, now time.Time) bool {
 // (the final checkpoint at shutdown). It runs on t's worker goroutine,
 // between transactions, so the database holds exactly t.committed.
 func (c *checkpoints) take(t *task, wait bool) {
+	if len(t.sub.storeNames) == 0 {
+		return // a stateless task's database holds nothing to restore
+	}
 	cp, ok := t.db.(state.Checkpointer)
 	if !ok {
 		c.mu.Lock()
