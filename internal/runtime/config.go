@@ -42,7 +42,11 @@ type Config struct {
 	// protect against (DESIGN.md §6); never set it in production.
 	IgnoreStateOffsets bool
 	Backend            state.Backend
-	Logger             *slog.Logger
+	// OnRestoreProgress, if set, receives each task's restore progress
+	// (see RestoreProgress); it runs in the worker's goroutine, so it
+	// must return quickly.
+	OnRestoreProgress func(RestoreProgress)
+	Logger            *slog.Logger
 	// ClientOpts are added to every Kafka client (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 }
