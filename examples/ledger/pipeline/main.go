@@ -30,6 +30,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	partitions := fs.Int("partitions", 4, "partitions of the input topic when the ledger creates it")
 	guarantee := fs.String("guarantee", "exactly-once", "processing guarantee: exactly-once or at-least-once (for comparison)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	instanceID := fs.String("instance-id", "", "static group membership id: a restarted instance with the same id gets its tasks back at once (default: derived from --state-dir)")
+	workers := fs.Int("workers", 1, "workers (group members, each with its own transactional producer) in this process")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,6 +43,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *partitions < 1 {
 		return fmt.Errorf("--partitions %d: must be at least 1", *partitions)
+	}
+	if *workers < 1 {
+		return fmt.Errorf("--workers %d: must be at least 1", *workers)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -59,6 +64,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		AppID:          *appID,
 		Brokers:        seeds,
 		StateDir:       *stateDir,
+		InstanceID:     *instanceID,
+		Workers:        *workers,
 		CommitInterval: *commitInterval,
 		Guarantee:      g,
 		// Only the broker-kill stress run sets this, to measure what the
