@@ -30,7 +30,8 @@ func (in *instance) start(t *testing.T) {
 }
 
 // TestLedgerScaleOut is issue 4's acceptance: ledger processes over 8
-// partitions scale out 1 → 3 while payments flow, are SIGKILLed and
+// partitions (the first with two workers) scale out 1 → 3 while payments
+// flow, are SIGKILLed and
 // restarted in rotation (every other restart with an emptied state
 // directory, so the task must come back from the changelog), the broker is
 // stopped (SIGTERM) and restarted once, and the group scales back to one
@@ -57,6 +58,9 @@ func TestLedgerScaleOut(t *testing.T) {
 		insts[i] = &instance{dir: dir, log: log, argv: []string{eddyBin, "ledger",
 			"--brokers", broker.addr, "--state-dir", dir, "--partitions", "8", "--log-level", "info"}}
 	}
+	// The first instance runs two workers: tasks also move between the
+	// workers of one process.
+	insts[0].argv = append(insts[0].argv, "--workers", "2")
 	defer func() {
 		for _, in := range insts {
 			if in.child != nil {
