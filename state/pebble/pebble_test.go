@@ -14,6 +14,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/keys"
+	"github.com/eddy-streams/eddy/state/internal/offsetcodec"
 	"github.com/eddy-streams/eddy/state/statetest"
 )
 
@@ -167,7 +169,7 @@ func TestCorruptOffsets(t *testing.T) {
 	b := newBackend(t, Options{})
 	dir := t.TempDir()
 	d := mustOpen(t, b, dir)
-	if err := d.(*db).pdb.Set(metaKey(), []byte{offsetsVersion, 5, 1}, nil); err != nil {
+	if err := d.(*db).pdb.Set(keys.Meta(), []byte{offsetcodec.Version, 5, 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Close(); err != nil {
@@ -373,7 +375,7 @@ func TestDeleteRangeTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after flush", d)
-	if err := pdb.Compact(context.Background(), []byte{prefixStore}, []byte{prefixStore + 1}, true); err != nil {
+	if err := pdb.Compact(context.Background(), []byte{keys.PrefixStore}, []byte{keys.PrefixStore + 1}, true); err != nil {
 		t.Fatal(err)
 	}
 	check("after compaction", d)
