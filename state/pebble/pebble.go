@@ -184,6 +184,11 @@ func wrapErr(op, dir string, err error) error {
 //   - A table whose size differs from what the MANIFEST records (truncated,
 //     or overwritten with other content) fails Open's consistency check
 //     with a plain error; only its text identifies it.
+//   - A directory Pebble cannot read at all (one with a CURRENT file, as
+//     RocksDB writes, or a format major version this Pebble does not know)
+//     fails Open with a plain error naming the "format major version". The
+//     state in it is only a copy of the changelog, so it is rebuilt like a
+//     damaged one; this is what a switch back from state/rocksdb meets.
 //
 // Damage in the tail of the last WAL is not reported at all: Pebble stops
 // the replay at the first bad record and opens. That is safe here, because
@@ -193,7 +198,8 @@ func wrapErr(op, dir string, err error) error {
 func isCorruption(err error) bool {
 	return pebbledb.IsCorruptionError(err) ||
 		errors.Is(err, fs.ErrNotExist) ||
-		strings.Contains(err.Error(), "object size mismatch")
+		strings.Contains(err.Error(), "object size mismatch") ||
+		strings.Contains(err.Error(), "format major version")
 }
 
 // pebbleLogger adapts slog to Pebble's Logger.

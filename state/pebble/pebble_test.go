@@ -184,6 +184,28 @@ func TestCorruptOffsets(t *testing.T) {
 	}
 }
 
+// TestUnreadableDirIsCorrupt: a directory Pebble cannot read, such as one
+// RocksDB wrote (it has a CURRENT file and no Pebble format marker), is
+// rebuilt like a damaged one rather than failing the task for good.
+// state/rocksdb's TestRocksDBDirIsCorrupt does this with a real RocksDB.
+func TestUnreadableDirIsCorrupt(t *testing.T) {
+	b := newBackend(t, Options{})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "CURRENT"), []byte("MANIFEST-000005\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Open(dir); !errors.Is(err, state.ErrCorrupt) {
+		t.Fatalf("Open of a dir with a CURRENT file: %v; want ErrCorrupt", err)
+	}
+	if err := b.Destroy(dir); err != nil {
+		t.Fatal(err)
+	}
+	d := mustOpen(t, b, dir)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWALDamageKeepsOffsetsConsistent pins the property that makes Pebble's
 // silent stop at a damaged WAL record harmless: what survives is a prefix of
 // the Applies, each with its own offsets.
