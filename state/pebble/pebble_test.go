@@ -408,3 +408,13 @@ func TestDeleteRangeTables(t *testing.T) {
 	defer d2.Close()
 	check("after crash", d2)
 }
+
+// BenchmarkBackend runs the workloads every backend is measured with, with
+// the default options (BENCHMARKS.md).
+func BenchmarkBackend(b *testing.B) {
+	statetest.Bench(b, func(b *testing.B) state.Backend {
+		be := New(Options{})
+		b.Cleanup(func() { _ = be.Close() })
+		return be
+	})
+}

@@ -302,3 +302,13 @@ func TestDeleteRangeTables(t *testing.T) {
 	defer d.Close()
 	check("after reopen", d)
 }
+
+// BenchmarkBackend runs the workloads every backend is measured with, with
+// the default options (BENCHMARKS.md).
+func BenchmarkBackend(b *testing.B) {
+	statetest.Bench(b, func(b *testing.B) state.Backend {
+		be := New(Options{})
+		b.Cleanup(func() { _ = be.Close() })
+		return be
+	})
+}
