@@ -131,7 +131,19 @@ type Config struct {
 	Logger *slog.Logger
 	// KafkaOptions are added to every Kafka client (TLS, SASL, ...).
 	KafkaOptions []kgo.Opt
+	// OnRestoreProgress, if set, receives each task's restore progress:
+	// at the start, at most every second, and at the end (Done). It runs
+	// in a worker's goroutine: return quickly. Restores are also logged
+	// every 5 seconds with records, bytes, percent and ETA.
+	OnRestoreProgress func(RestoreProgress)
 }
+
+// RestoreProgress is where a task's restore stands (records and bytes
+// applied, offsets passed of the total, elapsed; Percent and ETA).
+type RestoreProgress = runtime.RestoreProgress
+
+// TaskID names a task: a sub-topology and a partition, printed "0_3".
+type TaskID = runtime.TaskID
 
 func (c *Config) applyDefaults() {
 	if c.InstanceID == "" && c.StateDir != "" {
@@ -222,6 +234,7 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 		CheckpointKeep:     cfg.CheckpointKeep,
 		Logger:             cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID),
 		ClientOpts:         cfg.KafkaOptions,
+		OnRestoreProgress:  cfg.OnRestoreProgress,
 	}
 	if err := rcfg.Validate(); err != nil {
 		return fmt.Errorf("eddy: invalid config: %w", err)

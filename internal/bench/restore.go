@@ -294,26 +294,22 @@ func (r *restoreRun) resume(ctx context.Context, name, dir string, store checkpo
 	}
 	res := RestoreResult{Name: name, Seconds: secs, StateBytes: dirBytes(filepath.Join(dir, restoreApp))}
 	for _, rec := range logs.records() {
-		switch rec.msg {
-		case "restored state from checkpoint":
-			if r.opts.Details {
-				fmt.Fprintln(r.out, "   ", rec.msg, rec.attrs)
-			}
-			res.RestoreSeconds += rec.duration("took")
-			res.ReadBytes += rec.int("bytes")
-		case "restored state from changelog":
-			if r.opts.Details {
-				fmt.Fprintln(r.out, "   ", rec.msg, rec.attrs)
-			}
-			res.RestoreSeconds += rec.duration("took")
-			res.ReadBytes += rec.int("bytes")
+		if rec.msg != "restored state" {
+			continue
+		}
+		if r.opts.Details {
+			fmt.Fprintln(r.out, "   ", rec.msg, rec.attrs)
+		}
+		res.RestoreSeconds += rec.duration("took")
+		res.ReadBytes += rec.int("bytes")
+		if rec.attrs["source"].String() == "changelog" {
 			res.ReplayedRecords += rec.int("records")
 		}
 	}
 	if (name == "changelog" || strings.HasPrefix(name, "checkpoint")) && res.ReplayedRecords == 0 && res.ReadBytes == 0 {
 		return res, fmt.Errorf("bench: %s: the ledger restored nothing; the measurement is void", name)
 	}
-	if strings.HasPrefix(name, "checkpoint") && !logs.has("restored state from checkpoint") {
+	if strings.HasPrefix(name, "checkpoint") && !logs.has("restored state", "checkpoint") {
 		return res, fmt.Errorf("bench: %s: the ledger did not restore from the checkpoint", name)
 	}
 	res.MBPerSec = mb(res.StateBytes) / secs
@@ -433,9 +429,9 @@ func (l *logRecorder) records() []logRecord {
 	return append([]logRecord(nil), *l.recs...)
 }
 
-func (l *logRecorder) has(msg string) bool {
+func (l *logRecorder) has(msg, source string) bool {
 	for _, r := range l.records() {
-		if r.msg == msg {
+		if r.msg == msg && r.attrs["source"].String() == source {
 			return true
 		}
 	}

@@ -163,7 +163,9 @@ func (c *checkpoints) take(t *task, wait bool) {
 	}
 	c.mu.Lock()
 	tc.last = time.Now()
-	if checkpoint.Equal(tc.uploaded, t.committed) {
+	// An empty database restores as fast from the changelog, and its
+	// state has not moved since the last upload if the offsets have not.
+	if isEmpty(t.committed) || checkpoint.Equal(tc.uploaded, t.committed) {
 		c.mu.Unlock()
 		return
 	}
@@ -303,7 +305,7 @@ func (c *checkpoints) restore(ctx context.Context, t *task) (bool, error) {
 			continue
 		}
 		took := time.Since(start)
-		t.log.Info("restored state from checkpoint", "checkpoint", key, "files", st.Files, "bytes", st.Bytes,
+		t.log.Info("restored state", "source", "checkpoint", "checkpoint", key, "files", st.Files, "bytes", st.Bytes,
 			"download_took", st.Took.Round(time.Millisecond), "open_took", openTook.Round(time.Millisecond), "took", took.Round(time.Millisecond),
 			"mb_per_s", fmt.Sprintf("%.1f", float64(st.Bytes)/1e6/took.Seconds()),
 			"changelog_offsets", fmt.Sprint(t.committed.Changelog))
@@ -345,18 +347,19 @@ func (c *checkpoints) install(t *task, tmp string, m *checkpoint.Manifest) error
 	return nil
 }
 
-// usable checks a manifest against the task before anything is downloaded.
+// usable checks a manifest against the task before anything is downloaded:
+// a store the task does not have means the topology changed; a store the
+// manifest lacks had nothing restored (offset 0: its changelog is replayed
+// whole).
 func usable(m *checkpoint.Manifest, t *task, ends map[string]int64) error {
-	if len(m.Offsets.Changelog) != len(t.sub.storeNames) {
-		return fmt.Errorf("it holds stores %v, the task has %v (the topology changed?)", m.Offsets.Changelog, t.sub.storeNames)
+	for store := range m.Offsets.Changelog {
+		if _, ok := t.sub.storeIndex[store]; !ok {
+			return fmt.Errorf("it holds store %q, which the task does not have (the topology changed?); its stores: %v", store, t.sub.storeNames)
+		}
 	}
 	for _, store := range t.sub.storeNames {
-		off, ok := m.Offsets.Changelog[store]
-		if !ok {
-			return fmt.Errorf("it holds stores %v, the task has %v (the topology changed?)", m.Offsets.Changelog, t.sub.storeNames)
-		}
-		if off > ends[store] {
-			return fmt.Errorf("%w: store %s at offset %d, its changelog ends at %d", errStateAhead, store, off, ends[store])
+		if off := m.Offsets.Changelog[store]; off > ends[store] {
+			return fmt.Errorf("%w: store %s at offset %d, its changelog ends at %d", errStateAhead, store, m.Offsets.Changelog[store], ends[store])
 		}
 	}
 	return nil

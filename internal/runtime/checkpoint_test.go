@@ -115,7 +115,7 @@ func TestCheckpointRestoreAfterWipe(t *testing.T) {
 			if os.Getenv("EDDY_DEBUG_LOGS") != "" {
 				t.Log(logs)
 			}
-			if n := strings.Count(logs, "restored state from checkpoint"); n != 2 {
+			if n := restoredFrom(logs, "checkpoint"); n != 2 {
 				t.Fatalf("%d restores from a checkpoint logged; want one per task:\n%s", n, logs)
 			}
 			// The tail's replay started at the checkpoint: it replayed
@@ -128,12 +128,23 @@ func TestCheckpointRestoreAfterWipe(t *testing.T) {
 	}
 }
 
-// replayed sums the records= of the log's "restored state from changelog"
-// lines.
+// restoredFrom counts the tasks' restores from source ("checkpoint",
+// "changelog") in the logs.
+func restoredFrom(logs, source string) int {
+	n := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, `msg="restored state"`) && strings.Contains(line, " source="+source+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// replayed sums the records= of the log's restores from the changelog.
 func replayed(logs string) int {
 	n := 0
 	for _, line := range strings.Split(logs, "\n") {
-		if !strings.Contains(line, "restored state from changelog") {
+		if !strings.Contains(line, `msg="restored state"`) || !strings.Contains(line, " source=changelog ") {
 			continue
 		}
 		var r int
@@ -329,9 +340,36 @@ func TestCheckpointCorruption(t *testing.T) {
 					t.Errorf("the logs do not say %q:\n%s", want, logs)
 				}
 			}
-			if n := strings.Count(logs, "restored state from checkpoint"); n != tt.fromCheckpoint {
+			if n := restoredFrom(logs, "checkpoint"); n != tt.fromCheckpoint {
 				t.Errorf("%d tasks restored from a checkpoint, want %d:\n%s", n, tt.fromCheckpoint, logs)
 			}
 		})
+	}
+}
+
+// TestCheckpointUsable: what makes a checkpoint unusable before anything
+// is downloaded.
+func TestCheckpointUsable(t *testing.T) {
+	tk := &task{sub: &subPlan{storeNames: []string{"a", "b"}, storeIndex: map[string]int{"a": 0, "b": 1}}}
+	ends := map[string]int64{"a": 100, "b": 50}
+	for _, tt := range []struct {
+		name      string
+		changelog map[string]int64
+		want      string // "" for usable
+	}{
+		{"at the ends", map[string]int64{"a": 100, "b": 50}, ""},
+		{"behind", map[string]int64{"a": 10, "b": 0}, ""},
+		{"a store with nothing restored", map[string]int64{"a": 10}, ""},
+		{"ahead of a changelog", map[string]int64{"a": 10, "b": 51}, "ahead of the changelog"},
+		{"a store the task lacks", map[string]int64{"a": 10, "c": 1}, "topology changed"},
+	} {
+		m := &checkpoint.Manifest{Offsets: checkpoint.Offsets{Changelog: tt.changelog}}
+		err := usable(m, tk, ends)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v; want usable", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v; want an error saying %q", tt.name, err, tt.want)
+		}
 	}
 }

@@ -56,7 +56,11 @@ type Config struct {
 	// CheckpointKeep is how many checkpoints per task the store keeps
 	// (at least 1 when Checkpoints is set).
 	CheckpointKeep int
-	Logger         *slog.Logger
+	// OnRestoreProgress, if set, receives each task's restore progress
+	// (see RestoreProgress); it runs in the worker's goroutine, so it
+	// must return quickly.
+	OnRestoreProgress func(RestoreProgress)
+	Logger            *slog.Logger
 	// ClientOpts are added to every Kafka client (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -55,16 +56,13 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	start := time.Now()
-	t.log.Info("restoring state from changelog", "records", total)
+	prog := newRestoreProgress(w.cfg.OnRestoreProgress, t, "changelog", total, spans)
 
 	storeOf := make(map[string]string, len(t.sub.storeNames))
 	for i, store := range t.sub.storeNames {
 		storeOf[t.sub.changelogs[i]] = store
 	}
 	batch := state.Batch{Offsets: t.committed.Clone()}
-	var replayed, size int64
-	lastLog := time.Now()
 	flush := func() error {
 		if err := t.db.Apply(&batch); err != nil {
 			return fmt.Errorf("apply restored batch: %w", err)
@@ -76,8 +74,7 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 	opts := append([]kgo.Opt{kgo.SeedBrokers(w.cfg.Brokers...)}, w.cfg.ClientOpts...)
 	err = kafka.ReadCommitted(ctx, opts, spans, func(r *kgo.Record) error {
 		store := storeOf[r.Topic]
-		replayed++
-		size += int64(len(r.Key) + len(r.Value))
+		prog.record(r)
 		// Released in offset order: everything before r is applied.
 		batch.Offsets.Changelog[store] = r.Offset + 1
 		if isOffsetsRecord(r) {
@@ -101,10 +98,6 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 				return err
 			}
 		}
-		if time.Since(lastLog) > 5*time.Second {
-			lastLog = time.Now()
-			t.log.Info("restoring", "records_applied", replayed, "offsets", total)
-		}
 		return nil
 	})
 	if err != nil {
@@ -119,10 +112,113 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 		return err
 	}
 	t.committed = batch.Offsets
-	took := time.Since(start)
-	t.log.Info("restored state from changelog", "records", replayed, "offsets", total, "bytes", size, "took", took.Round(time.Millisecond),
-		"mb_per_s", fmt.Sprintf("%.1f", float64(size)/1e6/took.Seconds()))
+	prog.done()
 	return nil
+}
+
+// RestoreProgress is where a task's restore stands. The runtime reports it
+// at the start, at most every second while records are applied, and at the
+// end (Done), to Config.OnRestoreProgress, and logs it every 5 seconds.
+type RestoreProgress struct {
+	Task TaskID
+	// Source is what is replayed: "changelog".
+	Source string
+	// Offsets is how many changelog offsets the restore covers (records,
+	// transaction markers and aborted records alike) and Done how many
+	// of them it has passed; Records and Bytes count what it applied.
+	Offsets, OffsetsDone, Records, Bytes int64
+	Elapsed                              time.Duration
+	Done                                 bool
+}
+
+// Percent is the share of the offsets passed, 0-100.
+func (p RestoreProgress) Percent() float64 {
+	if p.Offsets == 0 {
+		return 100
+	}
+	return 100 * float64(p.OffsetsDone) / float64(p.Offsets)
+}
+
+// ETA estimates the time left at the average rate so far (0 when unknown
+// or done).
+func (p RestoreProgress) ETA() time.Duration {
+	if p.OffsetsDone == 0 || p.Done {
+		return 0
+	}
+	rate := float64(p.OffsetsDone) / p.Elapsed.Seconds()
+	return time.Duration(float64(p.Offsets-p.OffsetsDone) / rate * float64(time.Second))
+}
+
+// restoreProgress tracks a restore: per partition where its span started,
+// so the offset of each record tells how far the restore is.
+type restoreProgress struct {
+	p        RestoreProgress
+	report   func(RestoreProgress)
+	log      *slog.Logger
+	start    time.Time
+	from     map[string]int64 // per topic (one partition per topic here)
+	passed   map[string]int64
+	lastSent time.Time
+	lastLog  time.Time
+}
+
+func newRestoreProgress(report func(RestoreProgress), t *task, source string, total int64, spans map[string]map[int32]kafka.Span) *restoreProgress {
+	now := time.Now()
+	rp := &restoreProgress{
+		p:      RestoreProgress{Task: t.id, Source: source, Offsets: total},
+		report: report, log: t.log, start: now, lastSent: now, lastLog: now,
+		from: make(map[string]int64), passed: make(map[string]int64),
+	}
+	for topic, parts := range spans {
+		rp.from[topic] = parts[t.id.Partition].From
+	}
+	rp.log.Info("restoring state", "source", source, "offsets", total)
+	rp.send()
+	return rp
+}
+
+func (rp *restoreProgress) record(r *kgo.Record) {
+	rp.p.Records++
+	rp.p.Bytes += int64(len(r.Key) + len(r.Value))
+	if n := r.Offset + 1 - rp.from[r.Topic]; n > rp.passed[r.Topic] {
+		rp.p.OffsetsDone += n - rp.passed[r.Topic]
+		rp.passed[r.Topic] = n
+	}
+	now := time.Now()
+	if now.Sub(rp.lastLog) >= 5*time.Second {
+		rp.lastLog = now
+		p := rp.snapshot()
+		rp.log.Info("restoring state", "source", p.Source, "records", p.Records, "bytes", p.Bytes,
+			"percent", fmt.Sprintf("%.1f", p.Percent()), "eta", p.ETA().Round(time.Second))
+	}
+	if rp.report != nil && now.Sub(rp.lastSent) >= time.Second {
+		rp.lastSent = now
+		rp.send()
+	}
+}
+
+func (rp *restoreProgress) snapshot() RestoreProgress {
+	p := rp.p
+	p.Elapsed = time.Since(rp.start)
+	return p
+}
+
+func (rp *restoreProgress) send() {
+	if rp.report != nil {
+		rp.report(rp.snapshot())
+	}
+}
+
+func (rp *restoreProgress) done() {
+	rp.p.OffsetsDone, rp.p.Done = rp.p.Offsets, true
+	p := rp.snapshot()
+	mbps := 0.0
+	if s := p.Elapsed.Seconds(); s > 0 {
+		mbps = float64(p.Bytes) / 1e6 / s
+	}
+	rp.log.Info("restored state", "source", p.Source, "records", p.Records, "bytes", p.Bytes,
+		"took", p.Elapsed.Round(time.Millisecond), "mb_per_s", fmt.Sprintf("%.1f", mbps))
+	rp.send()
 }
 
 func isOffsetsRecord(r *kgo.Record) bool {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -355,6 +356,13 @@ func TestRestoreWithoutLocalState(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "count")); err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
+	var progress []RestoreProgress
+	cfg.OnRestoreProgress = func(p RestoreProgress) {
+		mu.Lock()
+		progress = append(progress, p)
+		mu.Unlock()
+	}
 	stop = h.run(cfg)
 	h.produce(100, 50)
 	outs := h.waitOutputs(150)
@@ -362,8 +370,30 @@ func TestRestoreWithoutLocalState(t *testing.T) {
 	if e := check(outs, 150); !e.ok() {
 		t.Fatalf("after a restore from the changelog: %+v", e)
 	}
-	if !strings.Contains(log.String(), "restored state from changelog") {
+	if !strings.Contains(log.String(), "restored state") {
 		t.Fatalf("no restore was logged:\n%s", log.String())
+	}
+	// Progress, per task: a start with nothing done, an end with every
+	// offset passed; over all tasks the 5 keys' records were applied.
+	mu.Lock()
+	defer mu.Unlock()
+	started, records := map[TaskID]bool{}, int64(0)
+	for _, p := range progress {
+		switch {
+		case !started[p.Task]:
+			started[p.Task] = true
+			if p.Done || p.OffsetsDone != 0 || p.Offsets == 0 || p.Source != "changelog" {
+				t.Errorf("first progress report of %s: %+v", p.Task, p)
+			}
+		case p.Done:
+			records += p.Records
+			if p.OffsetsDone != p.Offsets || p.Percent() != 100 || p.Bytes == 0 {
+				t.Errorf("last progress report of %s: %+v", p.Task, p)
+			}
+		}
+	}
+	if len(started) == 0 || records < 5 {
+		t.Errorf("restore progress of %d tasks, %d records applied: %+v", len(started), records, progress)
 	}
 }
 

@@ -50,6 +50,10 @@ type task struct {
 	pendingAt []int
 	polled    bool
 
+	// corrupt is set when the database reported corruption while the
+	// task ran: close discards it.
+	corrupt bool
+
 	// dirty is set once the open transaction processed a record here, or
 	// a punctuator wrote or produced.
 	dirty bool
@@ -154,7 +158,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (*task, error) {
 func (t *task) openDB() error {
 	db, err := t.w.cfg.Backend.Open(t.dir)
 	if errors.Is(err, state.ErrCorrupt) {
-		t.log.Warn("local state is corrupt; rebuilding it from the changelog", "err", err)
+		t.log.Warn("local state is corrupt; rebuilding it (from the newest checkpoint if checkpoints are on, then the changelog)", "err", err)
 		if err = t.w.cfg.Backend.Destroy(t.dir); err == nil {
 			db, err = t.w.cfg.Backend.Open(t.dir)
 		}
@@ -351,5 +355,19 @@ func (t *task) close() error {
 		errs = append(errs, t.proc.Close())
 	}
 	errs = append(errs, t.db.Close())
+	if t.corrupt {
+		// Found corrupt while it ran (a damaged block read by a Get or
+		// a scan): the next open rebuilds it from the changelog.
+		t.log.Warn("local state is corrupt; discarding it, the next open rebuilds it (from the newest checkpoint if checkpoints are on, then the changelog)")
+		errs = append(errs, t.w.cfg.Backend.Destroy(t.dir))
+	}
 	return errors.Join(errs...)
+}
+
+// corrupted marks the task's database as corrupt and returns the error
+// that ends the session: the open transaction aborts, the task closes and
+// discards its database, and the next session restores it.
+func (t *task) corrupted(err error) error {
+	t.corrupt = true
+	return fmt.Errorf("runtime: task %s: %w", t.id, err)
 }

@@ -31,6 +31,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	partitions := fs.Int("partitions", 4, "partitions of the input topic when the ledger creates it")
 	guarantee := fs.String("guarantee", "exactly-once", "processing guarantee: exactly-once or at-least-once (for comparison)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	instanceID := fs.String("instance-id", "", "static group membership id: a restarted instance with the same id gets its tasks back at once (default: derived from --state-dir)")
+	workers := fs.Int("workers", 1, "workers (group members, each with its own transactional producer) in this process")
 	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
 	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
 	if err := fs.Parse(args); err != nil {
@@ -44,6 +46,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *partitions < 1 {
 		return fmt.Errorf("--partitions %d: must be at least 1", *partitions)
+	}
+	if *workers < 1 {
+		return fmt.Errorf("--workers %d: must be at least 1", *workers)
 	}
 	if *checkpointInterval < 0 {
 		return fmt.Errorf("--checkpoint-interval %v: use 0 (checkpoint only at a clean stop) or a positive duration, e.g. 1m", *checkpointInterval)
@@ -76,6 +81,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		AppID:              *appID,
 		Brokers:            seeds,
 		StateDir:           *stateDir,
+		InstanceID:         *instanceID,
+		Workers:            *workers,
 		CommitInterval:     *commitInterval,
 		Guarantee:          g,
 		CheckpointStore:    store,

@@ -170,9 +170,11 @@ func TestLedgerCheckpointFlags(t *testing.T) {
 	produce(t, b.Addr(), "payments", payment("p1", "a", 10), payment("p2", "a", 5))
 	consume(t, b.Addr(), "balances", 2)
 	stop()
+	// Both payments are of one account: one task has state, and only
+	// its database is worth a checkpoint.
 	manifests, _ := filepath.Glob(filepath.Join(store, "ledger", "*", "manifests", "*.json"))
-	if len(manifests) == 0 {
-		t.Fatalf("no checkpoint in %s after a clean stop", store)
+	if len(manifests) != 1 {
+		t.Fatalf("checkpoints after a clean stop: %v; want one, of the task with state", manifests)
 	}
 
 	// The machine loses its disk. (The same directory, so the same
@@ -196,26 +198,7 @@ func TestLedgerCheckpointFlags(t *testing.T) {
 	if want := (Balance{"p3", "a", 1, 3, 16}); last != want {
 		t.Fatalf("after a restore from the checkpoint: got %+v, want %+v", last, want)
 	}
-	if !strings.Contains(log.String(), "restored state from checkpoint") {
-		t.Fatalf("the new ledger did not restore from the checkpoint:\n%s", log.String())
-	}
-}
-
-// TestLedgerBadCheckpointFlags are reported, naming the fix, before any
-// broker is contacted.
-func TestLedgerBadCheckpointFlags(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--checkpoint-url", "checkpoints/"}, "file:///absolute/path or s3://bucket/prefix"},
-		{[]string{"--checkpoint-url", "file://relative/dir"}, "file:///relative/dir"},
-		{[]string{"--checkpoint-interval", "-1s"}, "--checkpoint-interval -1s"},
-	} {
-		args := append([]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir()}, tc.args...)
-		err := Main(t.Context(), args, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: %v; want an error naming %q", tc.args, err, tc.want)
-		}
+	if !strings.Contains(log.String(), "source=checkpoint") || strings.Contains(log.String(), "not usable") {
+		t.Fatalf("the new ledger did not restore from the checkpoint, or found one not usable:\n%s", log.String())
 	}
 }

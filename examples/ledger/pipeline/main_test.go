@@ -1,0 +1,41 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMainFlagErrors: a bad flag is named, with the fix, before anything
+// connects.
+func TestMainFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no state dir", nil, "--state-dir is required"},
+		{"zero workers", []string{"--state-dir", dir, "--workers", "0"}, "--workers 0: must be at least 1"},
+		{"zero partitions", []string{"--state-dir", dir, "--partitions", "0"}, "--partitions 0"},
+		{"bad guarantee", []string{"--state-dir", dir, "--guarantee", "maybe"}, "use exactly-once or at-least-once"},
+		{"bad log level", []string{"--state-dir", dir, "--log-level", "loud"}, `--log-level "loud"`},
+		{"relative checkpoint URL", []string{"--state-dir", dir, "--checkpoint-url", "checkpoints/"}, "file:///absolute/path or s3://bucket/prefix"},
+		{"file URL with a host", []string{"--state-dir", dir, "--checkpoint-url", "file://relative/dir"}, "file:///relative/dir"},
+		{"negative checkpoint interval", []string{"--state-dir", dir, "--checkpoint-interval", "-1s"}, "--checkpoint-interval -1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			// An unreachable broker: had validation passed, Main would
+			// wait for it until the context ends.
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			err := Main(ctx, append([]string{"--brokers", "127.0.0.1:1"}, tc.args...), &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
