@@ -154,11 +154,13 @@ func runRestore(ctx context.Context, args []string) error {
 	s3 := fs.Bool("s3", true, "measure an S3 store too: a local versitygw ("+versitygw.InstallCommand+")")
 	dir := fs.String("dir", "", "directory for the state and the stores (default: a temporary one, removed)")
 	details := fs.Bool("details", false, "print each task's restore (download, open, replay) as the app logs it")
+	steady := fs.Int("steady", 200_000, "payments processed at the end with periodic checkpoints, to measure what each uploads (0: skip)")
+	every := fs.Duration("checkpoint-every", 2*time.Second, "the checkpoint interval of that last phase")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *keys < 1 || *partitions < 1 || *rounds < 1 || *tail < 0 {
-		return errors.New("--keys, --partitions and --rounds must be at least 1, --tail at least 0")
+	if *keys < 1 || *partitions < 1 || *rounds < 1 || *tail < 0 || *steady < 0 || *every <= 0 {
+		return errors.New("--keys, --partitions and --rounds must be at least 1, --tail and --steady at least 0, --checkpoint-every positive")
 	}
 	if *s3 {
 		if _, err := versitygw.Binary(); err != nil {
@@ -166,7 +168,7 @@ func runRestore(ctx context.Context, args []string) error {
 		}
 	}
 	results, err := bench.Restore(ctx, bench.RestoreOptions{
-		Keys: *keys, Tail: *tail, Partitions: *partitions, Rounds: *rounds, S3: *s3, Dir: *dir, Details: *details, Out: os.Stderr,
+		Keys: *keys, Tail: *tail, Partitions: *partitions, Rounds: *rounds, S3: *s3, Dir: *dir, Details: *details, Steady: *steady, CheckpointEvery: *every, Out: os.Stderr,
 	})
 	if err != nil {
 		return err
@@ -178,7 +180,7 @@ func runRestore(ctx context.Context, args []string) error {
 		}
 	}
 	full, fullRestore := bench.MedianRestore(results, "changelog")
-	fmt.Fprintf(os.Stderr, "medians over %d rounds (resume = start to first commit of new input; restore = the tasks' restore as logged):\n", *rounds)
+	fmt.Fprintf(os.Stderr, "medians over %d rounds (resume = start to first commit of new input; restore = assignment to every task restored and open):\n", *rounds)
 	for _, name := range []string{"changelog", "checkpoint-dir", "checkpoint-s3", "local"} {
 		secs, restore := bench.MedianRestore(results, name)
 		if secs == 0 {

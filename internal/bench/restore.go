@@ -42,7 +42,12 @@ type RestoreOptions struct {
 	Dir string
 	// Details prints each task's restore log line.
 	Details bool
-	Out     io.Writer
+	// Steady, when positive, ends the run with that many more payments
+	// processed with a checkpoint every CheckpointEvery, to measure what
+	// periodic checkpoints upload.
+	Steady          int
+	CheckpointEvery time.Duration
+	Out             io.Writer
 }
 
 // RestoreResult is one measured resume.
@@ -52,8 +57,9 @@ type RestoreResult struct {
 	// Seconds is from the start of the app to its first committed
 	// transaction over new input: what a user waits.
 	Seconds float64 `json:"seconds"`
-	// RestoreSeconds is the sum over the tasks of their restore (checkpoint
-	// download and open, changelog replay), as the app logs it.
+	// RestoreSeconds is the wall time from the assignment of the tasks to
+	// the last one restored and open (checkpoint downloads and opens,
+	// changelog replays), as the app logs it ("tasks opened").
 	RestoreSeconds float64 `json:"restore_seconds"`
 	// ReadBytes is what the restores read: changelog records, checkpoint
 	// files.
@@ -196,7 +202,81 @@ func Restore(ctx context.Context, opts RestoreOptions) ([]RestoreResult, error) 
 				round, m.name, res.Seconds, res.RestoreSeconds, mb(res.ReadBytes), res.ReplayedRecords, mb(res.StateBytes), res.MBPerSec)
 		}
 	}
+	if opts.Steady > 0 {
+		up, err := r.steady(ctx, dirStore)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "periodic checkpoints (every %v) while %d more payments were processed: %d checkpoints, %.1f MB each on average, %.1f MB uploaded each (%.0f%%), %d checkpoints kept\n",
+			opts.CheckpointEvery, opts.Steady, up.n, mb(up.bytes)/float64(max(up.n, 1)), mb(up.uploaded)/float64(max(up.n, 1)),
+			100*float64(up.uploaded)/float64(max(up.bytes, 1)), up.kept)
+	}
 	return results, nil
+}
+
+type uploads struct {
+	n, kept         int
+	bytes, uploaded int64
+}
+
+// steady runs the ledger on its own state with periodic checkpoints to the
+// (writable) store while it processes opts.Steady payments, and sums what
+// the uploads logged.
+func (r *restoreRun) steady(ctx context.Context, store checkpoint.Store) (uploads, error) {
+	var up uploads
+	rng := rand.New(rand.NewPCG(5, 6))
+	logs := newLogRecorder()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- eddy.Run(runCtx, pipeline.Topology(inputTopic, "balances"), eddy.Config{
+			AppID: restoreApp, Brokers: r.seeds, StateDir: r.local, InstanceID: "bench-restore",
+			CheckpointStore: store, CheckpointInterval: r.opts.CheckpointEvery,
+			Logger: slog.New(logs),
+		})
+	}()
+	// Spread over several intervals: produce in tenths.
+	for i := 0; i < 10; i++ {
+		if err := r.produce(ctx, r.opts.Steady/10, func(int) int { return rng.IntN(r.opts.Keys) }); err != nil {
+			return up, err
+		}
+		select {
+		case err := <-done:
+			return up, fmt.Errorf("bench: steady: the ledger stopped: %w", err)
+		case <-time.After(r.opts.CheckpointEvery / 2):
+		}
+	}
+	adm := kadm.NewClient(r.cl)
+	for {
+		offs, err := adm.FetchOffsets(ctx, restoreApp)
+		var sum int64
+		if err == nil {
+			offs.Each(func(o kadm.OffsetResponse) {
+				if o.Topic == inputTopic && o.Err == nil {
+					sum += o.At
+				}
+			})
+		}
+		if sum >= r.produced {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		return up, err
+	}
+	for _, rec := range logs.records() {
+		if rec.msg == "checkpoint uploaded" {
+			up.n++
+			up.bytes += rec.int("bytes")
+			up.uploaded += rec.int("new_bytes")
+		}
+	}
+	keys, err := checkpoint.ListManifests(ctx, store, checkpoint.TaskPrefix(restoreApp, "0_0"))
+	up.kept = len(keys)
+	return up, err
 }
 
 type restoreRun struct {
@@ -294,13 +374,15 @@ func (r *restoreRun) resume(ctx context.Context, name, dir string, store checkpo
 	}
 	res := RestoreResult{Name: name, Seconds: secs, StateBytes: dirBytes(filepath.Join(dir, restoreApp))}
 	for _, rec := range logs.records() {
+		if rec.msg == "tasks opened" {
+			res.RestoreSeconds += rec.duration("took")
+		}
 		if rec.msg != "restored state" {
 			continue
 		}
 		if r.opts.Details {
 			fmt.Fprintln(r.out, "   ", rec.msg, rec.attrs)
 		}
-		res.RestoreSeconds += rec.duration("took")
 		res.ReadBytes += rec.int("bytes")
 		if rec.attrs["source"].String() == "changelog" {
 			res.ReplayedRecords += rec.int("records")

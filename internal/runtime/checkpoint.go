@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,8 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/state"
@@ -46,6 +43,8 @@ type checkpoints struct {
 
 	mu    sync.Mutex
 	tasks map[TaskID]*taskCheckpoints
+	// prefetched are the look-ups started for tasks about to open.
+	prefetched map[TaskID]*prefetch
 	// unsupported is set once a backend's database without
 	// state.Checkpointer was met, so the warning is logged once.
 	unsupported bool
@@ -83,6 +82,8 @@ func newCheckpoints(cfg Config) *checkpoints {
 		ctx:      ctx,
 		cancel:   cancel,
 		tasks:    make(map[TaskID]*taskCheckpoints),
+
+		prefetched: make(map[TaskID]*prefetch),
 	}
 }
 
@@ -240,148 +241,4 @@ func (c *checkpoints) upload(id TaskID, tc *taskCheckpoints, dir string, want st
 		"new_files", st.Uploaded, "new_bytes", st.UploadedBytes,
 		"deleted_checkpoints", st.DeletedManifests, "deleted_files", st.Deleted,
 		"checkpoint_took", took.Round(time.Millisecond), "upload_took", st.Took.Round(time.Millisecond))
-}
-
-// restore replaces t's empty database with the newest usable checkpoint,
-// if there is one, and reports whether it did. A checkpoint is usable if
-// it is of t's stores, no offset of it is past its changelog's end (a
-// changelog recreated since would not continue it: errStateAhead's case),
-// its files match their manifest and its database opens with the offsets
-// the manifest records. Otherwise it tries the previous one; with none
-// left the task restores from the changelog alone. Only a cancelled
-// context or a failure to put an empty database back is an error.
-func (c *checkpoints) restore(ctx context.Context, t *task) (bool, error) {
-	start := time.Now()
-	// First, so that the working directory's cleanup at a task's first
-	// sight does not remove our download.
-	tc := c.task(t.id)
-	prefix := checkpoint.TaskPrefix(c.appID, t.id.String())
-	keys, err := checkpoint.ListManifests(ctx, c.store, prefix)
-	if err != nil {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		t.log.Warn("cannot list checkpoints; restoring from the changelog alone", "err", err)
-		return false, nil
-	}
-	if len(keys) == 0 {
-		t.log.Info("no checkpoint in the store; restoring from the changelog alone")
-		return false, nil
-	}
-	ends, err := changelogEnds(ctx, t)
-	if err != nil {
-		return false, err
-	}
-	tmp := filepath.Join(c.dir, t.id.String(), "restore")
-	for _, key := range keys {
-		m, err := checkpoint.ReadManifest(ctx, c.store, key)
-		if err == nil {
-			err = usable(m, t, ends)
-		}
-		var st checkpoint.DownloadStats
-		if err == nil {
-			os.RemoveAll(tmp)
-			if err = os.MkdirAll(filepath.Dir(tmp), 0o700); err == nil {
-				st, err = checkpoint.Download(ctx, c.store, prefix, m, tmp)
-			}
-		}
-		openStart := time.Now()
-		if err == nil {
-			err = c.install(t, tmp, m)
-		}
-		openTook := time.Since(openStart)
-		if ctx.Err() != nil {
-			os.RemoveAll(tmp)
-			return false, ctx.Err()
-		}
-		if err != nil {
-			t.log.Warn("checkpoint not usable; trying an older one", "checkpoint", key, "err", err)
-			if t.db == nil {
-				// install failed after closing the empty database.
-				if err := t.openDB(); err != nil {
-					return false, err
-				}
-			}
-			continue
-		}
-		took := time.Since(start)
-		t.log.Info("restored state", "source", "checkpoint", "checkpoint", key, "files", st.Files, "bytes", st.Bytes,
-			"download_took", st.Took.Round(time.Millisecond), "open_took", openTook.Round(time.Millisecond), "took", took.Round(time.Millisecond),
-			"mb_per_s", fmt.Sprintf("%.1f", float64(st.Bytes)/1e6/took.Seconds()),
-			"changelog_offsets", fmt.Sprint(t.committed.Changelog))
-		c.mu.Lock()
-		tc.uploaded = t.committed.Clone() // the store has this state
-		c.mu.Unlock()
-		return true, nil
-	}
-	t.log.Warn("no usable checkpoint; restoring from the changelog alone", "checkpoints", len(keys))
-	return false, nil
-}
-
-// install moves the downloaded database in tmp to t's directory and opens
-// it; on failure t's directory is left empty and t.db nil or empty.
-func (c *checkpoints) install(t *task, tmp string, m *checkpoint.Manifest) error {
-	if err := t.db.Close(); err != nil {
-		return fmt.Errorf("close the empty database: %w", err)
-	}
-	t.db = nil
-	if err := c.backend.Destroy(t.dir); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, t.dir); err != nil {
-		return fmt.Errorf("move the checkpoint into place: %w", err)
-	}
-	db, err := c.backend.Open(t.dir)
-	if err != nil {
-		return errors.Join(err, c.backend.Destroy(t.dir))
-	}
-	offsets, err := db.Offsets()
-	if err == nil && !checkpoint.Equal(offsets, m.Offsets.State()) {
-		err = fmt.Errorf("%w: its database holds offsets %v, its manifest says %v", checkpoint.ErrDamaged, offsets, m.Offsets.State())
-	}
-	if err != nil {
-		db.Close()
-		return errors.Join(err, c.backend.Destroy(t.dir))
-	}
-	t.db, t.committed = db, offsets
-	return nil
-}
-
-// usable checks a manifest against the task before anything is downloaded:
-// a store the task does not have means the topology changed; a store the
-// manifest lacks had nothing restored (offset 0: its changelog is replayed
-// whole).
-func usable(m *checkpoint.Manifest, t *task, ends map[string]int64) error {
-	for store := range m.Offsets.Changelog {
-		if _, ok := t.sub.storeIndex[store]; !ok {
-			return fmt.Errorf("it holds store %q, which the task does not have (the topology changed?); its stores: %v", store, t.sub.storeNames)
-		}
-	}
-	for _, store := range t.sub.storeNames {
-		if off := m.Offsets.Changelog[store]; off > ends[store] {
-			return fmt.Errorf("%w: store %s at offset %d, its changelog ends at %d", errStateAhead, store, m.Offsets.Changelog[store], ends[store])
-		}
-	}
-	return nil
-}
-
-// changelogEnds returns, per store of t, the end (last stable offset) of
-// its changelog partition.
-func changelogEnds(ctx context.Context, t *task) (map[string]int64, error) {
-	ends, err := kadm.NewClient(t.w.cl).ListCommittedOffsets(ctx, t.sub.changelogs...)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list changelog end offsets: %w", err)
-	}
-	out := make(map[string]int64, len(t.sub.storeNames))
-	for i, store := range t.sub.storeNames {
-		lo, ok := ends.Lookup(t.sub.changelogs[i], t.id.Partition)
-		if !ok {
-			return nil, fmt.Errorf("changelog %s has no partition %d", t.sub.changelogs[i], t.id.Partition)
-		}
-		out[store] = lo.Offset
-	}
-	return out, nil
 }

@@ -118,6 +118,11 @@ func TestCheckpointRestoreAfterWipe(t *testing.T) {
 			if n := restoredFrom(logs, "checkpoint"); n != 2 {
 				t.Fatalf("%d restores from a checkpoint logged; want one per task:\n%s", n, logs)
 			}
+			// The state directory was gone: both downloads started
+			// before the first task opened.
+			if n := strings.Count(logs, "prefetched=true"); n != 2 {
+				t.Fatalf("%d restores used a prefetched checkpoint; want both:\n%s", n, logs)
+			}
 			// The tail's replay started at the checkpoint: it replayed
 			// fewer records than a full restore would have.
 			tail := replayed(logs)
@@ -267,6 +272,25 @@ func TestCheckpointCorruption(t *testing.T) {
 			fromCheckpoint: 2,
 		},
 		{
+			// The files match the manifest, the database they make does
+			// not: found only once it is open, after the download.
+			name: "manifest offsets not those of its database",
+			damage: func(t *testing.T, s checkpoint.Store, cfg Config) {
+				for p := 0; p < 2; p++ {
+					m := manifests(t, s, p)[0]
+					m.Offsets.Changelog["counts"]--
+					b, _ := m.Encode()
+					key := checkpoint.TaskPrefix("count", fmt.Sprintf("0_%d", p)) + fmt.Sprintf("manifests/%020d.json", m.Seq)
+					if err := s.Put(ctx, key, bytes.NewReader(b), int64(len(b))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			wipe:           true,
+			wantLogs:       []string{"its manifest says", "checkpoint=count/0_0/manifests/00000000000000000000.json"},
+			fromCheckpoint: 2,
+		},
+		{
 			name: "checkpoints ahead of the changelog",
 			damage: func(t *testing.T, s checkpoint.Store, cfg Config) {
 				for p := 0; p < 2; p++ {
@@ -350,7 +374,7 @@ func TestCheckpointCorruption(t *testing.T) {
 // TestCheckpointUsable: what makes a checkpoint unusable before anything
 // is downloaded.
 func TestCheckpointUsable(t *testing.T) {
-	tk := &task{sub: &subPlan{storeNames: []string{"a", "b"}, storeIndex: map[string]int{"a": 0, "b": 1}}}
+	sub := &subPlan{storeNames: []string{"a", "b"}, storeIndex: map[string]int{"a": 0, "b": 1}}
 	ends := map[string]int64{"a": 100, "b": 50}
 	for _, tt := range []struct {
 		name      string
@@ -364,7 +388,7 @@ func TestCheckpointUsable(t *testing.T) {
 		{"a store the task lacks", map[string]int64{"a": 10, "c": 1}, "topology changed"},
 	} {
 		m := &checkpoint.Manifest{Offsets: checkpoint.Offsets{Changelog: tt.changelog}}
-		err := usable(m, tk, ends)
+		err := usable(m, sub, ends)
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%s: %v; want usable", tt.name, err)
