@@ -92,12 +92,10 @@ func (u *Uploader) Upload(ctx context.Context, dir string, offsets state.Offsets
 	if err != nil {
 		return st, err
 	}
-	have := make(map[string]bool, len(listing))
 	sizes := make(map[string]int64, len(listing))
 	var maxSeq int64 = -1
 	for _, o := range listing {
 		rel := strings.TrimPrefix(o.Key, u.prefix)
-		have[rel] = true
 		sizes[rel] = o.Size
 		if seq, ok := parseManifestKey(rel); ok {
 			maxSeq = max(maxSeq, seq)
@@ -124,9 +122,11 @@ func (u *Uploader) Upload(ctx context.Context, dir string, offsets state.Offsets
 	for _, f := range files {
 		st.Files++
 		st.Bytes += f.Size
-		if f.Key != "" && !have[f.Key] {
+		// An object of another size under the key is damaged: replace
+		// it rather than refer to it again.
+		if size, ok := sizes[f.Key]; f.Key != "" && (!ok || size != f.Size) {
 			todo = append(todo, f)
-			have[f.Key] = true // two files with one content: upload once
+			sizes[f.Key] = f.Size // two files with one content: upload once
 		}
 	}
 	err = parallel(ctx, len(todo), func(ctx context.Context, i int) error {

@@ -224,6 +224,19 @@ func TestUploadIsIncremental(t *testing.T) {
 		if err != nil || !st3.Skipped || st3.Written || len(rec.take()) != 0 {
 			t.Fatalf("an unchanged state was uploaded again: %+v, %v", st3, err)
 		}
+		// A stored table truncated: the next checkpoint uploads it again
+		// instead of referring to the damaged object.
+		put(t, s, key(m2, "000004.sst"), "truncated")
+		o.Changelog["s"] = 30
+		if _, err := up.Upload(ctx(t), cp2, o); err != nil {
+			t.Fatal(err)
+		}
+		if puts := rec.take(); !slices.Contains(puts, key(m2, "000004.sst")) {
+			t.Fatalf("a damaged object was referred to again; puts %v", puts)
+		}
+		if _, err := checkpoint.Download(ctx(t), s, prefix, newest(t, s), filepath.Join(t.TempDir(), "r3")); err != nil {
+			t.Fatalf("the checkpoint after the repair does not download: %v", err)
+		}
 	})
 }
 
