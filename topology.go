@@ -239,6 +239,9 @@ func (b *taskBuild) Process(r *kgo.Record) error {
 	if src == nil {
 		return fmt.Errorf("eddy: no source for topic %s", r.Topic)
 	}
+	if len(b.streamPunctuators) == 0 {
+		return src.receiveRaw(r) // the common case: nothing to punctuate
+	}
 	prev := b.tc.StreamTime()
 	if err := src.receiveRaw(r); err != nil {
 		return err
