@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,16 +39,54 @@ const taskProtocol = "eddy-tasks"
 //     keepWholeTasks then makes sure that step never leaves part of a task
 //     on a member.
 //
-// Standby replicas and lag-aware placement (issue 4) extend memberInfo
-// (user data) and assignTasks; the protocol stays.
-type taskBalancer struct{ plan *plan }
+// Standby replicas (DESIGN.md §4) ride on the same protocol: a member's
+// user data carries its process and the lag of every standby task the
+// process keeps, the leader places standbys (assignStandbys) and prefers a
+// caught-up standby's member for a task whose owner is gone (assignTasks),
+// and each member's assignment carries its standby tasks in its user data.
+type taskBalancer struct {
+	plan *plan
+	// process names the member's instance: members of one process share
+	// its task directories, so a standby there is a standby for all of
+	// them. Empty for a balancer that keeps no standbys (tests).
+	process string
+	// member is this worker's member key for host.
+	member string
+	// replicas is the number of standby copies per task this balancer
+	// places when it leads the group.
+	replicas int
+	// host keeps the process's standby tasks: it reports their lags for
+	// JoinGroupMetadata and takes this member's standby assignment. Nil
+	// in tests that drive the balancer alone.
+	host standbyHost
+}
+
+// standbyHost is what the balancer needs of the process's standby tasks.
+type standbyHost interface {
+	// lags returns the process's standby tasks and their changelog lags.
+	lags() []standbyLag
+	// assign replaces the standby tasks of member (a worker).
+	assign(member string, tasks []TaskID)
+}
 
 func newTaskBalancer(p *plan) *taskBalancer { return &taskBalancer{plan: p} }
 
 func (*taskBalancer) ProtocolName() string { return taskProtocol }
 func (*taskBalancer) IsCooperative() bool  { return true }
 
+// JoinGroupMetadata is called for every JoinGroup, so the standby lags
+// the leader sees are as fresh as the members' last catch-up round.
 func (b *taskBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
+	info := memberInfo{Active: b.plan.tasksOf(current), Process: b.process}
+	if b.host != nil {
+		info.Standby = b.host.lags()
+	}
+	return memberMetadata(interests, current, generation, info)
+}
+
+// memberMetadata is the consumer protocol's member metadata with info as
+// its user data.
+func memberMetadata(interests []string, current map[string][]int32, generation int32, info memberInfo) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
 	meta.Version = 3
 	meta.Topics = interests
@@ -66,12 +105,29 @@ func (b *taskBalancer) JoinGroupMetadata(interests []string, current map[string]
 		op.Partitions = current[topic]
 		meta.OwnedPartitions = append(meta.OwnedPartitions, op)
 	}
-	meta.UserData = appendMemberInfo(nil, memberInfo{Active: b.plan.tasksOf(current)})
+	meta.UserData = appendMemberInfo(nil, info)
 	return meta.AppendTo(nil)
 }
 
-func (*taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
-	return kgo.ParseConsumerSyncAssignment(assignment)
+// ParseSyncAssignment returns the member's partitions and hands its
+// standby tasks, from the assignment's user data, to the host. An
+// assignment without them (a leader of an older version) means none.
+func (b *taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(assignment); err != nil {
+		return nil, fmt.Errorf("runtime: sync assignment parse failed: %w", err)
+	}
+	parts := make(map[string][]int32, len(a.Topics))
+	for _, t := range a.Topics {
+		parts[t.Topic] = t.Partitions
+	}
+	if b.host != nil {
+		// Damaged standby data costs only the standbys: the active
+		// tasks, which exactly-once depends on, are in the partitions.
+		standby, _ := decodeAssignmentInfo(a.UserData)
+		b.host.assign(b.member, standby)
+	}
+	return parts, nil
 }
 
 func (b *taskBalancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
@@ -93,12 +149,21 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 			ms.eligible[i] = subscribesAll(meta.Topics, b.plan.subs[i].Sources, topics)
 		}
 		if info, err := decodeMemberInfo(meta.UserData); err == nil {
-			ms.owned = info.Active
-		} else {
-			// A member of another version, or damaged data: it
-			// loses its stickiness, nothing else. AdjustCooperative
-			// still keeps its partitions from going to two members.
-			ms.owned = nil
+			ms.owned, ms.process = info.Active, info.Process
+			if len(info.Standby) > 0 {
+				ms.standby = make(map[TaskID]int64, len(info.Standby))
+				for _, s := range info.Standby {
+					ms.standby[s.Task] = s.Lag
+				}
+			}
+		}
+		// A member of another version, or with damaged data, loses its
+		// stickiness and its standbys, nothing else: AdjustCooperative
+		// still keeps its partitions from going to two members. Without
+		// a process it is a process of its own that keeps no standbys.
+		ms.capable = ms.process != ""
+		if !ms.capable {
+			ms.process = "member:" + m.MemberID
 		}
 		members = append(members, ms)
 	})
@@ -117,8 +182,47 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 		}
 	}
 	p.AdjustCooperative(cb)
-	b.plan.keepWholeTasks(p.AsMemberIDMap(), tasks)
-	return p
+	final := p.AsMemberIDMap()
+	b.plan.keepWholeTasks(final, tasks)
+	// Standbys are placed against the plan as it goes out: a task held
+	// back for a cooperative revoke runs nowhere new yet, and a standby
+	// of it on its next owner keeps following the changelog until then.
+	active := make([][]TaskID, len(members))
+	for i := range members {
+		active[i] = b.plan.tasksOf(final[members[i].id])
+	}
+	standby := assignStandbys(tasks, members, active, b.replicas)
+	tp := &taskPlan{BalancePlan: p, standby: make(map[string][]TaskID)}
+	for i := range members {
+		if len(standby[i]) > 0 {
+			tp.standby[members[i].id] = standby[i]
+		}
+	}
+	return tp
+}
+
+// taskPlan is the balance plan with each member's standby tasks, which
+// travel in the user data of its assignment.
+type taskPlan struct {
+	*kgo.BalancePlan
+	standby map[string][]TaskID
+}
+
+func (p *taskPlan) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
+	out := p.BalancePlan.IntoSyncAssignment()
+	for i := range out {
+		ids := p.standby[out[i].MemberID]
+		if len(ids) == 0 {
+			continue
+		}
+		var a kmsg.ConsumerMemberAssignment
+		if err := a.ReadFrom(out[i].MemberAssignment); err != nil {
+			continue // franz-go encoded it; it reads back
+		}
+		a.UserData = appendAssignmentInfo(nil, ids)
+		out[i].MemberAssignment = a.AppendTo(nil)
+	}
+	return out
 }
 
 // subscribesAll reports whether interests hold every existing source: a
@@ -138,10 +242,12 @@ type topicPartition struct {
 	partition int32
 }
 
-// taskSpec is a task and its partitions.
+// taskSpec is a task and its partitions; stateful tasks have stores,
+// and so standby copies.
 type taskSpec struct {
-	id    TaskID
-	parts []topicPartition
+	id       TaskID
+	parts    []topicPartition
+	stateful bool
 }
 
 // tasks lists every task of the topology given the partition counts: task
@@ -157,7 +263,7 @@ func (p *plan) tasks(topics map[string]int32) []taskSpec {
 			n = max(n, topics[src])
 		}
 		for part := int32(0); part < n; part++ {
-			ts := taskSpec{id: TaskID{Subtopology: s, Partition: part}}
+			ts := taskSpec{id: TaskID{Subtopology: s, Partition: part}, stateful: len(p.subs[s].storeNames) > 0}
 			for _, src := range p.subs[s].Sources {
 				if part < topics[src] {
 					ts.parts = append(ts.parts, topicPartition{src, part})
@@ -215,6 +321,12 @@ type memberState struct {
 	// s's sources.
 	eligible []bool
 	owned    []TaskID
+	// process is the member's instance; capable is false for a member
+	// that keeps no standbys (another version), whose process is then
+	// its own. standby are the lags of the standby tasks of its process.
+	process string
+	capable bool
+	standby map[TaskID]int64
 }
 
 // assignTasks is the plan, as a pure function: assigned[i] are the tasks
@@ -306,23 +418,48 @@ func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
 			}
 		}
 	}
-	// The rest go to the member with the fewest tasks, then the fewest of
-	// the task's sub-topology, then the first.
+	// The rest (tasks whose owner left or kept too many) go to a member
+	// with room in an even plan: below floor, or at floor while extra
+	// slots are left. Among those, a member whose process keeps a standby
+	// of the task comes first, the smallest lag first: it restores only
+	// that lag instead of the whole changelog. Then the fewest tasks, the
+	// fewest of the task's sub-topology, the first. Room is what the
+	// plain fewest-tasks rule would give anyway (the slots left equal the
+	// tasks left), so standbys change who takes a task, not how many.
+	room := func(i int) bool {
+		return len(assigned[i]) < floor || len(assigned[i]) == floor && extra > 0
+	}
+	better := func(i, j int, id TaskID) bool {
+		if ri, rj := room(i), room(j); ri != rj {
+			return ri
+		}
+		li, wi := members[i].standby[id]
+		lj, wj := members[j].standby[id]
+		if wi != wj {
+			return wi
+		}
+		if wi && li != lj {
+			return li < lj
+		}
+		if ni, nj := len(assigned[i]), len(assigned[j]); ni != nj {
+			return ni < nj
+		}
+		return subCount[i][id.Subtopology] < subCount[j][id.Subtopology]
+	}
 	for _, t := range tasks {
 		if done[t.id] {
 			continue
 		}
 		best := -1
 		for i := range members {
-			if !members[i].eligible[t.id.Subtopology] {
-				continue
-			}
-			if best < 0 || len(assigned[i]) < len(assigned[best]) ||
-				len(assigned[i]) == len(assigned[best]) && subCount[i][t.id.Subtopology] < subCount[best][t.id.Subtopology] {
+			if members[i].eligible[t.id.Subtopology] && (best < 0 || better(i, best, t.id)) {
 				best = i
 			}
 		}
 		if best >= 0 {
+			if len(assigned[best]) >= floor && extra > 0 {
+				extra--
+			}
 			give(best, t.id)
 		}
 	}
@@ -332,24 +469,161 @@ func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
 	return assigned
 }
 
-// memberInfo is the user data of a member's subscription. Version 1 holds
-// the active tasks. Later versions (standby tasks, restore lags) append
-// fields: a reader takes the fields it knows and ignores what follows, so
-// members of two versions can share a group during a rolling upgrade.
-type memberInfo struct {
-	Active []TaskID
+// assignStandbys places replicas standby copies of every stateful task,
+// given the plan's active tasks per member: standby[i] are members[i]'s,
+// sorted. A copy goes to a member that keeps standbys, never in a process
+// where the task runs (in this plan, or as claimed by a member that still
+// has to revoke it: its database is open there) and at most one per
+// process, so a copy is on another machine than the task when processes
+// are machines. Fewer than replicas copies exist when too few processes
+// qualify. The candidates are ranked: a member whose process already
+// keeps the task's standby (it is warm; the smallest lag first), then the
+// member with the fewest standbys in this plan, the fewest active tasks,
+// the first. A first pass caps each member at its even share of the
+// copies, so that a warm process does not keep them all; a second pass
+// places what the cap left out, and a last one moves copies from members
+// over the cap to members under it where the rules allow (a greedy pass
+// can end with the last tasks' only candidates full).
+func assignStandbys(tasks []taskSpec, members []memberState, active [][]TaskID, replicas int) [][]TaskID {
+	standby := make([][]TaskID, len(members))
+	capable := 0
+	for _, m := range members {
+		if m.capable {
+			capable++
+		}
+	}
+	if replicas <= 0 || capable == 0 {
+		return standby
+	}
+	busy := make(map[string]map[TaskID]bool)
+	mark := func(process string, id TaskID) {
+		if busy[process] == nil {
+			busy[process] = make(map[TaskID]bool)
+		}
+		busy[process][id] = true
+	}
+	stateful := 0
+	for i, m := range members {
+		for _, id := range active[i] {
+			mark(m.process, id)
+		}
+		for _, id := range m.owned {
+			mark(m.process, id)
+		}
+	}
+	for _, t := range tasks {
+		if t.stateful {
+			stateful++
+		}
+	}
+	limit := (stateful*replicas + capable - 1) / capable
+	count := make([]int, len(members))
+	placed := make(map[TaskID]map[string]bool)
+	better := func(i, j int, id TaskID) bool {
+		li, wi := members[i].standby[id]
+		lj, wj := members[j].standby[id]
+		if wi != wj {
+			return wi
+		}
+		if wi && li != lj {
+			return li < lj
+		}
+		if count[i] != count[j] {
+			return count[i] < count[j]
+		}
+		return len(active[i]) < len(active[j])
+	}
+	can := func(i int, id TaskID) bool {
+		m := &members[i]
+		return m.capable && m.eligible[id.Subtopology] && !busy[m.process][id] && !placed[id][m.process]
+	}
+	for pass := 0; pass < 2; pass++ {
+		for _, t := range tasks {
+			if !t.stateful {
+				continue
+			}
+			if placed[t.id] == nil {
+				placed[t.id] = make(map[string]bool)
+			}
+			for len(placed[t.id]) < replicas {
+				best := -1
+				for i := range members {
+					if can(i, t.id) && (pass > 0 || count[i] < limit) && (best < 0 || better(i, best, t.id)) {
+						best = i
+					}
+				}
+				if best < 0 {
+					break
+				}
+				standby[best] = append(standby[best], t.id)
+				count[best]++
+				placed[t.id][members[best].process] = true
+			}
+		}
+	}
+	for i := range members {
+		for k := 0; k < len(standby[i]) && count[i] > limit; k++ {
+			id := standby[i][k]
+			for j := range members {
+				if count[j] >= limit || !can(j, id) {
+					continue
+				}
+				delete(placed[id], members[i].process)
+				placed[id][members[j].process] = true
+				standby[j] = append(standby[j], id)
+				standby[i] = slices.Delete(standby[i], k, k+1)
+				count[i]--
+				count[j]++
+				k--
+				break
+			}
+		}
+	}
+	for i := range standby {
+		slices.SortFunc(standby[i], compareTaskIDs)
+	}
+	return standby
 }
 
-const memberInfoV1 = 1
+// memberInfo is the user data of a member's subscription. Version 1 holds
+// the active tasks; version 2 adds the member's process (instance id) and
+// the standby tasks the process keeps, each with its changelog lag. Later
+// versions append fields: a reader takes the fields it knows and ignores
+// what follows, so members of two versions can share a group during a
+// rolling upgrade (a version 1 member reads a version 2 member's active
+// tasks; a version 2 leader gives a version 1 member no standbys).
+type memberInfo struct {
+	Active  []TaskID
+	Process string
+	Standby []standbyLag
+}
+
+// standbyLag is a standby task and how many changelog offsets (summed over
+// its stores) it was behind the last stable offsets at its last catch-up.
+type standbyLag struct {
+	Task TaskID
+	Lag  int64
+}
+
+const (
+	memberInfoV1 = 1
+	memberInfoV2 = 2
+	// maxProcessLen bounds the process name a decoder accepts: an
+	// instance id is at most 200 characters (ValidName).
+	maxProcessLen = 1 << 10
+)
 
 var errBadMemberInfo = errors.New("runtime: malformed member user data")
 
 func appendMemberInfo(dst []byte, info memberInfo) []byte {
-	dst = append(dst, memberInfoV1)
-	dst = binary.AppendUvarint(dst, uint64(len(info.Active)))
-	for _, id := range info.Active {
-		dst = binary.AppendUvarint(dst, uint64(id.Subtopology))
-		dst = binary.AppendUvarint(dst, uint64(id.Partition))
+	dst = append(dst, memberInfoV2)
+	dst = appendTaskIDs(dst, info.Active)
+	dst = binary.AppendUvarint(dst, uint64(len(info.Process)))
+	dst = append(dst, info.Process...)
+	dst = binary.AppendUvarint(dst, uint64(len(info.Standby)))
+	for _, s := range info.Standby {
+		dst = appendTaskID(dst, s.Task)
+		dst = binary.AppendUvarint(dst, uint64(max(s.Lag, 0)))
 	}
 	return dst
 }
@@ -360,27 +634,110 @@ func decodeMemberInfo(b []byte) (memberInfo, error) {
 		return info, fmt.Errorf("%w: no version", errBadMemberInfo)
 	}
 	version := b[0]
-	b = b[1:]
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
-		return info, fmt.Errorf("%w: bad task count", errBadMemberInfo)
+	var err error
+	if info.Active, b, err = readTaskIDs(b[1:]); err != nil {
+		return info, err
 	}
-	b = b[k:]
-	for i := uint64(0); i < n; i++ {
-		s, k := binary.Uvarint(b)
-		if k <= 0 || s > 1<<20 {
-			return info, fmt.Errorf("%w: bad sub-topology", errBadMemberInfo)
+	if version >= memberInfoV2 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > maxProcessLen || n > uint64(len(b)-k) {
+			return info, fmt.Errorf("%w: bad process", errBadMemberInfo)
+		}
+		info.Process, b = string(b[k:k+int(n)]), b[k+int(n):]
+		n, k = binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)) {
+			return info, fmt.Errorf("%w: bad standby count", errBadMemberInfo)
 		}
 		b = b[k:]
-		p, k := binary.Uvarint(b)
-		if k <= 0 || p > 1<<31-1 {
-			return info, fmt.Errorf("%w: bad partition", errBadMemberInfo)
+		for i := uint64(0); i < n; i++ {
+			var s standbyLag
+			if s.Task, b, err = readTaskID(b); err != nil {
+				return info, err
+			}
+			lag, k := binary.Uvarint(b)
+			if k <= 0 || lag > math.MaxInt64 {
+				return info, fmt.Errorf("%w: bad lag", errBadMemberInfo)
+			}
+			s.Lag, b = int64(lag), b[k:]
+			info.Standby = append(info.Standby, s)
 		}
-		b = b[k:]
-		info.Active = append(info.Active, TaskID{Subtopology: int(s), Partition: int32(p)})
 	}
-	if version == memberInfoV1 && len(b) != 0 {
+	if version <= memberInfoV2 && len(b) != 0 {
 		return info, fmt.Errorf("%w: trailing bytes", errBadMemberInfo)
 	}
 	return info, nil
+}
+
+// The user data of a member's assignment: version 1 is the member's
+// standby tasks. Later versions may append fields.
+const assignmentInfoV1 = 1
+
+func appendAssignmentInfo(dst []byte, standby []TaskID) []byte {
+	return appendTaskIDs(append(dst, assignmentInfoV1), standby)
+}
+
+// decodeAssignmentInfo returns the standby tasks of an assignment's user
+// data; none for empty data (a leader that places no standbys).
+func decodeAssignmentInfo(b []byte) ([]TaskID, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if b[0] < assignmentInfoV1 {
+		return nil, fmt.Errorf("%w: no version", errBadMemberInfo)
+	}
+	version := b[0]
+	ids, rest, err := readTaskIDs(b[1:])
+	if err != nil {
+		return nil, err
+	}
+	if version == assignmentInfoV1 && len(rest) != 0 {
+		return nil, fmt.Errorf("%w: trailing bytes", errBadMemberInfo)
+	}
+	return ids, nil
+}
+
+// appendTaskIDs encodes a count (uvarint) and each task's sub-topology and
+// partition (uvarints).
+func appendTaskIDs(dst []byte, ids []TaskID) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ids)))
+	for _, id := range ids {
+		dst = appendTaskID(dst, id)
+	}
+	return dst
+}
+
+func appendTaskID(dst []byte, id TaskID) []byte {
+	dst = binary.AppendUvarint(dst, uint64(id.Subtopology))
+	return binary.AppendUvarint(dst, uint64(id.Partition))
+}
+
+func readTaskIDs(b []byte) ([]TaskID, []byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, b, fmt.Errorf("%w: bad task count", errBadMemberInfo)
+	}
+	b = b[k:]
+	var ids []TaskID
+	for i := uint64(0); i < n; i++ {
+		var id TaskID
+		var err error
+		if id, b, err = readTaskID(b); err != nil {
+			return nil, b, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, b, nil
+}
+
+func readTaskID(b []byte) (TaskID, []byte, error) {
+	s, k := binary.Uvarint(b)
+	if k <= 0 || s > 1<<20 {
+		return TaskID{}, b, fmt.Errorf("%w: bad sub-topology", errBadMemberInfo)
+	}
+	b = b[k:]
+	p, k := binary.Uvarint(b)
+	if k <= 0 || p > 1<<31-1 {
+		return TaskID{}, b, fmt.Errorf("%w: bad partition", errBadMemberInfo)
+	}
+	return TaskID{Subtopology: int(s), Partition: int32(p)}, b[k:], nil
 }

@@ -38,6 +38,10 @@ type simMember struct {
 	id    string
 	owned map[string][]int32
 	gen   int32
+	// process is the member's instance (its id unless set); lags are
+	// the standby tasks it reports, with their lags.
+	process string
+	lags    map[TaskID]int64
 }
 
 // group simulates the cooperative protocol against the balancer: each
@@ -49,6 +53,8 @@ type group struct {
 	topics  map[string]int32
 	members []*simMember
 	gen     int32
+	// standby are the standby tasks of each member in the last plan.
+	standby map[string][]TaskID
 }
 
 func newGroup(t *testing.T, partitions int32, ids ...string) *group {
@@ -95,10 +101,17 @@ func (g *group) balance() map[string]map[string][]int32 {
 	var jm []kmsg.JoinGroupResponseMember
 	for _, m := range g.members {
 		id := m.id
+		info := memberInfo{Active: g.b.plan.tasksOf(m.owned), Process: m.process}
+		if info.Process == "" {
+			info.Process = m.id
+		}
+		for task, lag := range m.lags {
+			info.Standby = append(info.Standby, standbyLag{Task: task, Lag: lag})
+		}
 		jm = append(jm, kmsg.JoinGroupResponseMember{
 			MemberID:         id,
 			InstanceID:       &id,
-			ProtocolMetadata: g.b.JoinGroupMetadata([]string{"left", "rekey", "right"}, cloneParts(m.owned), m.gen),
+			ProtocolMetadata: memberMetadata([]string{"left", "rekey", "right"}, cloneParts(m.owned), m.gen, info),
 		})
 	}
 	mb, _, err := g.b.MemberBalancer(jm)
@@ -110,12 +123,20 @@ func (g *group) balance() map[string]map[string][]int32 {
 		g.t.Fatal(err)
 	}
 	out := make(map[string]map[string][]int32)
+	g.standby = make(map[string][]TaskID)
 	for _, a := range into.IntoSyncAssignment() {
 		parts, err := g.b.ParseSyncAssignment(a.MemberAssignment)
 		if err != nil {
 			g.t.Fatal(err)
 		}
 		out[a.MemberID] = parts
+		var ma kmsg.ConsumerMemberAssignment
+		if err := ma.ReadFrom(a.MemberAssignment); err != nil {
+			g.t.Fatal(err)
+		}
+		if g.standby[a.MemberID], err = decodeAssignmentInfo(ma.UserData); err != nil {
+			g.t.Fatal(err)
+		}
 	}
 	return out
 }
@@ -150,6 +171,7 @@ func (g *group) converge() int {
 				}
 			}
 			g.checkWhole(round, m.id, plan[m.id])
+			g.checkStandbys(round, m, plan)
 		}
 		revoked := false
 		for _, m := range g.members {
@@ -168,6 +190,29 @@ func (g *group) converge() int {
 	}
 	g.t.Fatal("the group did not settle in 5 rounds")
 	return 0
+}
+
+// checkStandbys fails if m got a standby of a task that runs in its
+// process: in the new plan, or still claimed by a member of the process
+// that has yet to revoke it.
+func (g *group) checkStandbys(round int, m *simMember, plan map[string]map[string][]int32) {
+	g.t.Helper()
+	proc := func(s *simMember) string {
+		if s.process != "" {
+			return s.process
+		}
+		return s.id
+	}
+	for _, id := range g.standby[m.id] {
+		for _, other := range g.members {
+			if proc(other) != proc(m) {
+				continue
+			}
+			if slices.Contains(g.b.plan.tasksOf(plan[other.id]), id) || slices.Contains(g.b.plan.tasksOf(other.owned), id) {
+				g.t.Fatalf("round %d: %s got a standby of task %s, which runs in its process (member %s)", round, m.id, id, other.id)
+			}
+		}
+	}
 }
 
 // checkWhole fails if a member has "left" or "right" of a partition
@@ -380,22 +425,27 @@ func TestBalancerSkipsMembersWithoutTheTopics(t *testing.T) {
 }
 
 func TestMemberInfoRoundTrip(t *testing.T) {
-	in := memberInfo{Active: []TaskID{{0, 0}, {0, 7}, {3, 1 << 20}}}
+	in := memberInfo{
+		Active:  []TaskID{{0, 0}, {0, 7}, {3, 1 << 20}},
+		Process: "ledger-1",
+		Standby: []standbyLag{{TaskID{0, 1}, 0}, {TaskID{1, 2}, 1 << 40}},
+	}
 	got, err := decodeMemberInfo(appendMemberInfo(nil, in))
-	if err != nil || !slices.Equal(got.Active, in.Active) {
-		t.Fatalf("got %v %v, want %v", got, err, in)
+	if err != nil || !slices.Equal(got.Active, in.Active) || got.Process != in.Process || !slices.Equal(got.Standby, in.Standby) {
+		t.Fatalf("got %+v %v, want %+v", got, err, in)
 	}
 	// A later version appends fields: this version reads what it knows.
 	later := append(appendMemberInfo(nil, in), 0xAA, 0xBB)
-	later[0] = memberInfoV1 + 1
-	if got, err := decodeMemberInfo(later); err != nil || !slices.Equal(got.Active, in.Active) {
-		t.Fatalf("a later version's data: got %v %v", got, err)
+	later[0] = memberInfoV2 + 1
+	if got, err := decodeMemberInfo(later); err != nil || !slices.Equal(got.Active, in.Active) || !slices.Equal(got.Standby, in.Standby) {
+		t.Fatalf("a later version's data: got %+v %v", got, err)
 	}
 	good := appendMemberInfo(nil, in)
 	for name, b := range map[string][]byte{
 		"empty":    nil,
 		"version":  {0},
-		"count":    {memberInfoV1, 100},
+		"count":    {memberInfoV2, 100},
+		"process":  {memberInfoV2, 0, 200, 'a'},
 		"short":    good[:len(good)-1],
 		"trailing": append(append([]byte(nil), good...), 1),
 	} {
@@ -405,16 +455,115 @@ func TestMemberInfoRoundTrip(t *testing.T) {
 	}
 }
 
+// appendMemberInfoV1 and decodeMemberInfoV1 are the user data of the
+// version before standby tasks, as members of that version still write
+// and read it during a rolling upgrade.
+func appendMemberInfoV1(dst []byte, active []TaskID) []byte {
+	return appendTaskIDs(append(dst, memberInfoV1), active)
+}
+
+func decodeMemberInfoV1(b []byte) ([]TaskID, error) {
+	if len(b) == 0 || b[0] < memberInfoV1 {
+		return nil, errBadMemberInfo
+	}
+	version := b[0]
+	ids, rest, err := readTaskIDs(b[1:])
+	if err != nil {
+		return nil, err
+	}
+	if version == memberInfoV1 && len(rest) != 0 {
+		return nil, errBadMemberInfo
+	}
+	return ids, nil
+}
+
+// TestMemberInfoVersionsInterwork: during a rolling upgrade a version 1
+// member and a version 2 leader (or the other way round) read each
+// other's active tasks; the version 1 member has no process, so it gets
+// no standbys; an assignment without standby data means none.
+func TestMemberInfoVersionsInterwork(t *testing.T) {
+	active := []TaskID{{0, 1}, {1, 3}}
+	got, err := decodeMemberInfo(appendMemberInfoV1(nil, active))
+	if err != nil || !slices.Equal(got.Active, active) || got.Process != "" || got.Standby != nil {
+		t.Fatalf("version 1 data: got %+v %v", got, err)
+	}
+	v2 := appendMemberInfo(nil, memberInfo{Active: active, Process: "p", Standby: []standbyLag{{TaskID{0, 0}, 3}}})
+	if ids, err := decodeMemberInfoV1(v2); err != nil || !slices.Equal(ids, active) {
+		t.Fatalf("a version 1 reader of version 2 data: got %v %v", ids, err)
+	}
+
+	p := balancerPlan(t)
+	b := newTaskBalancer(p)
+	b.replicas = 1
+	id1, id2 := "new", "old"
+	members := []kmsg.JoinGroupResponseMember{
+		{MemberID: id1, InstanceID: &id1, ProtocolMetadata: memberMetadata([]string{"left", "rekey", "right"}, nil, -1, memberInfo{Process: "new"})},
+		{MemberID: id2, InstanceID: &id2, ProtocolMetadata: func() []byte {
+			meta := kmsg.NewConsumerMemberMetadata()
+			meta.Version, meta.Generation = 3, -1
+			meta.Topics = []string{"left", "rekey", "right"}
+			meta.UserData = appendMemberInfoV1(nil, nil)
+			return meta.AppendTo(nil)
+		}()},
+	}
+	mb, _, err := b.MemberBalancer(members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	into, err := mb.(kgo.GroupMemberBalancerOrError).BalanceOrError(map[string]int32{"left": 2, "right": 2, "rekey": 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range into.IntoSyncAssignment() {
+		var ma kmsg.ConsumerMemberAssignment
+		if err := ma.ReadFrom(a.MemberAssignment); err != nil {
+			t.Fatal(err)
+		}
+		standby, err := decodeAssignmentInfo(ma.UserData)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.MemberID == id2 && len(standby) > 0 {
+			t.Fatalf("the version 1 member got standbys %v", standby)
+		}
+		if a.MemberID == id1 && len(standby) != 2 {
+			// The old member runs 2 of the 4 stateful tasks; the new
+			// one is the only process left to keep their standbys.
+			t.Fatalf("the version 2 member got standbys %v, want the old member's 2 tasks", standby)
+		}
+	}
+}
+
+func TestAssignmentInfoRoundTrip(t *testing.T) {
+	in := []TaskID{{0, 3}, {2, 0}}
+	got, err := decodeAssignmentInfo(appendAssignmentInfo(nil, in))
+	if err != nil || !slices.Equal(got, in) {
+		t.Fatalf("got %v %v", got, err)
+	}
+	if got, err := decodeAssignmentInfo(nil); err != nil || got != nil {
+		t.Fatalf("no user data: got %v %v, want no standbys", got, err)
+	}
+	later := append(appendAssignmentInfo(nil, in), 9)
+	later[0]++
+	if got, err := decodeAssignmentInfo(later); err != nil || !slices.Equal(got, in) {
+		t.Fatalf("a later version: got %v %v", got, err)
+	}
+	if _, err := decodeAssignmentInfo(append(appendAssignmentInfo(nil, in), 9)); !errors.Is(err, errBadMemberInfo) {
+		t.Fatalf("trailing bytes: got %v", err)
+	}
+}
+
 func FuzzDecodeMemberInfo(f *testing.F) {
-	f.Add(appendMemberInfo(nil, memberInfo{Active: []TaskID{{1, 2}}}))
+	f.Add(appendMemberInfo(nil, memberInfo{Active: []TaskID{{1, 2}}, Process: "p", Standby: []standbyLag{{TaskID{0, 1}, 7}}}))
+	f.Add(appendMemberInfoV1(nil, []TaskID{{1, 2}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		info, err := decodeMemberInfo(b)
 		if err != nil {
 			return
 		}
 		again, err := decodeMemberInfo(appendMemberInfo(nil, info))
-		if err != nil || !slices.Equal(again.Active, info.Active) {
-			t.Fatalf("re-encoding %v: %v %v", info, again, err)
+		if err != nil || !slices.Equal(again.Active, info.Active) || again.Process != info.Process || !slices.Equal(again.Standby, info.Standby) {
+			t.Fatalf("re-encoding %+v: %+v %v", info, again, err)
 		}
 	})
 }
@@ -600,5 +749,236 @@ func TestUpgradeFromCooperativeSticky(t *testing.T) {
 	h.produce(0, 50)
 	if e := check(h.waitOutputs(50), 50); !e.ok() {
 		t.Fatalf("%+v", e)
+	}
+}
+
+// TestAssignTasksPrefersCaughtUpStandby: tasks whose owner left go to the
+// member whose process keeps the most caught-up standby of them, among the
+// members with room in an even plan; without standbys the same group gets
+// the plain fewest-tasks plan, which differs, so the lags decided.
+func TestAssignTasksPrefersCaughtUpStandby(t *testing.T) {
+	p := balancerPlan(t)
+	tasks := p.tasks(map[string]int32{"left": 3, "right": 3, "rekey": 3})
+	both := []bool{true, true}
+	// b, c and d survive a; a's tasks 0_2 and 1_2 must move.
+	members := []memberState{
+		{id: "b", eligible: both, owned: []TaskID{{0, 0}, {1, 0}}},
+		{id: "c", eligible: both, owned: []TaskID{{0, 1}}},
+		{id: "d", eligible: both, owned: []TaskID{{1, 1}}},
+	}
+	plain := assignTasks(tasks, members)
+	if !slices.Contains(plain[2], TaskID{0, 2}) || !slices.Contains(plain[1], TaskID{1, 2}) {
+		t.Fatalf("without standbys: %v; the test expects 0_2 on d and 1_2 on c", plain)
+	}
+	members[0].standby = map[TaskID]int64{{1, 2}: 0}                  // caught up, but b is full
+	members[1].standby = map[TaskID]int64{{0, 2}: 3, {1, 2}: 5}       // nearly caught up
+	members[2].standby = map[TaskID]int64{{0, 2}: 500, {1, 2}: 10000} // behind
+	got := assignTasks(tasks, members)
+	want := [][]TaskID{{{0, 0}, {1, 0}}, {{0, 1}, {0, 2}}, {{1, 1}, {1, 2}}}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("with standbys: %v, want %v (0_2 to c, lag 3 < 500; then c is full, 1_2 to d)", got, want)
+		}
+	}
+	// A standby at any lag beats none.
+	members[0].standby, members[1].standby, members[2].standby = nil, map[TaskID]int64{{0, 2}: 1 << 40}, nil
+	got = assignTasks(tasks, members)
+	if !slices.Contains(got[1], TaskID{0, 2}) || !slices.Contains(got[2], TaskID{1, 2}) {
+		t.Fatalf("%v: 0_2 should go to c, which keeps a standby of it far behind, 1_2 to d", got)
+	}
+}
+
+// sortedTasks is a member's standbys with a process name, for
+// assignStandbys tests: members[i] in process procs[i] running active[i].
+func standbyMembers(procs []string, active [][]TaskID) []memberState {
+	var ms []memberState
+	for i, p := range procs {
+		ms = append(ms, memberState{id: fmt.Sprintf("%s-%d", p, i), process: p, capable: true, eligible: []bool{true, true}, owned: active[i]})
+	}
+	return ms
+}
+
+// checkStandbyPlan fails unless every stateful task has want standbys,
+// each in a different process from the others and from the task's.
+func checkStandbyPlan(t *testing.T, tasks []taskSpec, members []memberState, active, standby [][]TaskID, want int) {
+	t.Helper()
+	procs := map[TaskID][]string{}
+	for i, ids := range standby {
+		for _, id := range ids {
+			procs[id] = append(procs[id], members[i].process)
+		}
+	}
+	for i, ids := range active {
+		for _, id := range ids {
+			if slices.Contains(procs[id], members[i].process) {
+				t.Fatalf("task %s has a standby in process %s, which runs it: %v", id, members[i].process, standby)
+			}
+		}
+	}
+	for _, task := range tasks {
+		ps := procs[task.id]
+		if !task.stateful {
+			if len(ps) > 0 {
+				t.Fatalf("stateless task %s got standbys in %v", task.id, ps)
+			}
+			continue
+		}
+		if len(ps) != want {
+			t.Fatalf("task %s has standbys in %v, want %d", task.id, ps, want)
+		}
+		if len(slices.Compact(slices.Sorted(slices.Values(ps)))) != len(ps) {
+			t.Fatalf("task %s has two standbys in one process: %v", task.id, ps)
+		}
+	}
+}
+
+func TestAssignStandbys(t *testing.T) {
+	p := balancerPlan(t)
+	tasks := p.tasks(map[string]int32{"left": 4, "right": 4, "rekey": 4})
+	t.Run("N per task, spread", func(t *testing.T) {
+		procs := []string{"a", "b", "c", "d"}
+		members := standbyMembers(procs, make([][]TaskID, 4))
+		active := assignTasks(tasks, members)
+		standby := assignStandbys(tasks, members, active, 2)
+		checkStandbyPlan(t, tasks, members, active, standby, 2)
+		for i := range standby {
+			if n := len(standby[i]); n != 4 {
+				t.Fatalf("member %d keeps %d standbys, want 4 (16 copies over 4 members): %v", i, n, standby)
+			}
+		}
+	})
+	t.Run("fewer processes than replicas", func(t *testing.T) {
+		members := standbyMembers([]string{"a", "b"}, make([][]TaskID, 2))
+		active := assignTasks(tasks, members)
+		standby := assignStandbys(tasks, members, active, 3)
+		checkStandbyPlan(t, tasks, members, active, standby, 1)
+	})
+	t.Run("workers of one process", func(t *testing.T) {
+		// Two workers of process a and one of b: a's workers never keep
+		// standbys of each other's tasks (they share the task directories).
+		members := standbyMembers([]string{"a", "a", "b"}, make([][]TaskID, 3))
+		active := assignTasks(tasks, members)
+		standby := assignStandbys(tasks, members, active, 1)
+		checkStandbyPlan(t, tasks, members, active, standby, 1)
+	})
+	t.Run("a claimed task", func(t *testing.T) {
+		// b still claims 0_0 (to be revoked this round, assigned to nobody
+		// yet): its database is open in b, which must not get a standby.
+		members := standbyMembers([]string{"a", "b", "c"}, [][]TaskID{nil, {{0, 0}}, nil})
+		active := [][]TaskID{{{1, 0}}, nil, nil}
+		standby := assignStandbys(tasks, members, active, 2)
+		for i, ids := range standby {
+			if members[i].process == "b" && slices.Contains(ids, TaskID{0, 0}) {
+				t.Fatalf("b keeps a standby of the task it still runs: %v", standby)
+			}
+		}
+	})
+	t.Run("warm standbys stay", func(t *testing.T) {
+		members := standbyMembers([]string{"a", "b", "c"}, make([][]TaskID, 3))
+		active := assignTasks(tasks, members)
+		first := assignStandbys(tasks, members, active, 1)
+		for i := range members {
+			members[i].standby = map[TaskID]int64{}
+			for _, id := range first[i] {
+				members[i].standby[id] = 0
+			}
+		}
+		// A fresh plan would place them the same way anyway, so move one:
+		// member to reports a standby that the plan gave member from.
+		from, to, moved := -1, -1, TaskID{}
+		for i := range members {
+			for j := range members {
+				for _, id := range first[i] {
+					if i != j && from < 0 && !slices.Contains(active[j], id) {
+						from, to, moved = i, j, id
+					}
+				}
+			}
+		}
+		if from < 0 {
+			t.Fatalf("no standby that another member could keep: %v (active %v)", first, active)
+		}
+		delete(members[from].standby, moved)
+		members[to].standby[moved] = 7
+		again := assignStandbys(tasks, members, active, 1)
+		if !slices.Contains(again[to], moved) {
+			t.Fatalf("member %d keeps a standby of %s but the plan moved it: %v", to, moved, again)
+		}
+		checkStandbyPlan(t, tasks, members, active, again, 1)
+	})
+	t.Run("not capable", func(t *testing.T) {
+		members := standbyMembers([]string{"a", "b"}, make([][]TaskID, 2))
+		members[1].capable = false
+		active := assignTasks(tasks, members)
+		standby := assignStandbys(tasks, members, active, 1)
+		if len(standby[1]) != 0 || len(standby[0]) != len(active[1]) {
+			t.Fatalf("standbys %v: want b's tasks on a, none on b (an older version)", standby)
+		}
+	})
+}
+
+// TestBalancerFailoverGoesToStandbys runs the group protocol with one
+// standby per task: standbys never land in a task's process through a
+// join (cooperative rounds included) and a leave; when a member leaves,
+// its tasks go to the members that kept their standbys, as many as their
+// room in the even plan allows.
+func TestBalancerFailoverGoesToStandbys(t *testing.T) {
+	g := newGroup(t, 6, "a", "b")
+	g.b.replicas = 1
+	g.converge()
+	g.join("c")
+	g.converge() // checkStandbys runs on every round
+	g.converge() // a stable plan, with standbys in c too
+	for _, m := range g.members {
+		m.lags = map[TaskID]int64{}
+		for _, id := range g.standby[m.id] {
+			m.lags[id] = 0
+		}
+	}
+	var stateful int
+	for _, task := range g.b.plan.tasks(g.topics) {
+		if task.stateful {
+			stateful++
+		}
+	}
+	var copies int
+	for _, ids := range g.standby {
+		copies += len(ids)
+	}
+	if copies != stateful {
+		t.Fatalf("%d standbys for %d stateful tasks: %v", copies, stateful, g.standby)
+	}
+	lost := g.tasks("a")
+	holder := map[TaskID]string{}
+	for id, ids := range g.standby {
+		for _, task := range ids {
+			holder[task] = id
+		}
+	}
+	// What the survivors can take in an even plan: 6 each of 12.
+	room := map[string]int{"b": 6 - len(g.tasks("b")), "c": 6 - len(g.tasks("c"))}
+	canWarm := 0
+	for _, id := range []string{"b", "c"} {
+		n := 0
+		for _, task := range lost {
+			if holder[task] == id {
+				n++
+			}
+		}
+		canWarm += min(n, room[id])
+	}
+	g.leave("a")
+	if rounds := g.converge(); rounds != 1 {
+		t.Fatalf("a leave took %d rounds", rounds)
+	}
+	g.checkEven()
+	warm := 0
+	for _, task := range lost {
+		if slices.Contains(g.tasks(holder[task]), task) {
+			warm++
+		}
+	}
+	if warm != canWarm || warm == 0 {
+		t.Fatalf("%d of a's %d tasks went to their standby's member; %d could (standbys %v)", warm, len(lost), canWarm, holder)
 	}
 }

@@ -328,5 +328,7 @@ func (t *task) close() error {
 		errs = append(errs, t.proc.Close())
 	}
 	errs = append(errs, t.db.Close())
+	// Only now may this process's standby of the task reopen the database.
+	t.w.standbys.release(t.id)
 	return errors.Join(errs...)
 }

@@ -25,10 +25,12 @@ type worker struct {
 	cfg      Config
 	plan     *plan
 	log      *slog.Logger
-	memberID string
+	memberID string // static group instance id
 	// globals are the instance's global stores, shared by its workers.
-	globals *globals // static group instance id
-	txnID   string
+	globals *globals
+	// standbys are the instance's standby tasks, shared by its workers.
+	standbys *standbys
+	txnID    string
 
 	sess *kgo.GroupTransactSession
 	cl   *kgo.Client

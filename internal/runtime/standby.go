@@ -1,0 +1,485 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/state"
+)
+
+// standbyInterval is how often the standby tasks catch up with their
+// changelogs. A standby is behind its active task by about this much plus
+// one catch-up round, and that is about what a failover to it replays.
+const standbyInterval = 200 * time.Millisecond
+
+// standbys keeps this process's standby tasks (DESIGN.md §4): warm copies
+// of tasks that run on other instances. A standby has its own database in
+// the task's directory, the one the task uses when it runs here, and
+// follows the committed part of the task's changelog partitions, applying
+// each batch with the changelog offsets, input offsets and stream time it
+// reaches, as a restore does. One goroutine per process catches every
+// standby up each standbyInterval, outside the workers' transaction loops,
+// with its own client that never produces.
+//
+// A standby and an active copy of one task never coexist in a process:
+// they would share the directory. A worker that opens a task acquires it
+// first, which closes its standby (the restore that follows replays only
+// what the standby had not applied yet); a task's standby is opened only
+// while no worker of the process has the task.
+type standbys struct {
+	cfg  Config
+	plan *plan
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu sync.Mutex
+	// wanted are the standby tasks of each worker's last assignment.
+	wanted map[string][]TaskID
+	// active counts, per task, the workers of this process that have it
+	// open (one, except for a moment while a task moves between them).
+	active map[TaskID]int
+	tasks  map[TaskID]*standbyTask
+	// lastErr is the last catch-up error logged, so that a broker that
+	// stays down is logged once, not every round.
+	lastErr string
+}
+
+func newStandbys(cfg Config, p *plan) *standbys {
+	return &standbys{
+		cfg: cfg, plan: p, log: cfg.Logger.With("standby", true),
+		wake:   make(chan struct{}, 1),
+		wanted: make(map[string][]TaskID),
+		active: make(map[TaskID]int),
+		tasks:  make(map[TaskID]*standbyTask),
+	}
+}
+
+// standbyTask is one standby copy.
+type standbyTask struct {
+	id     TaskID
+	sub    *subPlan
+	dir    string
+	log    *slog.Logger
+	opened time.Time
+
+	// mu serialises the database between the catch-up goroutine, which
+	// applies batches, and close, which acquire and reconcile call.
+	mu     sync.Mutex
+	db     state.DB
+	closed atomic.Bool
+	// applied are the offsets db reflects; it changes under mu only.
+	applied state.Offsets
+	// The catch-up goroutine's own: batch is the next batch to apply, its
+	// Offsets what it reaches; ends are the round's last stable offsets
+	// per store; records counts what was applied since open; failed
+	// marks a database that did not take a batch.
+	batch    state.Batch
+	ends     map[string]int64
+	records  int64
+	failed   bool
+	caughtUp bool
+	// lag is the changelog offsets (summed over the stores) that the
+	// standby was behind the last stable offsets at its last catch-up;
+	// -1 before the first.
+	lag atomic.Int64
+}
+
+// run catches the standbys up until ctx is done, then closes them.
+func (s *standbys) run(ctx context.Context) {
+	defer s.closeAll()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, s.cfg.ClientOpts...)...)
+	if err != nil {
+		// Only bad client options fail here, and the workers, which use
+		// the same, stop the app for them.
+		s.log.Error("standby tasks disabled: no client", "err", err)
+		return
+	}
+	defer cl.Close()
+	tick := time.NewTicker(standbyInterval)
+	defer tick.Stop()
+	for {
+		s.reconcile()
+		err := s.catchUp(ctx, cl)
+		if ctx.Err() != nil {
+			return
+		}
+		s.noteErr(err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.wake:
+		}
+	}
+}
+
+// noteErr logs a catch-up failure when it differs from the last one, and
+// the recovery from one. Standbys retry every round: a broker that is away
+// costs them nothing but their lag.
+func (s *standbys) noteErr(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if msg == s.lastErr {
+		return
+	}
+	if err != nil {
+		s.log.Warn("standby tasks: catching up failed; retrying every round", "err", err)
+	} else {
+		s.log.Info("standby tasks: catching up again")
+	}
+	s.lastErr = msg
+}
+
+func (s *standbys) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// assign implements standbyHost: member's assignment brought its standby
+// tasks.
+func (s *standbys) assign(member string, ids []TaskID) {
+	s.mu.Lock()
+	s.wanted[member] = slices.Clone(ids)
+	s.mu.Unlock()
+	s.poke()
+}
+
+// lags implements standbyHost: the standbys that have been caught up at
+// least once, with their lags, in task order.
+func (s *standbys) lags() []standbyLag {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []standbyLag
+	for id, st := range s.tasks {
+		if lag := st.lag.Load(); lag >= 0 {
+			out = append(out, standbyLag{Task: id, Lag: lag})
+		}
+	}
+	slices.SortFunc(out, func(a, b standbyLag) int { return compareTaskIDs(a.Task, b.Task) })
+	return out
+}
+
+// acquire marks id open in a worker of this process and closes its
+// standby, if there is one, so that the worker can open the database.
+func (s *standbys) acquire(id TaskID) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.active[id]++
+	st := s.tasks[id]
+	delete(s.tasks, id)
+	s.mu.Unlock()
+	if st != nil {
+		st.close()
+		// After close the catch-up goroutine no longer touches applied.
+		st.log.Info("standby task becomes active", "changelog_offsets", fmt.Sprint(st.applied.Changelog))
+	}
+}
+
+// release undoes acquire once the worker closed the task: its standby, if
+// this process keeps one, reopens at the next round.
+func (s *standbys) release(id TaskID) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.active[id]--; s.active[id] <= 0 {
+		delete(s.active, id)
+	}
+	s.mu.Unlock()
+	s.poke()
+}
+
+// reconcile opens the standbys that the assignments want and no worker
+// here runs, and closes the others. Their directories stay: a standby
+// dropped now and assigned again later (or the task itself) resumes from
+// what its database holds.
+func (s *standbys) reconcile() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := make(map[TaskID]bool)
+	for _, ids := range s.wanted {
+		for _, id := range ids {
+			if s.active[id] == 0 && id.Subtopology >= 0 && id.Subtopology < len(s.plan.subs) &&
+				len(s.plan.subs[id.Subtopology].storeNames) > 0 {
+				want[id] = true
+			}
+		}
+	}
+	for id, st := range s.tasks {
+		if !want[id] || st.failed {
+			delete(s.tasks, id)
+			st.close()
+			if st.failed {
+				st.log.Warn("standby task closed after a failed write; reopening it")
+			} else {
+				st.log.Info("standby task dropped")
+			}
+		}
+	}
+	ids := make([]TaskID, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, compareTaskIDs)
+	for _, id := range ids {
+		if s.tasks[id] != nil {
+			continue
+		}
+		st, err := s.open(id)
+		if err != nil {
+			s.log.Warn("standby task: open failed; retrying next round", "task", id.String(), "err", err)
+			continue
+		}
+		s.tasks[id] = st
+		st.log.Info("standby task started", "changelog_offsets", fmt.Sprint(st.applied.Changelog))
+	}
+}
+
+// open opens a standby's database, rebuilding it when the backend reports
+// it corrupt (the changelog is the truth).
+func (s *standbys) open(id TaskID) (*standbyTask, error) {
+	st := &standbyTask{
+		id: id, sub: &s.plan.subs[id.Subtopology],
+		dir:    filepath.Join(s.cfg.StateDir, s.cfg.AppID, id.String()),
+		log:    s.log.With("task", id.String()),
+		opened: time.Now(),
+	}
+	st.lag.Store(-1)
+	if err := os.MkdirAll(st.dir, 0o700); err != nil {
+		return nil, err
+	}
+	db, err := s.cfg.Backend.Open(st.dir)
+	if errors.Is(err, state.ErrCorrupt) {
+		st.log.Warn("standby state is corrupt; rebuilding it from the changelog", "err", err)
+		if err = s.cfg.Backend.Destroy(st.dir); err == nil {
+			db, err = s.cfg.Backend.Open(st.dir)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open state: %w", err)
+	}
+	offsets, err := db.Offsets()
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("read offsets: %w", err)
+	}
+	st.db, st.applied = db, offsets
+	return st, nil
+}
+
+// close closes the database; a batch being applied finishes first.
+func (st *standbyTask) close() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed.Swap(true) {
+		return
+	}
+	if err := st.db.Close(); err != nil {
+		st.log.Warn("close standby state", "err", err)
+	}
+}
+
+func (s *standbys) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, st := range s.tasks {
+		st.close()
+		delete(s.tasks, id)
+	}
+}
+
+// standbyTarget is where a changelog partition's records go.
+type standbyTarget struct {
+	st    *standbyTask
+	store string
+}
+
+// catchUp brings every standby to its changelogs' last stable offsets:
+// one read of all their changelog tails, each standby applying its
+// records in batches (a batch of restoreBatch writes, and one at the end
+// with the ends). A standby closed meanwhile is skipped.
+func (s *standbys) catchUp(ctx context.Context, cl *kgo.Client) error {
+	s.mu.Lock()
+	list := make([]*standbyTask, 0, len(s.tasks))
+	for _, st := range s.tasks {
+		list = append(list, st)
+	}
+	s.mu.Unlock()
+	if len(list) == 0 {
+		return nil
+	}
+	var topics []string
+	for _, st := range list {
+		for _, topic := range st.sub.changelogs {
+			if !slices.Contains(topics, topic) {
+				topics = append(topics, topic)
+			}
+		}
+	}
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("list changelog ends: %w", err)
+	}
+	spans := make(map[string]map[int32]kafka.Span)
+	targets := make(map[topicPartition]standbyTarget)
+	var pending []*standbyTask
+	for _, st := range list {
+		has, err := st.plan(ends, spans, targets, s.cfg.Backend)
+		if err != nil {
+			return err
+		}
+		if has {
+			pending = append(pending, st)
+		}
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, s.cfg.ClientOpts...)
+	err = kafka.ReadCommitted(ctx, opts, spans, func(r *kgo.Record) error {
+		tg, ok := targets[topicPartition{r.Topic, r.Partition}]
+		if !ok || tg.st.failed || tg.st.closed.Load() {
+			return nil
+		}
+		tg.st.records++
+		if err := applyChangelogRecord(&tg.st.batch, tg.store, r); err != nil {
+			return fmt.Errorf("standby task %s: %w", tg.st.id, err)
+		}
+		if len(tg.st.batch.Writes) >= restoreBatch {
+			tg.st.flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The spans were read to their ends: what lies before is applied or
+	// was never committed.
+	for topic, parts := range spans {
+		for p, span := range parts {
+			tg := targets[topicPartition{topic, p}]
+			tg.st.batch.Offsets.Changelog[tg.store] = span.End
+		}
+	}
+	for _, st := range pending {
+		if st.flush() && !st.caughtUp {
+			st.caughtUp = true
+			st.log.Info("standby task caught up", "records", st.records, "since_start", time.Since(st.opened).Round(time.Millisecond),
+				"changelog_offsets", fmt.Sprint(st.batch.Offsets.Changelog))
+		}
+	}
+	for _, st := range list {
+		if !st.failed && !st.closed.Load() && s.cfg.hooks != nil && s.cfg.hooks.standbyApplied != nil {
+			s.cfg.hooks.standbyApplied(st.id, st.batch.Offsets.Clone(), st.lag.Load())
+		}
+	}
+	return nil
+}
+
+// plan adds the standby's changelog tails to spans and targets and sets its
+// lag; has tells whether there is anything to read. A database that claims
+// more than a changelog holds is from another life of the topic: it is
+// rebuilt from scratch, as an active task's would be.
+func (st *standbyTask) plan(ends kadm.ListedOffsets, spans map[string]map[int32]kafka.Span, targets map[topicPartition]standbyTarget, backend state.Backend) (has bool, err error) {
+	if st.failed || st.closed.Load() {
+		return false, nil
+	}
+	st.ends = make(map[string]int64, len(st.sub.storeNames))
+	for i, store := range st.sub.storeNames {
+		topic := st.sub.changelogs[i]
+		lo, ok := ends.Lookup(topic, st.id.Partition)
+		if !ok {
+			return false, fmt.Errorf("changelog %s has no partition %d", topic, st.id.Partition)
+		}
+		st.ends[store] = lo.Offset
+		if st.applied.Changelog[store] > lo.Offset {
+			st.log.Warn("standby state is ahead of its changelog; rebuilding it", "store", store,
+				"state", st.applied.Changelog[store], "changelog_end", lo.Offset)
+			st.rebuild(backend)
+		}
+	}
+	if st.failed || st.closed.Load() {
+		return false, nil
+	}
+	st.batch = state.Batch{Offsets: st.applied.Clone()}
+	var lag int64
+	for i, store := range st.sub.storeNames {
+		from, end := st.applied.Changelog[store], st.ends[store]
+		if from >= end {
+			continue
+		}
+		topic := st.sub.changelogs[i]
+		if spans[topic] == nil {
+			spans[topic] = make(map[int32]kafka.Span)
+		}
+		spans[topic][st.id.Partition] = kafka.Span{From: from, End: end}
+		targets[topicPartition{topic, st.id.Partition}] = standbyTarget{st: st, store: store}
+		lag += end - from
+	}
+	st.lag.Store(lag)
+	return lag > 0, nil
+}
+
+// rebuild destroys the database and opens an empty one.
+func (st *standbyTask) rebuild(backend state.Backend) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed.Load() {
+		return
+	}
+	st.db.Close()
+	var db state.DB
+	err := backend.Destroy(st.dir)
+	if err == nil {
+		db, err = backend.Open(st.dir)
+	}
+	if err != nil {
+		st.log.Warn("rebuild standby state", "err", err)
+		st.failed = true
+		st.closed.Store(true) // nothing is open
+		return
+	}
+	st.db, st.applied = db, state.NewOffsets()
+}
+
+// flush applies the pending batch, with the offsets it reaches, and
+// reports whether it did; a failure marks the standby for reopening.
+func (st *standbyTask) flush() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed.Load() || st.failed {
+		return false
+	}
+	if err := st.db.Apply(&st.batch); err != nil {
+		st.log.Warn("apply standby batch", "err", err)
+		st.failed = true
+		return false
+	}
+	clear(st.batch.Writes)
+	st.batch.Writes = st.batch.Writes[:0]
+	st.applied = st.batch.Offsets.Clone()
+	var lag int64
+	for store, end := range st.ends {
+		lag += max(end-st.applied.Changelog[store], 0)
+	}
+	st.lag.Store(lag)
+	return true
+}
