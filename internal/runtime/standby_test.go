@@ -1,0 +1,247 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/eddy-streams/eddy/internal/testutil"
+	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/pebble"
+)
+
+// TestStandbyYieldsToActive: a process's standby of a task closes its
+// database when a worker of the process acquires the task, stays closed
+// while the task is open, and reopens from what it had applied once the
+// worker released the task. Pebble locks its directory, so a standby that
+// kept the database open would make the worker's open fail.
+func TestStandbyYieldsToActive(t *testing.T) {
+	p, err := newPlan("count", counting())
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := pebble.New(pebble.Options{})
+	cfg := Config{AppID: "count", StateDir: t.TempDir(), Backend: backend, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := newStandbys(cfg, p)
+	defer s.closeAll()
+	id := TaskID{0, 1}
+	s.assign("w0", []TaskID{id, {5, 0}}) // sub-topology 5 does not exist: ignored
+	s.reconcile()
+	if len(s.tasks) != 1 || s.tasks[id] == nil {
+		t.Fatalf("standbys %v, want only %s", s.tasks, id)
+	}
+	// The standby applied something before the task moves here.
+	offsets := state.NewOffsets()
+	offsets.Changelog["counts"] = 42
+	st := s.tasks[id]
+	st.batch = state.Batch{Writes: []state.Write{{Store: "counts", Key: []byte("k"), Value: []byte("v")}}, Offsets: offsets}
+	st.ends = map[string]int64{"counts": 50}
+	if !st.flush() || st.lag.Load() != 8 {
+		t.Fatalf("flush: lag %d, want 8", st.lag.Load())
+	}
+
+	s.acquire(id)
+	dir := filepath.Join(cfg.StateDir, cfg.AppID, id.String())
+	db, err := backend.Open(dir)
+	if err != nil {
+		t.Fatalf("the worker cannot open the task's database after acquire: %v", err)
+	}
+	got, err := db.Offsets()
+	if err != nil || got.Changelog["counts"] != 42 {
+		t.Fatalf("the task opens at changelog offset %d (%v), want the standby's 42", got.Changelog["counts"], err)
+	}
+	s.reconcile()
+	if s.tasks[id] != nil {
+		t.Fatal("the standby reopened while the task is active in the process")
+	}
+	if lags := s.lags(); len(lags) != 0 {
+		t.Fatalf("lags of an active task reported as a standby's: %v", lags)
+	}
+	db.Close()
+	s.release(id)
+	s.reconcile()
+	if s.tasks[id] == nil || s.tasks[id].applied.Changelog["counts"] != 42 {
+		t.Fatalf("after release the standby should reopen at offset 42: %v", s.tasks[id])
+	}
+	s.assign("w0", nil)
+	s.reconcile()
+	if len(s.tasks) != 0 {
+		t.Fatalf("standbys no assignment wants: %v", s.tasks)
+	}
+}
+
+// standbyWatch records what the standby tasks of one instance applied.
+type standbyWatch struct {
+	mu      sync.Mutex
+	applied map[TaskID]state.Offsets
+}
+
+func (sw *standbyWatch) hooks() *testHooks {
+	return &testHooks{standbyApplied: func(id TaskID, o state.Offsets, _ int64) {
+		sw.mu.Lock()
+		defer sw.mu.Unlock()
+		if sw.applied == nil {
+			sw.applied = map[TaskID]state.Offsets{}
+		}
+		sw.applied[id] = o
+	}}
+}
+
+func (sw *standbyWatch) get() map[TaskID]state.Offsets {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	out := map[TaskID]state.Offsets{}
+	for id, o := range sw.applied {
+		out[id] = o
+	}
+	return out
+}
+
+// restoreWatch records, per task, the offsets each restore covered.
+type restoreWatch struct {
+	mu   sync.Mutex
+	runs map[TaskID][]int64
+}
+
+func (rw *restoreWatch) report(p RestoreProgress) {
+	if !p.Done {
+		return
+	}
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if rw.runs == nil {
+		rw.runs = map[TaskID][]int64{}
+	}
+	rw.runs[p.Task] = append(rw.runs[p.Task], p.Offsets)
+}
+
+func (rw *restoreWatch) of(id TaskID) []int64 {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	return append([]int64(nil), rw.runs[id]...)
+}
+
+// TestStandbyTakesOverWithATail runs two instances with one standby per
+// task: b's standby of a's task follows the changelog while a runs, up to
+// its end and the input offsets it reflects. When a stops, b takes the task
+// over from its standby and replays only what the standby had not applied
+// (nothing or a few offsets) instead of the whole changelog, and the
+// counts go on exactly. With no standbys the same takeover replays the
+// whole changelog, which shows the test can tell.
+func TestStandbyTakesOverWithATail(t *testing.T) {
+	for _, replicas := range []int{1, 0} {
+		t.Run(fmt.Sprintf("standby_replicas=%d", replicas), func(t *testing.T) {
+			h := newHarness(t)
+			var la, lb testutil.LogBuffer
+			ca := h.config(t.TempDir(), &la)
+			ca.InstanceID, ca.StandbyReplicas = "a", replicas
+			// Small transactions: a changelog of many records.
+			ca.CommitRecords = 10
+			stopA := h.run(ca)
+			stoppedA := false
+			defer func() {
+				if !stoppedA {
+					stopA()
+				}
+			}()
+			waitLog(t, &la, "task assigned", 2)
+
+			var watch standbyWatch
+			var restores restoreWatch
+			cb := h.config(t.TempDir(), &lb)
+			cb.InstanceID, cb.StandbyReplicas, cb.CommitRecords = "b", replicas, 10
+			cb.hooks, cb.OnRestoreProgress = watch.hooks(), restores.report
+			stopB := h.run(cb)
+			defer stopB()
+			waitLog(t, &lb, "task assigned", 1)
+			waitLog(t, &la, "task revoked", 1)
+			n := 0
+			for ; n < 2000; n += 100 {
+				h.produce(n, 100)
+			}
+			h.waitOutputs(n)
+
+			// a's task is the one b did not get.
+			var moved TaskID
+			for _, id := range []TaskID{{0, 0}, {0, 1}} {
+				if !strings.Contains(lb.String(), "task="+id.String()+" input_offsets") {
+					moved = id
+				}
+			}
+			changelog := ChangelogTopic(ca.AppID, "counts")
+			cl := h.client()
+			defer cl.Close()
+			adm := kadm.NewClient(cl)
+			ctx := context.Background()
+			ends, err := adm.ListCommittedOffsets(ctx, changelog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end, _ := ends.Lookup(changelog, moved.Partition)
+			inEnds, err := adm.ListEndOffsets(ctx, "in")
+			if err != nil {
+				t.Fatal(err)
+			}
+			inEnd, _ := inEnds.Lookup("in", moved.Partition)
+			if end.Offset < 200 || inEnd.Offset < 500 {
+				t.Fatalf("task %s: changelog end %d, input end %d: the workload is too small to tell a tail from a full restore", moved, end.Offset, inEnd.Offset)
+			}
+			if replicas > 0 {
+				waitFor(t, fmt.Sprintf("b's standby of %s to reach changelog offset %d and input offset %d", moved, end.Offset, inEnd.Offset), func() bool {
+					o, ok := watch.get()[moved]
+					return ok && o.Changelog["counts"] >= end.Offset && o.Input[state.TopicPartition{Topic: "in", Partition: moved.Partition}] == inEnd.Offset
+				})
+			} else if len(watch.get()) > 0 {
+				t.Fatalf("standbys ran with StandbyReplicas 0: %v", watch.get())
+			}
+
+			stopA()
+			stoppedA = true
+			waitLog(t, &lb, "task="+moved.String()+" input_offsets", 1)
+			h.produce(n, 100)
+			outs := h.waitOutputs(n + 100)
+			if e := check(outs, n+100); !e.ok() {
+				t.Fatalf("after the takeover: %+v", e)
+			}
+			replayed := int64(0)
+			for _, r := range restores.of(moved) {
+				replayed += r
+			}
+			t.Logf("task %s: changelog of %d offsets; b's takeover replayed %d (restores %v)", moved, end.Offset, replayed, restores.of(moved))
+			if replicas > 0 && replayed*10 > end.Offset {
+				t.Fatalf("b replayed %d of %d changelog offsets of %s: its standby should have left only a tail", replayed, end.Offset, moved)
+			}
+			if replicas == 0 && replayed < end.Offset {
+				t.Fatalf("without a standby b replayed %d of %d changelog offsets of %s; want them all", replayed, end.Offset, moved)
+			}
+			all, err := verify.ReadAll(ctx, h.seeds, "out")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := check(all, n+100); !e.ok() {
+				t.Fatalf("%+v", e)
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds, failing after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
