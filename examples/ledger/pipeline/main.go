@@ -32,6 +32,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	instanceID := fs.String("instance-id", "", "static group membership id: a restarted instance with the same id gets its tasks back at once (default: derived from --state-dir)")
 	workers := fs.Int("workers", 1, "workers (group members, each with its own transactional producer) in this process")
+	standbys := fs.Int("standby-replicas", 0, "standby copies of each task kept warm on other instances, so a failed instance's tasks resume elsewhere after a short replay (give every instance the same value)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,6 +48,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if *workers < 1 {
 		return fmt.Errorf("--workers %d: must be at least 1", *workers)
 	}
+	if *standbys < 0 {
+		return fmt.Errorf("--standby-replicas %d: must be 0 (none) or more", *standbys)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: use debug, info, warn or error", *logLevel)
@@ -61,13 +65,14 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	return eddy.Run(ctx, Topology(*input, *output), eddy.Config{
-		AppID:          *appID,
-		Brokers:        seeds,
-		StateDir:       *stateDir,
-		InstanceID:     *instanceID,
-		Workers:        *workers,
-		CommitInterval: *commitInterval,
-		Guarantee:      g,
+		AppID:           *appID,
+		Brokers:         seeds,
+		StateDir:        *stateDir,
+		InstanceID:      *instanceID,
+		Workers:         *workers,
+		StandbyReplicas: *standbys,
+		CommitInterval:  *commitInterval,
+		Guarantee:       g,
 		// Only the broker-kill stress run sets this, to measure what the
 		// offsets in the changelog protect against.
 		IgnoreStateOffsets: os.Getenv("EDDY_IGNORE_STATE_OFFSETS") == "1",
