@@ -13,11 +13,12 @@ import (
 	"github.com/eddy-streams/eddy/internal/bench"
 )
 
-const benchUsage = `usage: eddy bench ledger|windowed|window-state [flags]
+const benchUsage = `usage: eddy bench ledger|windowed|window-state|failover [flags]
 
   ledger        the ledger exactly-once vs at-least-once vs the broker's raw rate
   windowed      the same for the windowed totals (examples/windowed)
   window-state  the windowed example's store size over a run of many retentions
+  failover      time from SIGKILL of a ledger instance to its tasks' first committed output elsewhere, with and without standbys
 
 Run 'eddy bench <name> -h' for the flags.`
 
@@ -31,6 +32,8 @@ func runBench(ctx context.Context, args []string) error {
 		return runThroughput(ctx, args[0], args[1:])
 	case "window-state":
 		return runWindowState(ctx, args[1:])
+	case "failover":
+		return runFailover(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q\n%s", args[0], benchUsage)
 }

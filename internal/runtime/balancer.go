@@ -59,6 +59,9 @@ type taskBalancer struct {
 	// JoinGroupMetadata and takes this member's standby assignment. Nil
 	// in tests that drive the balancer alone.
 	host standbyHost
+	// probe, when set, asks for a rebalance a while after this member,
+	// as leader, made a plan that is not settled.
+	probe func()
 }
 
 // standbyHost is what the balancer needs of the process's standby tasks.
@@ -167,7 +170,9 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 		}
 		members = append(members, ms)
 	})
-	assigned := assignTasks(tasks, members)
+	lagAware := b.replicas > 0
+	tp := assignTasks(tasks, members, lagAware)
+	assigned := tp.assigned
 	p := cb.NewPlan()
 	byID := make(map[TaskID]*taskSpec, len(tasks))
 	for i := range tasks {
@@ -191,14 +196,20 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 	for i := range members {
 		active[i] = b.plan.tasksOf(final[members[i].id])
 	}
-	standby := assignStandbys(tasks, members, active, b.replicas)
-	tp := &taskPlan{BalancePlan: p, standby: make(map[string][]TaskID)}
+	standby := assignStandbys(tasks, members, active, b.replicas, tp.warmups)
+	out := &taskPlan{BalancePlan: p, standby: make(map[string][]TaskID)}
 	for i := range members {
 		if len(standby[i]) > 0 {
-			tp.standby[members[i].id] = standby[i]
+			out.standby[members[i].id] = standby[i]
 		}
 	}
-	return tp
+	if !tp.settled && lagAware && b.probe != nil {
+		// Members report their standby lags only when they join: a
+		// probing rebalance is how the plan learns that a warmup caught
+		// up (or that an uneven plan can even out).
+		b.probe()
+	}
+	return out
 }
 
 // taskPlan is the balance plan with each member's standby tasks, which
@@ -329,14 +340,14 @@ type memberState struct {
 	standby map[TaskID]int64
 }
 
-// assignTasks is the plan, as a pure function: assigned[i] are the tasks
-// of members[i], sorted. Members come in a stable order (franz-go sorts
-// them by instance id, then member id), which makes the plan
-// deterministic.
-func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
+// assignTasks is the plan, as a pure function. Members come in a stable
+// order (franz-go sorts them by instance id, then member id), which makes
+// the plan deterministic. lagAware turns on the standby-aware choices
+// described below (the leader places standbys).
+func assignTasks(tasks []taskSpec, members []memberState, lagAware bool) taskAssignment {
 	assigned := make([][]TaskID, len(members))
 	if len(members) == 0 {
-		return assigned
+		return taskAssignment{assigned: assigned, settled: true}
 	}
 	// A task claimed by several members (one missed a rebalance) belongs
 	// to the claim of the highest generation.
@@ -418,18 +429,37 @@ func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
 			}
 		}
 	}
-	// The rest (tasks whose owner left or kept too many) go to a member
+	// The rest are orphans (no member claims them: their owner left) and
+	// tasks released by an owner that keeps too many. They go to members
 	// with room in an even plan: below floor, or at floor while extra
-	// slots are left. Among those, a member whose process keeps a standby
-	// of the task comes first, the smallest lag first: it restores only
-	// that lag instead of the whole changelog. Then the fewest tasks, the
-	// fewest of the task's sub-topology, the first. Room is what the
-	// plain fewest-tasks rule would give anyway (the slots left equal the
-	// tasks left), so standbys change who takes a task, not how many.
+	// slots are left. Room is what the plain fewest-tasks rule would give
+	// anyway (the slots left equal the tasks left). Among members with
+	// room, one whose process keeps a standby of the task comes first,
+	// the smallest lag first (it restores only that lag), then the fewest
+	// tasks, the fewest of the sub-topology, the first.
+	//
+	// Lag-aware (the leader keeps standbys), availability comes before
+	// balance, as in Kafka Streams' high-availability assignor (KIP-441):
+	// an orphan goes to a member with a caught-up standby of it (lag at
+	// most acceptableRecoveryLag) even past its even share, and a task
+	// released for balance stays with its owner unless a member with room
+	// has a caught-up standby of it; that member, the warmup target, gets
+	// a standby of the task (assignStandbys), and a later probing
+	// rebalance moves the task once it caught up. Nothing waits on a cold
+	// restore that a warm copy could avoid.
+	caughtUp := func(i int, id TaskID) bool {
+		lag, ok := members[i].standby[id]
+		return ok && lag <= acceptableRecoveryLag
+	}
 	room := func(i int) bool {
 		return len(assigned[i]) < floor || len(assigned[i]) == floor && extra > 0
 	}
 	better := func(i, j int, id TaskID) bool {
+		if lagAware {
+			if ci, cj := caughtUp(i, id), caughtUp(j, id); ci != cj {
+				return ci
+			}
+		}
 		if ri, rj := room(i), room(j); ri != rj {
 			return ri
 		}
@@ -446,27 +476,87 @@ func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
 		}
 		return subCount[i][id.Subtopology] < subCount[j][id.Subtopology]
 	}
-	for _, t := range tasks {
-		if done[t.id] {
-			continue
-		}
+	pick := func(id TaskID, roomOnly bool) int {
 		best := -1
 		for i := range members {
-			if members[i].eligible[t.id.Subtopology] && (best < 0 || better(i, best, t.id)) {
+			if members[i].eligible[id.Subtopology] && (!roomOnly || room(i)) && (best < 0 || better(i, best, id)) {
 				best = i
 			}
 		}
-		if best >= 0 {
-			if len(assigned[best]) >= floor && extra > 0 {
-				extra--
+		return best
+	}
+	place := func(i int, id TaskID) {
+		if len(assigned[i]) == floor && extra > 0 {
+			extra--
+		}
+		give(i, id)
+	}
+	out := taskAssignment{assigned: assigned, warmups: make(map[TaskID]int)}
+	if lagAware {
+		for _, t := range tasks {
+			if _, claimed := owner[t.id]; !done[t.id] && !claimed {
+				if i := pick(t.id, false); i >= 0 && caughtUp(i, t.id) {
+					place(i, t.id)
+				}
 			}
-			give(best, t.id)
+		}
+		for _, t := range tasks {
+			o, claimed := owner[t.id]
+			if done[t.id] || !claimed || !members[o].eligible[t.id.Subtopology] {
+				continue
+			}
+			i := pick(t.id, true)
+			if i >= 0 && caughtUp(i, t.id) {
+				place(i, t.id)
+				continue
+			}
+			give(o, t.id)
+			if i >= 0 {
+				out.warmups[t.id] = i
+			}
+		}
+	}
+	for _, t := range tasks {
+		if !done[t.id] {
+			if i := pick(t.id, false); i >= 0 {
+				place(i, t.id)
+			}
 		}
 	}
 	for i := range assigned {
 		slices.SortFunc(assigned[i], compareTaskIDs)
 	}
-	return assigned
+	// Settled: nothing waits for a warmup and the plan is even. Members
+	// that cannot run every sub-topology make evenness a matter of their
+	// subscriptions, which probing does not change.
+	out.settled = len(out.warmups) == 0
+	all := true
+	for _, m := range members {
+		all = all && !slices.Contains(m.eligible, false)
+	}
+	if all {
+		lo, hi := len(tasks), 0
+		for _, a := range assigned {
+			lo, hi = min(lo, len(a)), max(hi, len(a))
+		}
+		out.settled = out.settled && hi-lo <= 1
+	}
+	return out
+}
+
+// acceptableRecoveryLag is the changelog lag (offsets, over the task's
+// stores) up to which a standby counts as caught up: a failover to it
+// replays at most that. Kafka Streams' acceptable.recovery.lag default.
+const acceptableRecoveryLag = 10_000
+
+// taskAssignment is a plan of active tasks: assigned[i] are members[i]'s,
+// sorted; warmups maps a task that stays with its owner for now to the
+// member that should take it once its standby there caught up; settled
+// is false while a probing rebalance could improve the plan.
+type taskAssignment struct {
+	assigned [][]TaskID
+	warmups  map[TaskID]int
+	settled  bool
 }
 
 // assignStandbys places replicas standby copies of every stateful task,
@@ -479,12 +569,13 @@ func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
 // qualify. The candidates are ranked: a member whose process already
 // keeps the task's standby (it is warm; the smallest lag first), then the
 // member with the fewest standbys in this plan, the fewest active tasks,
-// the first. A first pass caps each member at its even share of the
+// the first. A task's warmup target (see assignTasks) gets its first copy
+// whatever the ranking. A first pass caps each member at its even share of the
 // copies, so that a warm process does not keep them all; a second pass
 // places what the cap left out, and a last one moves copies from members
 // over the cap to members under it where the rules allow (a greedy pass
 // can end with the last tasks' only candidates full).
-func assignStandbys(tasks []taskSpec, members []memberState, active [][]TaskID, replicas int) [][]TaskID {
+func assignStandbys(tasks []taskSpec, members []memberState, active [][]TaskID, replicas int, warmups map[TaskID]int) [][]TaskID {
 	standby := make([][]TaskID, len(members))
 	capable := 0
 	for _, m := range members {
@@ -537,6 +628,22 @@ func assignStandbys(tasks []taskSpec, members []memberState, active [][]TaskID, 
 		m := &members[i]
 		return m.capable && m.eligible[id.Subtopology] && !busy[m.process][id] && !placed[id][m.process]
 	}
+	// A warmup target gets its task's first copy: it is where the task
+	// goes next, once the copy caught up.
+	for _, t := range tasks {
+		i, ok := warmups[t.id]
+		if !t.stateful || !ok {
+			continue
+		}
+		if placed[t.id] == nil {
+			placed[t.id] = make(map[string]bool)
+		}
+		if can(i, t.id) {
+			standby[i] = append(standby[i], t.id)
+			count[i]++
+			placed[t.id][members[i].process] = true
+		}
+	}
 	for pass := 0; pass < 2; pass++ {
 		for _, t := range tasks {
 			if !t.stateful {
@@ -564,6 +671,9 @@ func assignStandbys(tasks []taskSpec, members []memberState, active [][]TaskID, 
 	for i := range members {
 		for k := 0; k < len(standby[i]) && count[i] > limit; k++ {
 			id := standby[i][k]
+			if w, ok := warmups[id]; ok && w == i {
+				continue
+			}
 			for j := range members {
 				if count[j] >= limit || !can(j, id) {
 					continue

@@ -413,7 +413,7 @@ func TestBalancerSkipsMembersWithoutTheTopics(t *testing.T) {
 		{id: "a", eligible: []bool{true, true}},
 		{id: "b", eligible: []bool{false, true}},
 	}
-	got := assignTasks(tasks, members)
+	got := assignTasks(tasks, members, false).assigned
 	for _, id := range got[1] {
 		if id.Subtopology == 0 {
 			t.Fatalf("b got task %s of a sub-topology it does not subscribe to: %v", id, got)
@@ -766,14 +766,14 @@ func TestAssignTasksPrefersCaughtUpStandby(t *testing.T) {
 		{id: "c", eligible: both, owned: []TaskID{{0, 1}}},
 		{id: "d", eligible: both, owned: []TaskID{{1, 1}}},
 	}
-	plain := assignTasks(tasks, members)
+	plain := assignTasks(tasks, members, false).assigned
 	if !slices.Contains(plain[2], TaskID{0, 2}) || !slices.Contains(plain[1], TaskID{1, 2}) {
 		t.Fatalf("without standbys: %v; the test expects 0_2 on d and 1_2 on c", plain)
 	}
 	members[0].standby = map[TaskID]int64{{1, 2}: 0}                  // caught up, but b is full
 	members[1].standby = map[TaskID]int64{{0, 2}: 3, {1, 2}: 5}       // nearly caught up
 	members[2].standby = map[TaskID]int64{{0, 2}: 500, {1, 2}: 10000} // behind
-	got := assignTasks(tasks, members)
+	got := assignTasks(tasks, members, false).assigned
 	want := [][]TaskID{{{0, 0}, {1, 0}}, {{0, 1}, {0, 2}}, {{1, 1}, {1, 2}}}
 	for i := range want {
 		if !slices.Equal(got[i], want[i]) {
@@ -782,7 +782,7 @@ func TestAssignTasksPrefersCaughtUpStandby(t *testing.T) {
 	}
 	// A standby at any lag beats none.
 	members[0].standby, members[1].standby, members[2].standby = nil, map[TaskID]int64{{0, 2}: 1 << 40}, nil
-	got = assignTasks(tasks, members)
+	got = assignTasks(tasks, members, false).assigned
 	if !slices.Contains(got[1], TaskID{0, 2}) || !slices.Contains(got[2], TaskID{1, 2}) {
 		t.Fatalf("%v: 0_2 should go to c, which keeps a standby of it far behind, 1_2 to d", got)
 	}
@@ -838,8 +838,8 @@ func TestAssignStandbys(t *testing.T) {
 	t.Run("N per task, spread", func(t *testing.T) {
 		procs := []string{"a", "b", "c", "d"}
 		members := standbyMembers(procs, make([][]TaskID, 4))
-		active := assignTasks(tasks, members)
-		standby := assignStandbys(tasks, members, active, 2)
+		active := assignTasks(tasks, members, false).assigned
+		standby := assignStandbys(tasks, members, active, 2, nil)
 		checkStandbyPlan(t, tasks, members, active, standby, 2)
 		for i := range standby {
 			if n := len(standby[i]); n != 4 {
@@ -849,16 +849,16 @@ func TestAssignStandbys(t *testing.T) {
 	})
 	t.Run("fewer processes than replicas", func(t *testing.T) {
 		members := standbyMembers([]string{"a", "b"}, make([][]TaskID, 2))
-		active := assignTasks(tasks, members)
-		standby := assignStandbys(tasks, members, active, 3)
+		active := assignTasks(tasks, members, false).assigned
+		standby := assignStandbys(tasks, members, active, 3, nil)
 		checkStandbyPlan(t, tasks, members, active, standby, 1)
 	})
 	t.Run("workers of one process", func(t *testing.T) {
 		// Two workers of process a and one of b: a's workers never keep
 		// standbys of each other's tasks (they share the task directories).
 		members := standbyMembers([]string{"a", "a", "b"}, make([][]TaskID, 3))
-		active := assignTasks(tasks, members)
-		standby := assignStandbys(tasks, members, active, 1)
+		active := assignTasks(tasks, members, false).assigned
+		standby := assignStandbys(tasks, members, active, 1, nil)
 		checkStandbyPlan(t, tasks, members, active, standby, 1)
 	})
 	t.Run("a claimed task", func(t *testing.T) {
@@ -866,7 +866,7 @@ func TestAssignStandbys(t *testing.T) {
 		// yet): its database is open in b, which must not get a standby.
 		members := standbyMembers([]string{"a", "b", "c"}, [][]TaskID{nil, {{0, 0}}, nil})
 		active := [][]TaskID{{{1, 0}}, nil, nil}
-		standby := assignStandbys(tasks, members, active, 2)
+		standby := assignStandbys(tasks, members, active, 2, nil)
 		for i, ids := range standby {
 			if members[i].process == "b" && slices.Contains(ids, TaskID{0, 0}) {
 				t.Fatalf("b keeps a standby of the task it still runs: %v", standby)
@@ -875,8 +875,8 @@ func TestAssignStandbys(t *testing.T) {
 	})
 	t.Run("warm standbys stay", func(t *testing.T) {
 		members := standbyMembers([]string{"a", "b", "c"}, make([][]TaskID, 3))
-		active := assignTasks(tasks, members)
-		first := assignStandbys(tasks, members, active, 1)
+		active := assignTasks(tasks, members, false).assigned
+		first := assignStandbys(tasks, members, active, 1, nil)
 		for i := range members {
 			members[i].standby = map[TaskID]int64{}
 			for _, id := range first[i] {
@@ -900,7 +900,7 @@ func TestAssignStandbys(t *testing.T) {
 		}
 		delete(members[from].standby, moved)
 		members[to].standby[moved] = 7
-		again := assignStandbys(tasks, members, active, 1)
+		again := assignStandbys(tasks, members, active, 1, nil)
 		if !slices.Contains(again[to], moved) {
 			t.Fatalf("member %d keeps a standby of %s but the plan moved it: %v", to, moved, again)
 		}
@@ -909,76 +909,142 @@ func TestAssignStandbys(t *testing.T) {
 	t.Run("not capable", func(t *testing.T) {
 		members := standbyMembers([]string{"a", "b"}, make([][]TaskID, 2))
 		members[1].capable = false
-		active := assignTasks(tasks, members)
-		standby := assignStandbys(tasks, members, active, 1)
+		active := assignTasks(tasks, members, false).assigned
+		standby := assignStandbys(tasks, members, active, 1, nil)
 		if len(standby[1]) != 0 || len(standby[0]) != len(active[1]) {
 			t.Fatalf("standbys %v: want b's tasks on a, none on b (an older version)", standby)
 		}
 	})
 }
 
-// TestBalancerFailoverGoesToStandbys runs the group protocol with one
-// standby per task: standbys never land in a task's process through a
-// join (cooperative rounds included) and a leave; when a member leaves,
-// its tasks go to the members that kept their standbys, as many as their
-// room in the even plan allows.
-func TestBalancerFailoverGoesToStandbys(t *testing.T) {
-	g := newGroup(t, 6, "a", "b")
-	g.b.replicas = 1
-	g.converge()
-	g.join("c")
-	g.converge() // checkStandbys runs on every round
-	g.converge() // a stable plan, with standbys in c too
+// reportStandbys makes every member report the standbys of the last plan
+// with lag.
+func (g *group) reportStandbys(lag int64) {
 	for _, m := range g.members {
 		m.lags = map[TaskID]int64{}
 		for _, id := range g.standby[m.id] {
-			m.lags[id] = 0
+			m.lags[id] = lag
 		}
 	}
-	var stateful int
-	for _, task := range g.b.plan.tasks(g.topics) {
-		if task.stateful {
-			stateful++
+}
+
+// TestAssignTasksLagAware: with standbys, an orphan goes to a caught-up
+// standby even past its member's even share; a task an owner releases for
+// balance moves only to a member with a caught-up standby of it, and
+// otherwise stays, with the member that should take it as warmup target.
+func TestAssignTasksLagAware(t *testing.T) {
+	p := balancerPlan(t)
+	tasks := p.tasks(map[string]int32{"left": 2, "right": 2, "rekey": 2})
+	both := []bool{true, true}
+	// 4 tasks, 2 members: 2 each. b owns 2; a's 0_1 and 1_1 are orphans.
+	members := []memberState{
+		{id: "b", eligible: both, owned: []TaskID{{0, 0}, {1, 0}}, standby: map[TaskID]int64{{0, 1}: 0, {1, 1}: acceptableRecoveryLag}},
+		{id: "c", eligible: both},
+	}
+	got := assignTasks(tasks, members, true)
+	if !slices.Equal(got.assigned[0], []TaskID{{0, 0}, {0, 1}, {1, 0}, {1, 1}}) || got.settled {
+		t.Fatalf("orphans with caught-up standbys on b: %+v; want all on b, unsettled", got)
+	}
+	members[0].standby[TaskID{1, 1}] = acceptableRecoveryLag + 1
+	got = assignTasks(tasks, members, true)
+	if !slices.Equal(got.assigned[0], []TaskID{{0, 0}, {0, 1}, {1, 0}}) || !slices.Equal(got.assigned[1], []TaskID{{1, 1}}) {
+		t.Fatalf("a standby past the acceptable lag is not caught up: %+v", got)
+	}
+
+	// c joins a group where b owns everything: nothing moves cold.
+	members[0].owned, members[0].standby = []TaskID{{0, 0}, {0, 1}, {1, 0}, {1, 1}}, nil
+	got = assignTasks(tasks, members, true)
+	if len(got.assigned[1]) != 0 || len(got.warmups) != 2 || got.settled {
+		t.Fatalf("c has no standby yet: %+v; want b to keep all, 2 warmups for c, unsettled", got)
+	}
+	for id, i := range got.warmups {
+		if i != 1 {
+			t.Fatalf("warmup of %s on member %d, want c", id, i)
 		}
 	}
-	var copies int
-	for _, ids := range g.standby {
-		copies += len(ids)
+	// Once c's warmups caught up, they move.
+	members[1].standby = map[TaskID]int64{}
+	for id := range got.warmups {
+		members[1].standby[id] = 3
 	}
-	if copies != stateful {
-		t.Fatalf("%d standbys for %d stateful tasks: %v", copies, stateful, g.standby)
+	again := assignTasks(tasks, members, true)
+	if len(again.assigned[1]) != 2 || len(again.warmups) != 0 || !again.settled {
+		t.Fatalf("c's warmups caught up: %+v; want 2 tasks on c, settled", again)
 	}
-	lost := g.tasks("a")
+	for id := range got.warmups {
+		if !slices.Contains(again.assigned[1], id) {
+			t.Fatalf("c got %v, want its warm %v", again.assigned[1], got.warmups)
+		}
+	}
+}
+
+// TestBalancerWarmsUpBeforeMoving runs the group protocol with one standby
+// per task: standbys never land in a task's process (checked on every
+// round, cooperative ones included); a joining member first gets warmups
+// and takes tasks only once they caught up; a leaving member's tasks all
+// go to the members that kept their caught-up standbys, and probing
+// rebalances even the plan out again.
+func TestBalancerWarmsUpBeforeMoving(t *testing.T) {
+	g := newGroup(t, 6, "a", "b")
+	g.b.replicas = 1
+	probes := 0
+	g.b.probe = func() { probes++ }
+	g.converge()
+	g.reportStandbys(0)
+	if rounds := g.converge(); rounds != 1 {
+		t.Fatalf("a settled group took %d rounds", rounds)
+	}
+	g.checkEven()
+
+	before := map[string][]TaskID{"a": g.tasks("a"), "b": g.tasks("b")}
+	g.join("c")
+	g.converge()
+	if len(g.tasks("c")) != 0 || len(g.standby["c"]) == 0 || probes == 0 {
+		t.Fatalf("c joined cold: it got tasks %v and warmups %v (probes %d); want no task, warmups, a probe", g.tasks("c"), g.standby["c"], probes)
+	}
+	for id, had := range before {
+		if !slices.Equal(g.tasks(id), had) {
+			t.Fatalf("%s's tasks changed from %v to %v before c warmed up", id, had, g.tasks(id))
+		}
+	}
+	warm := slices.Clone(g.standby["c"])
+	g.reportStandbys(0)
+	if rounds := g.converge(); rounds != 2 {
+		t.Fatalf("moving warm tasks to c took %d rounds, want 2 (revoke, then assign)", rounds)
+	}
+	for _, id := range g.tasks("c") {
+		if !slices.Contains(warm, id) {
+			t.Fatalf("c got %s, which it had no warm standby of (%v)", id, warm)
+		}
+	}
+	for i := 0; i < 5 && len(g.tasks("c")) < 4; i++ {
+		g.reportStandbys(0)
+		g.converge()
+	}
+	g.checkEven()
+
+	g.reportStandbys(0)
+	g.converge()
 	holder := map[TaskID]string{}
 	for id, ids := range g.standby {
 		for _, task := range ids {
 			holder[task] = id
 		}
 	}
-	// What the survivors can take in an even plan: 6 each of 12.
-	room := map[string]int{"b": 6 - len(g.tasks("b")), "c": 6 - len(g.tasks("c"))}
-	canWarm := 0
-	for _, id := range []string{"b", "c"} {
-		n := 0
-		for _, task := range lost {
-			if holder[task] == id {
-				n++
-			}
-		}
-		canWarm += min(n, room[id])
-	}
+	lost := g.tasks("a")
+	g.reportStandbys(0)
 	g.leave("a")
 	if rounds := g.converge(); rounds != 1 {
 		t.Fatalf("a leave took %d rounds", rounds)
 	}
-	g.checkEven()
-	warm := 0
 	for _, task := range lost {
-		if slices.Contains(g.tasks(holder[task]), task) {
-			warm++
+		if !slices.Contains(g.tasks(holder[task]), task) {
+			t.Fatalf("a's task %s went elsewhere than %s, which kept its caught-up standby (b %v, c %v)", task, holder[task], g.tasks("b"), g.tasks("c"))
 		}
 	}
-	if warm != canWarm || warm == 0 {
-		t.Fatalf("%d of a's %d tasks went to their standby's member; %d could (standbys %v)", warm, len(lost), canWarm, holder)
+	for i := 0; i < 5; i++ {
+		g.reportStandbys(0)
+		g.converge()
 	}
+	g.checkEven()
 }

@@ -177,6 +177,7 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 func (w *worker) balancers() []kgo.GroupBalancer {
 	tb := newTaskBalancer(w.plan)
 	tb.process, tb.member, tb.replicas = w.cfg.InstanceID, w.memberID, w.cfg.StandbyReplicas
+	tb.probe = w.scheduleProbe
 	if w.standbys != nil {
 		tb.host = w.standbys
 	}
