@@ -68,8 +68,8 @@ type taskBalancer struct {
 type standbyHost interface {
 	// lags returns the process's standby tasks and their changelog lags.
 	lags() []standbyLag
-	// assign replaces the standby tasks of member (a worker).
-	assign(member string, tasks []TaskID)
+	// assign replaces the standby and active tasks of member (a worker).
+	assign(member string, standby, active []TaskID)
 }
 
 func newTaskBalancer(p *plan) *taskBalancer { return &taskBalancer{plan: p} }
@@ -128,7 +128,7 @@ func (b *taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int3
 		// Damaged standby data costs only the standbys: the active
 		// tasks, which exactly-once depends on, are in the partitions.
 		standby, _ := decodeAssignmentInfo(a.UserData)
-		b.host.assign(b.member, standby)
+		b.host.assign(b.member, standby, b.plan.tasksOf(parts))
 	}
 	return parts, nil
 }

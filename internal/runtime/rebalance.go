@@ -112,10 +112,15 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			}
 		}
 	}
+	if len(need) > 0 {
+		w.standbys.pause()
+		defer w.standbys.resume()
+	}
 	for _, id := range need {
 		// The task's directory may hold this process's standby of the
-		// task: acquiring closes it, and the restore then replays only
-		// what the standby had not applied. task.close releases it.
+		// task: acquiring stops it and hands its database over to
+		// openTask, whose restore then replays only what the standby
+		// had not applied. task.close releases it.
 		w.standbys.acquire(id)
 		t, err := w.openTask(ctx, id)
 		if err != nil {

@@ -35,22 +35,36 @@ const standbyInterval = 200 * time.Millisecond
 //
 // A standby and an active copy of one task never coexist in a process:
 // they would share the directory. A worker that opens a task acquires it
-// first, which closes its standby (the restore that follows replays only
-// what the standby had not applied yet); a task's standby is opened only
-// while no worker of the process has the task.
+// first, which stops its standby and hands its open database over (the
+// restore that follows replays only what the standby had not applied; not
+// reopening the database spares the replay of its write-ahead log); a
+// task's standby is opened only while no worker of the process has the
+// task. While a worker restores tasks, the standbys pause, so that a
+// takeover does not share the machine with their catching up.
 type standbys struct {
 	cfg  Config
 	plan *plan
 	log  *slog.Logger
 	wake chan struct{}
 
+	// paused counts the workers restoring tasks; roundCancel cancels the
+	// catch-up round under way.
+	paused      atomic.Int32
+	roundCancel context.CancelFunc
+
 	mu sync.Mutex
-	// wanted are the standby tasks of each worker's last assignment.
-	wanted map[string][]TaskID
+	// wanted are the standby tasks of each worker's last assignment, and
+	// incoming its active tasks: a standby of one of those is kept until
+	// the worker acquires the task and takes its database over.
+	wanted   map[string][]TaskID
+	incoming map[string][]TaskID
 	// active counts, per task, the workers of this process that have it
 	// open (one, except for a moment while a task moves between them).
 	active map[TaskID]int
 	tasks  map[TaskID]*standbyTask
+	// handed are the stopped standbys whose open database acquire set
+	// aside for the worker's handOver.
+	handed map[TaskID]*standbyTask
 	// lastErr is the last catch-up error logged, so that a broker that
 	// stays down is logged once, not every round.
 	lastErr string
@@ -59,10 +73,12 @@ type standbys struct {
 func newStandbys(cfg Config, p *plan) *standbys {
 	return &standbys{
 		cfg: cfg, plan: p, log: cfg.Logger.With("standby", true),
-		wake:   make(chan struct{}, 1),
-		wanted: make(map[string][]TaskID),
-		active: make(map[TaskID]int),
-		tasks:  make(map[TaskID]*standbyTask),
+		wake:     make(chan struct{}, 1),
+		wanted:   make(map[string][]TaskID),
+		incoming: make(map[string][]TaskID),
+		active:   make(map[TaskID]int),
+		tasks:    make(map[TaskID]*standbyTask),
+		handed:   make(map[TaskID]*standbyTask),
 	}
 }
 
@@ -75,7 +91,9 @@ type standbyTask struct {
 	opened time.Time
 
 	// mu serialises the database between the catch-up goroutine, which
-	// applies batches, and close, which acquire and reconcile call.
+	// applies batches, and stop or close, which acquire and reconcile
+	// call. closed is set once the standby no longer applies anything
+	// (its database closed, or handed over to a worker).
 	mu     sync.Mutex
 	db     state.DB
 	closed atomic.Bool
@@ -90,6 +108,8 @@ type standbyTask struct {
 	records  int64
 	failed   bool
 	caughtUp bool
+	// behind is the lag at the start of the round.
+	behind int64
 	// lag is the changelog offsets (summed over the stores) that the
 	// standby was behind the last stable offsets at its last catch-up;
 	// -1 before the first.
@@ -110,12 +130,28 @@ func (s *standbys) run(ctx context.Context) {
 	tick := time.NewTicker(standbyInterval)
 	defer tick.Stop()
 	for {
-		s.reconcile()
-		err := s.catchUp(ctx, cl)
-		if ctx.Err() != nil {
-			return
+		if s.paused.Load() == 0 {
+			s.reconcile()
+			round, cancel := context.WithCancel(ctx)
+			s.mu.Lock()
+			s.roundCancel = cancel
+			s.mu.Unlock()
+			if s.paused.Load() > 0 {
+				cancel() // paused between the check and now
+			}
+			err := s.catchUp(round, cl)
+			s.mu.Lock()
+			s.roundCancel = nil
+			s.mu.Unlock()
+			paused := round.Err() != nil
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if !paused {
+				s.noteErr(err)
+			}
 		}
-		s.noteErr(err)
 		select {
 		case <-ctx.Done():
 			return
@@ -152,11 +188,35 @@ func (s *standbys) poke() {
 }
 
 // assign implements standbyHost: member's assignment brought its standby
-// tasks.
-func (s *standbys) assign(member string, ids []TaskID) {
+// and active tasks.
+func (s *standbys) assign(member string, standby, active []TaskID) {
 	s.mu.Lock()
-	s.wanted[member] = slices.Clone(ids)
+	s.wanted[member] = slices.Clone(standby)
+	s.incoming[member] = slices.Clone(active)
 	s.mu.Unlock()
+	s.poke()
+}
+
+// pause stops the catch-up rounds, and the one under way, until resume:
+// a worker restores tasks, and a task that waits for its restore waits
+// for everything that runs beside it on the machine.
+func (s *standbys) pause() {
+	if s == nil {
+		return
+	}
+	s.paused.Add(1)
+	s.mu.Lock()
+	if s.roundCancel != nil {
+		s.roundCancel()
+	}
+	s.mu.Unlock()
+}
+
+func (s *standbys) resume() {
+	if s == nil {
+		return
+	}
+	s.paused.Add(-1)
 	s.poke()
 }
 
@@ -175,8 +235,9 @@ func (s *standbys) lags() []standbyLag {
 	return out
 }
 
-// acquire marks id open in a worker of this process and closes its
-// standby, if there is one, so that the worker can open the database.
+// acquire marks id open in a worker of this process and stops its
+// standby, if there is one, setting its open database aside for handOver:
+// from here on only the worker may open the task's database.
 func (s *standbys) acquire(id TaskID) {
 	if s == nil {
 		return
@@ -186,15 +247,41 @@ func (s *standbys) acquire(id TaskID) {
 	st := s.tasks[id]
 	delete(s.tasks, id)
 	s.mu.Unlock()
-	if st != nil {
-		st.close()
-		// After close the catch-up goroutine no longer touches applied.
-		st.log.Info("standby task becomes active", "changelog_offsets", fmt.Sprint(st.applied.Changelog))
+	if st == nil {
+		return
 	}
+	st.mu.Lock()
+	stopped := !st.closed.Swap(true)
+	st.mu.Unlock()
+	if !stopped {
+		return // closed after a failure: nothing to hand over
+	}
+	// Stopped, the catch-up goroutine no longer touches applied.
+	st.log.Info("standby task becomes active", "changelog_offsets", fmt.Sprint(st.applied.Changelog))
+	s.mu.Lock()
+	s.handed[id] = st
+	s.mu.Unlock()
 }
 
-// release undoes acquire once the worker closed the task: its standby, if
-// this process keeps one, reopens at the next round.
+// handOver returns the database of the standby that acquire stopped, open
+// and with the offsets it reflects, if there is one.
+func (s *standbys) handOver(id TaskID) (state.DB, state.Offsets, bool) {
+	if s == nil {
+		return nil, state.Offsets{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.handed[id]
+	if st == nil {
+		return nil, state.Offsets{}, false
+	}
+	delete(s.handed, id)
+	return st.db, st.applied, true
+}
+
+// release undoes acquire once the worker closed the task (or failed to
+// open it): its standby, if this process keeps one, reopens at the next
+// round.
 func (s *standbys) release(id TaskID) {
 	if s == nil {
 		return
@@ -203,7 +290,15 @@ func (s *standbys) release(id TaskID) {
 	if s.active[id]--; s.active[id] <= 0 {
 		delete(s.active, id)
 	}
+	st := s.handed[id]
+	delete(s.handed, id)
 	s.mu.Unlock()
+	if st != nil {
+		// Acquired, never taken over: close it here.
+		if err := st.db.Close(); err != nil {
+			st.log.Warn("close standby state", "err", err)
+		}
+	}
 	s.poke()
 }
 
@@ -223,7 +318,16 @@ func (s *standbys) reconcile() {
 			}
 		}
 	}
+	incoming := make(map[TaskID]bool)
+	for _, ids := range s.incoming {
+		for _, id := range ids {
+			incoming[id] = true
+		}
+	}
 	for id, st := range s.tasks {
+		if !want[id] && incoming[id] && !st.failed {
+			continue // its worker is about to acquire it and take the database
+		}
 		if !want[id] || st.failed {
 			delete(s.tasks, id)
 			st.close()
@@ -304,6 +408,10 @@ func (s *standbys) closeAll() {
 		st.close()
 		delete(s.tasks, id)
 	}
+	for id, st := range s.handed {
+		st.db.Close()
+		delete(s.handed, id)
+	}
 }
 
 // standbyTarget is where a changelog partition's records go.
@@ -380,10 +488,12 @@ func (s *standbys) catchUp(ctx context.Context, cl *kgo.Client) error {
 		}
 	}
 	for _, st := range pending {
-		if st.flush() && !st.caughtUp {
+		// Logged once it first caught up, and again whenever it had
+		// fallen more than a failover may replay behind.
+		if st.flush() && (!st.caughtUp || st.behind > acceptableRecoveryLag) {
 			st.caughtUp = true
 			st.log.Info("standby task caught up", "records", st.records, "since_start", time.Since(st.opened).Round(time.Millisecond),
-				"changelog_offsets", fmt.Sprint(st.batch.Offsets.Changelog))
+				"lag_before", st.behind, "changelog_offsets", fmt.Sprint(st.batch.Offsets.Changelog))
 		}
 	}
 	for _, st := range list {
@@ -435,6 +545,7 @@ func (st *standbyTask) plan(ends kadm.ListedOffsets, spans map[string]map[int32]
 		lag += end - from
 	}
 	st.lag.Store(lag)
+	st.behind = lag
 	return lag > 0, nil
 }
 

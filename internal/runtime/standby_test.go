@@ -19,11 +19,13 @@ import (
 	"github.com/eddy-streams/eddy/state/pebble"
 )
 
-// TestStandbyYieldsToActive: a process's standby of a task closes its
-// database when a worker of the process acquires the task, stays closed
-// while the task is open, and reopens from what it had applied once the
-// worker released the task. Pebble locks its directory, so a standby that
-// kept the database open would make the worker's open fail.
+// TestStandbyYieldsToActive: a process's standby of a task stops when a
+// worker of the process acquires the task and hands its open database
+// over, with what it applied; it stays away while the task is open and
+// reopens from there once the worker released the task. A standby whose
+// task the member's assignment makes active is kept for that hand-over; one
+// acquired and never taken over is closed by release (Pebble locks its
+// directory: a database left open would make the next open fail).
 func TestStandbyYieldsToActive(t *testing.T) {
 	p, err := newPlan("count", counting())
 	if err != nil {
@@ -34,7 +36,7 @@ func TestStandbyYieldsToActive(t *testing.T) {
 	s := newStandbys(cfg, p)
 	defer s.closeAll()
 	id := TaskID{0, 1}
-	s.assign("w0", []TaskID{id, {5, 0}}) // sub-topology 5 does not exist: ignored
+	s.assign("w0", []TaskID{id, {5, 0}}, nil) // sub-topology 5 does not exist: ignored
 	s.reconcile()
 	if len(s.tasks) != 1 || s.tasks[id] == nil {
 		t.Fatalf("standbys %v, want only %s", s.tasks, id)
@@ -49,16 +51,25 @@ func TestStandbyYieldsToActive(t *testing.T) {
 		t.Fatalf("flush: lag %d, want 8", st.lag.Load())
 	}
 
+	// The assignment makes the task active in w0: the standby waits for
+	// the hand-over instead of closing.
+	s.assign("w0", nil, []TaskID{id})
+	s.reconcile()
+	if s.tasks[id] == nil {
+		t.Fatal("the standby of a task about to become active here closed before its worker took it over")
+	}
 	s.acquire(id)
-	dir := filepath.Join(cfg.StateDir, cfg.AppID, id.String())
-	db, err := backend.Open(dir)
-	if err != nil {
-		t.Fatalf("the worker cannot open the task's database after acquire: %v", err)
+	db, got, ok := s.handOver(id)
+	if !ok || got.Changelog["counts"] != 42 {
+		t.Fatalf("hand-over: ok %v, offsets %v; want the standby's database at changelog offset 42", ok, got.Changelog)
 	}
-	got, err := db.Offsets()
-	if err != nil || got.Changelog["counts"] != 42 {
-		t.Fatalf("the task opens at changelog offset %d (%v), want the standby's 42", got.Changelog["counts"], err)
+	if v, found, err := db.Get("counts", []byte("k")); err != nil || !found || string(v) != "v" {
+		t.Fatalf("the handed-over database lacks the standby's write: %q %v %v", v, found, err)
 	}
+	if _, _, again := s.handOver(id); again {
+		t.Fatal("a database handed over twice")
+	}
+	s.assign("w0", []TaskID{id}, nil)
 	s.reconcile()
 	if s.tasks[id] != nil {
 		t.Fatal("the standby reopened while the task is active in the process")
@@ -72,11 +83,22 @@ func TestStandbyYieldsToActive(t *testing.T) {
 	if s.tasks[id] == nil || s.tasks[id].applied.Changelog["counts"] != 42 {
 		t.Fatalf("after release the standby should reopen at offset 42: %v", s.tasks[id])
 	}
-	s.assign("w0", nil)
+
+	// Acquired, then the open failed elsewhere: release closes the
+	// database, and the directory opens again.
+	s.acquire(id)
+	s.release(id)
+	s.assign("w0", nil, nil)
 	s.reconcile()
 	if len(s.tasks) != 0 {
 		t.Fatalf("standbys no assignment wants: %v", s.tasks)
 	}
+	dir := filepath.Join(cfg.StateDir, cfg.AppID, id.String())
+	again, err := backend.Open(dir)
+	if err != nil {
+		t.Fatalf("the task's database stayed open: %v", err)
+	}
+	again.Close()
 }
 
 // standbyWatch records what the standby tasks of one instance applied.

@@ -149,6 +149,11 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (*task, error) {
 // openDB opens the database, discarding it when the backend reports it
 // corrupt (the changelog is the truth; DESIGN.md §4).
 func (t *task) openDB() error {
+	if db, offsets, ok := t.w.standbys.handOver(t.id); ok {
+		// This process's standby of the task: open and caught up.
+		t.db, t.committed = db, offsets
+		return nil
+	}
 	db, err := t.w.cfg.Backend.Open(t.dir)
 	if errors.Is(err, state.ErrCorrupt) {
 		t.log.Warn("local state is corrupt; rebuilding it from the changelog", "err", err)
