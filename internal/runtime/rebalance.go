@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -147,6 +148,7 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	}
 	for _, t := range opened {
 		w.tasks[t.id] = t
+		t.assignedAt = time.Now()
 		t.log.Info("task assigned", "input_offsets", fmt.Sprint(t.committed.Input))
 	}
 	for topic, ps := range offsets {

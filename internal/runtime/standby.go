@@ -47,12 +47,15 @@ type standbys struct {
 	log  *slog.Logger
 	wake chan struct{}
 
-	// paused counts the workers restoring tasks; roundCancel cancels the
-	// catch-up round under way.
-	paused      atomic.Int32
-	roundCancel context.CancelFunc
+	// paused counts the workers restoring tasks; holdUntil (UnixNano)
+	// holds the rounds back from an assignment that brings tasks here
+	// until their restore begins (pause), or for standbyHold at most.
+	paused    atomic.Int32
+	holdUntil atomic.Int64
 
 	mu sync.Mutex
+	// roundCancel cancels the catch-up round under way.
+	roundCancel context.CancelFunc
 	// wanted are the standby tasks of each worker's last assignment, and
 	// incoming its active tasks: a standby of one of those is kept until
 	// the worker acquires the task and takes its database over.
@@ -130,7 +133,7 @@ func (s *standbys) run(ctx context.Context) {
 	tick := time.NewTicker(standbyInterval)
 	defer tick.Stop()
 	for {
-		if s.paused.Load() == 0 {
+		if !s.held() {
 			s.reconcile()
 			round, cancel := context.WithCancel(ctx)
 			s.mu.Lock()
@@ -188,14 +191,29 @@ func (s *standbys) poke() {
 }
 
 // assign implements standbyHost: member's assignment brought its standby
-// and active tasks.
+// and active tasks. When it brings tasks that do not run here yet, the
+// catch-up rounds (and the reconcile that opens new standbys) wait for
+// their restore, which pause and resume then bracket: the restore, and the
+// hand-over of a standby's database to it, come first.
 func (s *standbys) assign(member string, standby, active []TaskID) {
 	s.mu.Lock()
 	s.wanted[member] = slices.Clone(standby)
 	s.incoming[member] = slices.Clone(active)
+	takeover := false
+	for _, id := range active {
+		takeover = takeover || s.active[id] == 0
+	}
 	s.mu.Unlock()
+	if takeover {
+		s.holdUntil.Store(time.Now().Add(standbyHold).UnixNano())
+		return
+	}
 	s.poke()
 }
+
+// standbyHold bounds how long an assignment holds the standbys back for a
+// restore that may never begin (the session ended first).
+const standbyHold = 5 * time.Second
 
 // pause stops the catch-up rounds, and the one under way, until resume:
 // a worker restores tasks, and a task that waits for its restore waits
@@ -216,8 +234,14 @@ func (s *standbys) resume() {
 	if s == nil {
 		return
 	}
+	s.holdUntil.Store(0)
 	s.paused.Add(-1)
 	s.poke()
+}
+
+// held reports whether the catch-up rounds wait.
+func (s *standbys) held() bool {
+	return s.paused.Load() > 0 || time.Now().UnixNano() < s.holdUntil.Load()
 }
 
 // lags implements standbyHost: the standbys that have been caught up at
@@ -340,26 +364,45 @@ func (s *standbys) reconcile() {
 	}
 	ids := make([]TaskID, 0, len(want))
 	for id := range want {
-		ids = append(ids, id)
+		if s.tasks[id] == nil {
+			ids = append(ids, id)
+		}
 	}
 	slices.SortFunc(ids, compareTaskIDs)
-	for _, id := range ids {
-		if s.tasks[id] != nil {
-			continue
-		}
-		st, err := s.open(id)
+	// Opening a database replays its write-ahead log, which takes a
+	// while: it happens outside s.mu, so that a worker's acquire of
+	// another task does not wait for it. The standby is listed first,
+	// with its own lock held until it is open, so that an acquire of
+	// this very task waits for the open and then takes the database over.
+	opening := make([]*standbyTask, len(ids))
+	for i, id := range ids {
+		opening[i] = s.newStandbyTask(id)
+		opening[i].mu.Lock()
+		s.tasks[id] = opening[i]
+	}
+	s.mu.Unlock()
+	for _, st := range opening {
+		err := s.open(st)
 		if err != nil {
-			s.log.Warn("standby task: open failed; retrying next round", "task", id.String(), "err", err)
+			st.failed = true
+			st.closed.Store(true)
+		}
+		st.mu.Unlock()
+		if err != nil {
+			s.log.Warn("standby task: open failed; retrying next round", "task", st.id.String(), "err", err)
 			continue
 		}
-		s.tasks[id] = st
 		st.log.Info("standby task started", "changelog_offsets", fmt.Sprint(st.applied.Changelog))
+	}
+	s.mu.Lock()
+	for _, st := range opening {
+		if st.failed && s.tasks[st.id] == st {
+			delete(s.tasks, st.id)
+		}
 	}
 }
 
-// open opens a standby's database, rebuilding it when the backend reports
-// it corrupt (the changelog is the truth).
-func (s *standbys) open(id TaskID) (*standbyTask, error) {
+func (s *standbys) newStandbyTask(id TaskID) *standbyTask {
 	st := &standbyTask{
 		id: id, sub: &s.plan.subs[id.Subtopology],
 		dir:    filepath.Join(s.cfg.StateDir, s.cfg.AppID, id.String()),
@@ -367,8 +410,14 @@ func (s *standbys) open(id TaskID) (*standbyTask, error) {
 		opened: time.Now(),
 	}
 	st.lag.Store(-1)
+	return st
+}
+
+// open opens a standby's database, rebuilding it when the backend reports
+// it corrupt (the changelog is the truth).
+func (s *standbys) open(st *standbyTask) error {
 	if err := os.MkdirAll(st.dir, 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	db, err := s.cfg.Backend.Open(st.dir)
 	if errors.Is(err, state.ErrCorrupt) {
@@ -378,22 +427,22 @@ func (s *standbys) open(id TaskID) (*standbyTask, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open state: %w", err)
+		return fmt.Errorf("open state: %w", err)
 	}
 	offsets, err := db.Offsets()
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("read offsets: %w", err)
+		return fmt.Errorf("read offsets: %w", err)
 	}
 	st.db, st.applied = db, offsets
-	return st, nil
+	return nil
 }
 
 // close closes the database; a batch being applied finishes first.
 func (st *standbyTask) close() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.closed.Swap(true) {
+	if st.closed.Swap(true) || st.db == nil {
 		return
 	}
 	if err := st.db.Close(); err != nil {

@@ -65,6 +65,10 @@ type task struct {
 	loggedStore []int
 	// scratch holds encoded offsets records.
 	scratch []byte
+	// assignedAt is when the task was installed, until its first
+	// committed transaction (logged with the time since: how long a
+	// task that moved was unavailable once it arrived).
+	assignedAt time.Time
 }
 
 func (t *task) ID() TaskID           { return t.id }

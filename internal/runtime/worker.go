@@ -398,6 +398,10 @@ func (w *worker) commit() error {
 			if aerr := t.applyCommitted(); aerr != nil {
 				err = errors.Join(err, aerr)
 			}
+			if !t.assignedAt.IsZero() {
+				t.log.Info("task's first transaction committed", "since_assigned", time.Since(t.assignedAt).Round(time.Millisecond))
+				t.assignedAt = time.Time{}
+			}
 		}
 	} else {
 		w.rollbackAll()
