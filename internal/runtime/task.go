@@ -50,6 +50,10 @@ type task struct {
 	pendingAt []int
 	polled    bool
 
+	// corrupt is set when the database reported corruption while the
+	// task ran: close discards it.
+	corrupt bool
+
 	// dirty is set once the open transaction processed a record here, or
 	// a punctuator wrote or produced.
 	dirty bool
@@ -337,7 +341,21 @@ func (t *task) close() error {
 		errs = append(errs, t.proc.Close())
 	}
 	errs = append(errs, t.db.Close())
+	if t.corrupt {
+		// Found corrupt while it ran (a damaged block read by a Get or
+		// a scan): the next open rebuilds it from the changelog.
+		t.log.Warn("local state is corrupt; discarding it, the next open rebuilds it from the changelog")
+		errs = append(errs, t.w.cfg.Backend.Destroy(t.dir))
+	}
 	// Only now may this process's standby of the task reopen the database.
 	t.w.standbys.release(t.id)
 	return errors.Join(errs...)
+}
+
+// corrupted marks the task's database as corrupt and returns the error
+// that ends the session: the open transaction aborts, the task closes and
+// discards its database, and the next session restores it.
+func (t *task) corrupted(err error) error {
+	t.corrupt = true
+	return fmt.Errorf("runtime: task %s: %w", t.id, err)
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/state"
 )
 
 // worker owns one consumer-group member and one transactional producer and
@@ -343,6 +345,9 @@ func (w *worker) processRecord(t *task, r *kgo.Record) error {
 	t.next[src] = r.Offset + 1
 	w.txnRecords++
 	if err := t.process(r); err != nil {
+		if errors.Is(err, state.ErrCorrupt) {
+			return t.corrupted(err)
+		}
 		// The topology's own error (a processor, a serde, the fail
 		// policy for bad records): processing the record again would fail
 		// again, so the app stops, as Kafka Streams' default handler does.
@@ -452,6 +457,9 @@ func (w *worker) punctuate(now time.Time) error {
 	for _, t := range w.sortedTasks() {
 		produced, streamTime := len(w.produced), t.streamTime
 		if err := t.punctuate(now); err != nil {
+			if errors.Is(err, state.ErrCorrupt) {
+				return t.corrupted(err)
+			}
 			// Like a processing error: user code failing would fail
 			// again, so the app stops and the transaction aborts.
 			return permanent(fmt.Errorf("runtime: task %s: punctuate: %w", t.id, err))

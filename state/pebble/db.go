@@ -8,18 +8,9 @@ import (
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/keys"
+	"github.com/eddy-streams/eddy/state/internal/offsetcodec"
 )
-
-// Key prefixes. Data and metadata live in disjoint ranges, so a store scan
-// can never see the metadata key.
-const (
-	prefixStore = 's'
-	prefixMeta  = 'm'
-)
-
-// metaKey returns the key that holds the offsets. A single key, so reading
-// the offsets is one point lookup and Apply replaces them with one Set.
-func metaKey() []byte { return []byte{prefixMeta} }
 
 // db is one task's Pebble database. Like every state.DB it is used by one
 // goroutine at a time, which lets it reuse its key buffers.
@@ -36,25 +27,6 @@ type db struct {
 
 var _ state.DB = (*db)(nil)
 
-// appendKey appends the database key of user key k in store to dst.
-func appendKey(dst []byte, store string, k []byte) []byte {
-	dst = append(dst, prefixStore)
-	dst = append(dst, store...)
-	dst = append(dst, 0)
-	return append(dst, k...)
-}
-
-// appendStoreEnd appends the exclusive upper bound of every key of store: the
-// store's prefix with its 0x00 separator raised to 0x01. A longer store name
-// that starts with this one ("ab" for "a") continues with a byte of its name
-// where this store has the separator; that byte is at least 0x01, since names
-// hold no 0x00, so all of that store's keys sort at or after the bound.
-func appendStoreEnd(dst []byte, store string) []byte {
-	dst = append(dst, prefixStore)
-	dst = append(dst, store...)
-	return append(dst, 1)
-}
-
 func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 	if d.pdb == nil {
 		return nil, false, fmt.Errorf("state/pebble: get: %w", state.ErrClosed)
@@ -62,7 +34,7 @@ func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 	if err := state.CheckStoreName(store); err != nil {
 		return nil, false, fmt.Errorf("state/pebble: get: %w", err)
 	}
-	d.key = appendKey(d.key[:0], store, key)
+	d.key = keys.Append(d.key[:0], store, key)
 	v, closer, err := d.pdb.Get(d.key)
 	if errors.Is(err, pebbledb.ErrNotFound) {
 		return nil, false, nil
@@ -94,13 +66,13 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 	}
 	// Fresh bounds rather than d.key: Pebble reads them for the iterator's
 	// whole life, and fn may call Get, which reuses d.key.
-	opts := pebbledb.IterOptions{LowerBound: appendKey(nil, store, lower)}
+	opts := pebbledb.IterOptions{LowerBound: keys.Append(nil, store, lower)}
 	if upper != nil {
-		opts.UpperBound = appendKey(nil, store, upper)
+		opts.UpperBound = keys.Append(nil, store, upper)
 	} else {
-		opts.UpperBound = appendStoreEnd(nil, store)
+		opts.UpperBound = keys.AppendStoreEnd(nil, store)
 	}
-	prefixLen := len(store) + 2
+	prefixLen := keys.PrefixLen(store)
 	it, err := d.pdb.NewIter(&opts)
 	if err != nil {
 		return wrapErr("scan", d.dir, err)
@@ -149,12 +121,12 @@ func (d *db) Apply(b *state.Batch) error {
 			continue // empty: Pebble wants start < end
 		}
 		// Both bounds in the one scratch buffer; the batch copies them.
-		d.key = appendKey(d.key[:0], r.Store, r.Lower)
+		d.key = keys.Append(d.key[:0], r.Store, r.Lower)
 		n := len(d.key)
 		if len(r.Upper) == 0 {
-			d.key = appendStoreEnd(d.key, r.Store)
+			d.key = keys.AppendStoreEnd(d.key, r.Store)
 		} else {
-			d.key = appendKey(d.key, r.Store, r.Upper)
+			d.key = keys.Append(d.key, r.Store, r.Upper)
 		}
 		if err := batch.DeleteRange(d.key[:n], d.key[n:], nil); err != nil {
 			return wrapErr("apply to", d.dir, err)
@@ -165,7 +137,7 @@ func (d *db) Apply(b *state.Batch) error {
 			return fmt.Errorf("state/pebble: apply to %s: %w", d.dir, err)
 		}
 		// The batch copies keys and values, so the scratch can be reused.
-		d.key = appendKey(d.key[:0], w.Store, w.Key)
+		d.key = keys.Append(d.key[:0], w.Store, w.Key)
 		var err error
 		if w.Delete {
 			err = batch.Delete(d.key, nil)
@@ -176,8 +148,8 @@ func (d *db) Apply(b *state.Batch) error {
 			return wrapErr("apply to", d.dir, err)
 		}
 	}
-	d.meta = appendOffsets(d.meta[:0], b.Offsets)
-	if err := batch.Set(metaKey(), d.meta, nil); err != nil {
+	d.meta = offsetcodec.Append(d.meta[:0], b.Offsets)
+	if err := batch.Set(keys.Meta(), d.meta, nil); err != nil {
 		return wrapErr("apply to", d.dir, err)
 	}
 	if err := batch.Commit(pebbledb.Sync); err != nil {
@@ -197,14 +169,14 @@ func (d *db) Offsets() (state.Offsets, error) {
 // readOffsets reads the metadata key; a new database has none and reflects
 // no offsets and no stream time.
 func (d *db) readOffsets() (state.Offsets, error) {
-	v, closer, err := d.pdb.Get(metaKey())
+	v, closer, err := d.pdb.Get(keys.Meta())
 	if errors.Is(err, pebbledb.ErrNotFound) {
 		return state.NewOffsets(), nil
 	}
 	if err != nil {
 		return state.Offsets{}, wrapErr("read offsets of", d.dir, err)
 	}
-	o, decErr := decodeOffsets(v)
+	o, decErr := offsetcodec.Decode(v)
 	if err := closer.Close(); err != nil {
 		return state.Offsets{}, wrapErr("read offsets of", d.dir, err)
 	}

@@ -3,13 +3,8 @@
 // the Backend so that memory and file descriptors do not grow with the
 // number of tasks.
 //
-// Layout inside a database:
-//
-//	's' + store name + 0x00 + user key  →  value
-//	'm'                                 →  offsets (see offsets.go)
-//
-// Store names never contain 0x00 (state.CheckStoreName), so the 0x00 ends
-// the name unambiguously and one store's keys form one contiguous range.
+// The layout inside a database is state/internal/keys, shared with
+// state/rocksdb; the offsets are encoded by state/internal/offsetcodec.
 package pebble
 
 import (
@@ -24,46 +19,16 @@ import (
 	"sync"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddy-streams/eddy/state"
-)
-
-// Options configure a Backend. The zero value is valid: every field has the
-// default named in its comment.
-type Options struct {
-	// CacheSize is the size in bytes of the block cache shared by every
-	// database of the Backend. Zero or negative means 64 MiB.
-	CacheSize int64
-	// MemTableSize is the size in bytes of each database's memtable. Zero
-	// means 16 MiB. Tasks apply small batches, so a memtable this size
-	// flushes rarely while bounding memory per task.
-	MemTableSize uint64
-	// MaxOpenFiles bounds the table files kept open over all databases of
-	// the Backend (a shared file cache). Zero or negative means 1000.
-	MaxOpenFiles int
-	// Logger receives Pebble's informational lines at debug level and its
-	// errors (background errors, detected corruption) at error level. Nil
-	// means discard.
-	Logger *slog.Logger
-	// FS is the file system every database lives on. Nil means vfs.Default
-	// (the OS); tests pass vfs.NewMem, vfs.NewCrashableMem or vfs.NewStrictMem.
-	FS vfs.FS
-}
-
-// Defaults of Options.
-const (
-	DefaultCacheSize    = 64 << 20
-	DefaultMemTableSize = 16 << 20
-	DefaultMaxOpenFiles = 1000
 )
 
 // Backend opens Pebble databases that share one block cache and one file
 // cache. It is safe for concurrent use.
 type Backend struct {
-	fs           vfs.FS
-	memTableSize uint64
-	logger       *slog.Logger
+	opts Options // with defaults
+	// invalid is what Options.Validate reported, returned by every Open.
+	invalid error
 
 	mu        sync.Mutex
 	cache     *pebbledb.Cache
@@ -75,30 +40,19 @@ type Backend struct {
 var _ state.Backend = (*Backend)(nil)
 
 // New returns a Backend configured by opts. Call Close when done with it.
+// New does not fail: options that Options.Validate rejects make every Open
+// fail with Validate's errors, so call Validate first to report them early.
 func New(opts Options) *Backend {
-	if opts.CacheSize <= 0 {
-		opts.CacheSize = DefaultCacheSize
+	b := &Backend{opts: opts.withDefaults(), invalid: opts.Validate(), open: make(map[string]bool)}
+	if b.invalid != nil {
+		// Caches sized from invalid values could be huge or panic; the
+		// Backend needs none, since no database will open.
+		b.closed = true
+		return b
 	}
-	if opts.MemTableSize == 0 {
-		opts.MemTableSize = DefaultMemTableSize
-	}
-	if opts.MaxOpenFiles <= 0 {
-		opts.MaxOpenFiles = DefaultMaxOpenFiles
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.FS == nil {
-		opts.FS = vfs.Default
-	}
-	return &Backend{
-		fs:           opts.FS,
-		memTableSize: opts.MemTableSize,
-		logger:       opts.Logger,
-		cache:        pebbledb.NewCache(opts.CacheSize),
-		fileCache:    pebbledb.NewFileCache(runtime.GOMAXPROCS(0), pebbledb.FileCacheSize(opts.MaxOpenFiles)),
-		open:         make(map[string]bool),
-	}
+	b.cache = pebbledb.NewCache(b.opts.CacheSize)
+	b.fileCache = pebbledb.NewFileCache(runtime.GOMAXPROCS(0), pebbledb.FileCacheSize(b.opts.MaxOpenFiles))
+	return b
 }
 
 // Close releases the Backend's references to the shared caches. Databases
@@ -121,6 +75,9 @@ func (b *Backend) Close() error {
 // before the task starts. A directory can be open only once at a time.
 func (b *Backend) Open(dir string) (state.DB, error) {
 	dir = filepath.Clean(dir)
+	if b.invalid != nil {
+		return nil, fmt.Errorf("state/pebble: open %s: fix the Backend's options: %w", dir, b.invalid)
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -153,12 +110,10 @@ func (b *Backend) Open(dir string) (state.DB, error) {
 }
 
 func (b *Backend) open1(dir string) (*db, error) {
-	logger := &pebbleLogger{l: b.logger.With("dir", dir)}
-	pdb, err := pebbledb.Open(dir, &pebbledb.Options{
-		FS:                 b.fs,
+	logger := &pebbleLogger{l: b.opts.Logger.With("dir", dir)}
+	po := &pebbledb.Options{
 		Cache:              b.cache,
 		FileCache:          b.fileCache,
-		MemTableSize:       b.memTableSize,
 		FormatMajorVersion: pebbledb.FormatNewest,
 		Logger:             logger,
 		EventListener: &pebbledb.EventListener{
@@ -169,7 +124,9 @@ func (b *Backend) open1(dir string) (*db, error) {
 			// runtime rebuilds the task instead of the process dying.
 			DataCorruption: func(info pebbledb.DataCorruptionInfo) { logger.Errorf("data corruption: %s", info) },
 		},
-	})
+	}
+	b.opts.apply(po)
+	pdb, err := pebbledb.Open(dir, po)
 	if err != nil {
 		return nil, wrapErr("open", dir, err)
 	}
@@ -192,7 +149,7 @@ func (b *Backend) Destroy(dir string) error {
 	if b.open[dir] {
 		return fmt.Errorf("state/pebble: destroy %s: database is open", dir)
 	}
-	if err := b.fs.RemoveAll(dir); err != nil {
+	if err := b.opts.FS.RemoveAll(dir); err != nil {
 		return fmt.Errorf("state/pebble: destroy %s: %w", dir, err)
 	}
 	return nil
@@ -227,6 +184,11 @@ func wrapErr(op, dir string, err error) error {
 //   - A table whose size differs from what the MANIFEST records (truncated,
 //     or overwritten with other content) fails Open's consistency check
 //     with a plain error; only its text identifies it.
+//   - A directory Pebble cannot read at all (one with a CURRENT file, as
+//     RocksDB writes, or a format major version this Pebble does not know)
+//     fails Open with a plain error naming the "format major version". The
+//     state in it is only a copy of the changelog, so it is rebuilt like a
+//     damaged one; this is what a switch back from state/rocksdb meets.
 //
 // Damage in the tail of the last WAL is not reported at all: Pebble stops
 // the replay at the first bad record and opens. That is safe here, because
@@ -236,7 +198,8 @@ func wrapErr(op, dir string, err error) error {
 func isCorruption(err error) bool {
 	return pebbledb.IsCorruptionError(err) ||
 		errors.Is(err, fs.ErrNotExist) ||
-		strings.Contains(err.Error(), "object size mismatch")
+		strings.Contains(err.Error(), "object size mismatch") ||
+		strings.Contains(err.Error(), "format major version")
 }
 
 // pebbleLogger adapts slog to Pebble's Logger.

@@ -14,6 +14,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/keys"
+	"github.com/eddy-streams/eddy/state/internal/offsetcodec"
 	"github.com/eddy-streams/eddy/state/statetest"
 )
 
@@ -167,7 +169,7 @@ func TestCorruptOffsets(t *testing.T) {
 	b := newBackend(t, Options{})
 	dir := t.TempDir()
 	d := mustOpen(t, b, dir)
-	if err := d.(*db).pdb.Set(metaKey(), []byte{offsetsVersion, 5, 1}, nil); err != nil {
+	if err := d.(*db).pdb.Set(keys.Meta(), []byte{offsetcodec.Version, 5, 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Close(); err != nil {
@@ -178,6 +180,28 @@ func TestCorruptOffsets(t *testing.T) {
 	}
 	// A failed Open must not leave the directory marked open.
 	if err := b.Destroy(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUnreadableDirIsCorrupt: a directory Pebble cannot read, such as one
+// RocksDB wrote (it has a CURRENT file and no Pebble format marker), is
+// rebuilt like a damaged one rather than failing the task for good.
+// state/rocksdb's TestRocksDBDirIsCorrupt does this with a real RocksDB.
+func TestUnreadableDirIsCorrupt(t *testing.T) {
+	b := newBackend(t, Options{})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "CURRENT"), []byte("MANIFEST-000005\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Open(dir); !errors.Is(err, state.ErrCorrupt) {
+		t.Fatalf("Open of a dir with a CURRENT file: %v; want ErrCorrupt", err)
+	}
+	if err := b.Destroy(dir); err != nil {
+		t.Fatal(err)
+	}
+	d := mustOpen(t, b, dir)
+	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -373,7 +397,7 @@ func TestDeleteRangeTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after flush", d)
-	if err := pdb.Compact(context.Background(), []byte{prefixStore}, []byte{prefixStore + 1}, true); err != nil {
+	if err := pdb.Compact(context.Background(), []byte{keys.PrefixStore}, []byte{keys.PrefixStore + 1}, true); err != nil {
 		t.Fatal(err)
 	}
 	check("after compaction", d)
@@ -383,4 +407,14 @@ func TestDeleteRangeTables(t *testing.T) {
 	d2 := mustOpen(t, newBackend(t, Options{FS: crashed}), "/task")
 	defer d2.Close()
 	check("after crash", d2)
+}
+
+// BenchmarkBackend runs the workloads every backend is measured with, with
+// the default options (BENCHMARKS.md).
+func BenchmarkBackend(b *testing.B) {
+	statetest.Bench(b, func(b *testing.B) state.Backend {
+		be := New(Options{})
+		b.Cleanup(func() { _ = be.Close() })
+		return be
+	})
 }

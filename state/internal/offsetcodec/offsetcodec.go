@@ -1,4 +1,8 @@
-package pebble
+// Package offsetcodec encodes state.Offsets into the bytes that the disk
+// backends (state/pebble, state/rocksdb) store under their metadata key. One
+// encoder for both keeps the format, its versions and its strictness in one
+// place, so a fix to the decoder reaches every backend.
+package offsetcodec
 
 import (
 	"cmp"
@@ -12,22 +16,22 @@ import (
 	"github.com/eddy-streams/eddy/state"
 )
 
-// offsetsVersion is the first byte of the encoded offsets, the version
-// appendOffsets writes. Version 1 lacked the stream time; decodeOffsets still
-// reads it, so a database written before stream time existed opens (with
-// state.NoStreamTime) instead of being rebuilt. A database written by a later
-// format is reported corrupt rather than misread.
+// Version is the first byte of the encoded offsets, the version Append
+// writes. Version1 lacked the stream time; Decode still reads it, so a
+// database written before stream time existed opens (with state.NoStreamTime)
+// instead of being rebuilt. A database written by a later format is reported
+// corrupt rather than misread.
 const (
-	offsetsVersion1 = 1
-	offsetsVersion  = 2
+	Version1 = 1
+	Version  = 2
 )
 
-// errBadOffsets is wrapped by every decoding failure; the DB wraps it in turn
-// with state.ErrCorrupt, because offsets that cannot be read make the state
-// they describe unusable.
-var errBadOffsets = errors.New("bad offsets encoding")
+// ErrMalformed is wrapped by every decoding failure; a backend wraps it in
+// turn with state.ErrCorrupt, because offsets that cannot be read make the
+// state they describe unusable.
+var ErrMalformed = errors.New("offsetcodec: bad offsets encoding")
 
-// appendOffsets appends the encoding of o to dst:
+// Append appends the encoding of o to dst:
 //
 //	version byte (2)
 //	uvarint n, then n × (uvarint len, topic, varint partition, varint offset)
@@ -37,8 +41,8 @@ var errBadOffsets = errors.New("bad offsets encoding")
 // Entries are sorted, so equal offsets always encode to equal bytes. The
 // stream time goes last so that version 2 is version 1 plus a suffix, and one
 // decoder reads both.
-func appendOffsets(dst []byte, o state.Offsets) []byte {
-	dst = append(dst, offsetsVersion)
+func Append(dst []byte, o state.Offsets) []byte {
+	dst = append(dst, Version)
 
 	tps := make([]state.TopicPartition, 0, len(o.Input))
 	for tp := range o.Input {
@@ -75,14 +79,14 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-// decodeOffsets is the inverse of appendOffsets. It accepts exactly what
-// appendOffsets can produce, or could in version 1 (no trailing bytes, no
-// duplicate entries), since anything else means the metadata key was damaged.
-func decodeOffsets(buf []byte) (state.Offsets, error) {
+// Decode is the inverse of Append. It accepts exactly what Append can
+// produce, or could in version 1 (no trailing bytes, no duplicate entries),
+// since anything else means the metadata key was damaged.
+func Decode(buf []byte) (state.Offsets, error) {
 	d := decoder{buf: buf}
 	v := d.byte()
-	if d.err == nil && v != offsetsVersion && v != offsetsVersion1 {
-		return state.Offsets{}, fmt.Errorf("%w: unknown version %d", errBadOffsets, v)
+	if d.err == nil && v != Version && v != Version1 {
+		return state.Offsets{}, fmt.Errorf("%w: unknown version %d", ErrMalformed, v)
 	}
 	o := state.NewOffsets()
 	n := d.count()
@@ -94,11 +98,11 @@ func decodeOffsets(buf []byte) (state.Offsets, error) {
 			break
 		}
 		if p < math.MinInt32 || p > math.MaxInt32 {
-			return state.Offsets{}, fmt.Errorf("%w: partition %d out of range", errBadOffsets, p)
+			return state.Offsets{}, fmt.Errorf("%w: partition %d out of range", ErrMalformed, p)
 		}
 		tp := state.TopicPartition{Topic: topic, Partition: int32(p)}
 		if _, dup := o.Input[tp]; dup {
-			return state.Offsets{}, fmt.Errorf("%w: duplicate input %s", errBadOffsets, tp)
+			return state.Offsets{}, fmt.Errorf("%w: duplicate input %s", ErrMalformed, tp)
 		}
 		o.Input[tp] = off
 	}
@@ -110,23 +114,23 @@ func decodeOffsets(buf []byte) (state.Offsets, error) {
 			break
 		}
 		if _, dup := o.Changelog[store]; dup {
-			return state.Offsets{}, fmt.Errorf("%w: duplicate store %q", errBadOffsets, store)
+			return state.Offsets{}, fmt.Errorf("%w: duplicate store %q", ErrMalformed, store)
 		}
 		o.Changelog[store] = off
 	}
-	if v == offsetsVersion && d.err == nil {
+	if v == Version && d.err == nil {
 		o.StreamTime = d.varint()
 	}
 	if d.err != nil {
 		return state.Offsets{}, d.err
 	}
 	if len(d.buf) != 0 {
-		return state.Offsets{}, fmt.Errorf("%w: %d trailing bytes", errBadOffsets, len(d.buf))
+		return state.Offsets{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.buf))
 	}
 	return o, nil
 }
 
-// decoder reads from buf and records the first error, so decodeOffsets can
+// decoder reads from buf and records the first error, so Decode can
 // check once per entry instead of after every field.
 type decoder struct {
 	buf []byte
@@ -135,7 +139,7 @@ type decoder struct {
 
 func (d *decoder) fail(what string) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated or malformed %s", errBadOffsets, what)
+		d.err = fmt.Errorf("%w: truncated or malformed %s", ErrMalformed, what)
 	}
 	d.buf = nil
 }

@@ -1,4 +1,4 @@
-package pebble
+package offsetcodec
 
 import (
 	"bytes"
@@ -39,8 +39,8 @@ func TestOffsetsRoundTrip(t *testing.T) {
 		},
 	}
 	for _, o := range tests {
-		enc := appendOffsets(nil, o)
-		got, err := decodeOffsets(enc)
+		enc := Append(nil, o)
+		got, err := Decode(enc)
 		if err != nil {
 			t.Fatalf("decode(encode(%v)): %v", o, err)
 		}
@@ -48,7 +48,7 @@ func TestOffsetsRoundTrip(t *testing.T) {
 			t.Fatalf("decode(encode(%v)) = %v", o, got)
 		}
 		// Map order must not leak into the bytes.
-		if again := appendOffsets(nil, o.Clone()); !bytes.Equal(again, enc) {
+		if again := Append(nil, o.Clone()); !bytes.Equal(again, enc) {
 			t.Fatalf("encoding of %v is not deterministic", o)
 		}
 	}
@@ -59,14 +59,14 @@ func TestOffsetsRoundTrip(t *testing.T) {
 // must still open, with no stream time.
 func TestDecodeOffsetsVersion1(t *testing.T) {
 	v1 := []byte{
-		offsetsVersion1,
+		Version1,
 		2,                          // two inputs
 		2, 'i', 'n', 6, 0x80, 0x01, // "in"/3 at 64
 		1, 'x', 1, 13, // "x"/-1 at -7
 		1,         // one store
 		1, 's', 8, // "s" at 4
 	}
-	got, err := decodeOffsets(v1)
+	got, err := Decode(v1)
 	if err != nil {
 		t.Fatalf("decode(v1): %v", err)
 	}
@@ -79,18 +79,18 @@ func TestDecodeOffsetsVersion1(t *testing.T) {
 		t.Fatalf("decode(v1) = %+v; want %+v", got, want)
 	}
 	// The same content in version 2 is version 1 plus the stream time.
-	v2 := appendOffsets(nil, want)
-	if v2[0] != offsetsVersion || !bytes.Equal(v2[1:len(v2)-10], v1[1:]) {
-		t.Fatalf("encode = %x; want version %d, then %x, then the stream time", v2, offsetsVersion, v1[1:])
+	v2 := Append(nil, want)
+	if v2[0] != Version || !bytes.Equal(v2[1:len(v2)-10], v1[1:]) {
+		t.Fatalf("encode = %x; want version %d, then %x, then the stream time", v2, Version, v1[1:])
 	}
 	// A version 1 encoding with a stream time appended has trailing bytes.
-	if _, err := decodeOffsets(append(bytes.Clone(v1), 0)); !errors.Is(err, errBadOffsets) {
-		t.Fatalf("decode(v1 + 1 byte): %v; want errBadOffsets", err)
+	if _, err := Decode(append(bytes.Clone(v1), 0)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("decode(v1 + 1 byte): %v; want ErrMalformed", err)
 	}
 }
 
 func TestDecodeOffsetsRejects(t *testing.T) {
-	valid := appendOffsets(nil, state.Offsets{
+	valid := Append(nil, state.Offsets{
 		Input:      map[state.TopicPartition]int64{{Topic: "in", Partition: 3}: 10},
 		Changelog:  map[string]int64{"s": 4},
 		StreamTime: 1000,
@@ -102,47 +102,47 @@ func TestDecodeOffsetsRejects(t *testing.T) {
 	}{
 		{"empty", nil, "version"},
 		{"version 0", []byte{0, 0, 0, 0}, "unknown version 0"},
-		{"unknown version", []byte{offsetsVersion + 1, 0, 0, 0}, "unknown version 3"},
-		{"version only", []byte{offsetsVersion}, "count"},
-		{"v1 version only", []byte{offsetsVersion1}, "count"},
+		{"unknown version", []byte{Version + 1, 0, 0, 0}, "unknown version 3"},
+		{"version only", []byte{Version}, "count"},
+		{"v1 version only", []byte{Version1}, "count"},
 		{"truncated", valid[:len(valid)-1], "varint"},
-		{"no stream time", []byte{offsetsVersion, 0, 0}, "varint"},
+		{"no stream time", []byte{Version, 0, 0}, "varint"},
 		{"trailing bytes", append(bytes.Clone(valid), 0), "1 trailing bytes"},
-		{"v1 trailing bytes", []byte{offsetsVersion1, 0, 0, 0}, "1 trailing bytes"},
-		{"huge count", []byte{offsetsVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}, "count"},
-		{"string too long", []byte{offsetsVersion, 1, 100, 'a', 0, 0, 0, 0}, "string"},
-		{"partition too big", []byte{offsetsVersion, 1, 0, 0x80, 0x80, 0x80, 0x80, 0x20, 0, 0, 0}, "partition"},
-		{"duplicate input", []byte{offsetsVersion, 2, 1, 'a', 0, 0, 1, 'a', 0, 2, 0, 0}, "duplicate input"},
-		{"duplicate store", []byte{offsetsVersion, 0, 2, 1, 's', 0, 1, 's', 2, 0}, "duplicate store"},
+		{"v1 trailing bytes", []byte{Version1, 0, 0, 0}, "1 trailing bytes"},
+		{"huge count", []byte{Version, 0xff, 0xff, 0xff, 0xff, 0x0f}, "count"},
+		{"string too long", []byte{Version, 1, 100, 'a', 0, 0, 0, 0}, "string"},
+		{"partition too big", []byte{Version, 1, 0, 0x80, 0x80, 0x80, 0x80, 0x20, 0, 0, 0}, "partition"},
+		{"duplicate input", []byte{Version, 2, 1, 'a', 0, 0, 1, 'a', 0, 2, 0, 0}, "duplicate input"},
+		{"duplicate store", []byte{Version, 0, 2, 1, 's', 0, 1, 's', 2, 0}, "duplicate store"},
 	}
 	for _, tt := range tests {
-		o, err := decodeOffsets(tt.enc)
-		if !errors.Is(err, errBadOffsets) || !strings.Contains(err.Error(), tt.why) {
-			t.Errorf("%s: decode(%x) = %v, %v; want errBadOffsets about %q", tt.name, tt.enc, o, err, tt.why)
+		o, err := Decode(tt.enc)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.why) {
+			t.Errorf("%s: decode(%x) = %v, %v; want ErrMalformed about %q", tt.name, tt.enc, o, err, tt.why)
 		}
 	}
 }
 
-func FuzzDecodeOffsets(f *testing.F) {
-	f.Add(appendOffsets(nil, state.Offsets{}))
-	f.Add(appendOffsets(nil, state.Offsets{
+func FuzzDecode(f *testing.F) {
+	f.Add(Append(nil, state.Offsets{}))
+	f.Add(Append(nil, state.Offsets{
 		Input:     map[state.TopicPartition]int64{{Topic: "in", Partition: 3}: 10, {Topic: "x", Partition: -1}: -7},
 		Changelog: map[string]int64{"s": 4, "t": math.MaxInt64},
 	}))
-	f.Add(appendOffsets(nil, state.Offsets{StreamTime: state.NoStreamTime}))
-	f.Add([]byte{offsetsVersion1, 1, 1, 'x', 1, 13, 1, 1, 's', 8})
-	f.Add([]byte{offsetsVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(Append(nil, state.Offsets{StreamTime: state.NoStreamTime}))
+	f.Add([]byte{Version1, 1, 1, 'x', 1, 13, 1, 1, 's', 8})
+	f.Add([]byte{Version, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		o, err := decodeOffsets(data)
+		o, err := Decode(data)
 		if err != nil {
-			if !errors.Is(err, errBadOffsets) {
-				t.Fatalf("error %v does not wrap errBadOffsets", err)
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
 			}
 			return
 		}
 		// The decoder accepts entries in any order, so compare values, not
 		// bytes: whatever decodes must survive a round trip.
-		again, err := decodeOffsets(appendOffsets(nil, o))
+		again, err := Decode(Append(nil, o))
 		if err != nil {
 			t.Fatalf("decode(%x) = %v, which does not round-trip: %v", data, o, err)
 		}

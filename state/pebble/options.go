@@ -1,0 +1,188 @@
+package pebble
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configure a Backend, the way Kafka Streams' RocksDBConfigSetter
+// tunes its stores. The zero value is valid: every field has the default
+// named in its comment. Sizes and counts apply per database (one per task)
+// unless the comment says the Backend shares them, so memory grows with the
+// number of tasks an instance owns.
+type Options struct {
+	// CacheSize is the size in bytes of the block cache shared by every
+	// database of the Backend. Zero means 64 MiB (DefaultCacheSize).
+	CacheSize int64
+	// MemTableSize is the size in bytes of each database's memtable. Zero
+	// means 16 MiB (DefaultMemTableSize). Tasks apply small batches, so a
+	// memtable this size flushes rarely while bounding memory per task.
+	// Pebble allows less than 4 GiB.
+	MemTableSize uint64
+	// MaxOpenFiles bounds the table files kept open over all databases of
+	// the Backend (a shared file cache). Zero means 1000
+	// (DefaultMaxOpenFiles). Pebble keeps at least 64 open whatever the
+	// value.
+	MaxOpenFiles int
+	// MaxConcurrentCompactions is the most compactions each database runs
+	// at once. Pebble runs one and adds more, up to this, when level 0 or
+	// the compaction debt builds up. Zero means 1
+	// (DefaultMaxConcurrentCompactions): with one database per task, tasks
+	// already compact in parallel.
+	MaxConcurrentCompactions int
+	// Compression is the block compression of table files. The empty value
+	// means CompressionSnappy, Pebble's default.
+	Compression Compression
+	// L0CompactionThreshold is the read amplification of level 0 (roughly
+	// its count of overlapping files) at which a database compacts level 0
+	// into the level below. Zero means 4 (DefaultL0CompactionThreshold).
+	L0CompactionThreshold int
+	// L0StopWritesThreshold is the read amplification of level 0 at which
+	// a database stops writes (Apply waits) until compactions catch up.
+	// Zero means 12 (DefaultL0StopWritesThreshold). It must not be below
+	// L0CompactionThreshold, or writes would stop before compaction starts.
+	L0StopWritesThreshold int
+	// Logger receives Pebble's informational lines at debug level and its
+	// errors (background errors, detected corruption) at error level. Nil
+	// means discard.
+	Logger *slog.Logger
+	// FS is the file system every database lives on. Nil means vfs.Default
+	// (the OS); tests pass vfs.NewMem, vfs.NewCrashableMem or vfs.NewStrictMem.
+	FS vfs.FS
+}
+
+// Defaults of Options.
+const (
+	DefaultCacheSize                = 64 << 20
+	DefaultMemTableSize             = 16 << 20
+	DefaultMaxOpenFiles             = 1000
+	DefaultMaxConcurrentCompactions = 1
+	DefaultL0CompactionThreshold    = 4
+	DefaultL0StopWritesThreshold    = 12
+)
+
+// maxMemTableSize is Pebble's bound (pebble.Open rejects MemTableSize at or
+// above it); checking it here names our field instead of Pebble's.
+const maxMemTableSize = 4<<30 - 1
+
+// Compression names a block compression for table files.
+type Compression string
+
+// Compressions. Snappy is fast and compresses little; zstd (level 3) takes
+// more CPU for smaller files, which matters for state that is large, cold or
+// shipped to remote checkpoints; none suits values that are already
+// compressed.
+const (
+	CompressionNone   Compression = "none"
+	CompressionSnappy Compression = "snappy"
+	CompressionZstd   Compression = "zstd"
+)
+
+// profile returns Pebble's compression profile for c, nil if c is unknown.
+func (c Compression) profile() *sstable.CompressionProfile {
+	switch c {
+	case CompressionNone:
+		return sstable.NoCompression
+	case "", CompressionSnappy:
+		return sstable.SnappyCompression
+	case CompressionZstd:
+		return sstable.ZstdCompression
+	}
+	return nil
+}
+
+// Validate reports every invalid field of o at once, each error naming its
+// field. New accepts any Options, so that a caller can validate its whole
+// configuration first; with options that Validate rejects, the Backend's
+// Open returns the same errors.
+func (o Options) Validate() error {
+	var errs []error
+	bad := func(field string, v any, why string) {
+		errs = append(errs, fmt.Errorf("state/pebble: Options.%s = %v: %s", field, v, why))
+	}
+	if o.CacheSize < 0 {
+		bad("CacheSize", o.CacheSize, "must not be negative (0 means the default, 64 MiB)")
+	}
+	if o.MemTableSize > maxMemTableSize {
+		bad("MemTableSize", o.MemTableSize, "must be below 4 GiB, Pebble's limit")
+	}
+	if o.MaxOpenFiles < 0 {
+		bad("MaxOpenFiles", o.MaxOpenFiles, "must not be negative (0 means the default, 1000)")
+	}
+	if o.MaxConcurrentCompactions < 0 {
+		bad("MaxConcurrentCompactions", o.MaxConcurrentCompactions, "must not be negative (0 means the default, 1)")
+	}
+	if o.Compression.profile() == nil {
+		bad("Compression", fmt.Sprintf("%q", o.Compression), `must be "none", "snappy" or "zstd" (empty means snappy)`)
+	}
+	if o.L0CompactionThreshold < 0 {
+		bad("L0CompactionThreshold", o.L0CompactionThreshold, "must not be negative (0 means the default, 4)")
+	}
+	if o.L0StopWritesThreshold < 0 {
+		bad("L0StopWritesThreshold", o.L0StopWritesThreshold, "must not be negative (0 means the default, 12)")
+	}
+	if o.L0CompactionThreshold >= 0 && o.L0StopWritesThreshold >= 0 {
+		if c, s := o.withDefaults().L0CompactionThreshold, o.withDefaults().L0StopWritesThreshold; s < c {
+			bad("L0StopWritesThreshold", s, fmt.Sprintf("must be at least L0CompactionThreshold (%d), or writes stop before level 0 compacts", c))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns o with every zero field set to its default.
+func (o Options) withDefaults() Options {
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.MaxOpenFiles == 0 {
+		o.MaxOpenFiles = DefaultMaxOpenFiles
+	}
+	if o.MaxConcurrentCompactions == 0 {
+		o.MaxConcurrentCompactions = DefaultMaxConcurrentCompactions
+	}
+	if o.Compression == "" {
+		o.Compression = CompressionSnappy
+	}
+	if o.L0CompactionThreshold == 0 {
+		o.L0CompactionThreshold = DefaultL0CompactionThreshold
+	}
+	if o.L0StopWritesThreshold == 0 {
+		o.L0StopWritesThreshold = DefaultL0StopWritesThreshold
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	return o
+}
+
+// apply sets the tuning fields of o (with defaults) in po. The caches are
+// the Backend's and set by the caller.
+func (o Options) apply(po *pebbledb.Options) {
+	po.FS = o.FS
+	po.MemTableSize = o.MemTableSize
+	// Pebble sizes its file cache from MaxOpenFiles only when it makes
+	// one; ours is shared and sized by New. Passing it anyway records it in
+	// the database's OPTIONS file, where an operator looks for it.
+	po.MaxOpenFiles = o.MaxOpenFiles
+	n := o.MaxConcurrentCompactions
+	po.CompactionConcurrencyRange = func() (int, int) { return 1, n }
+	po.L0CompactionThreshold = o.L0CompactionThreshold
+	po.L0StopWritesThreshold = o.L0StopWritesThreshold
+	// Every level alike: per-level choices are Pebble's tuning for large
+	// stores, and one knob is what a user of RocksDBConfigSetter expects.
+	profile := o.Compression.profile()
+	for i := range po.Levels {
+		po.Levels[i].Compression = func() *sstable.CompressionProfile { return profile }
+	}
+}

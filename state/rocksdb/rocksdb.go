@@ -1,0 +1,217 @@
+//go:build rocksdb
+
+package rocksdb
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/linxGnu/grocksdb"
+
+	"github.com/eddy-streams/eddy/state"
+)
+
+// Backend opens RocksDB databases that share one block cache. It is safe for
+// concurrent use.
+type Backend struct {
+	opts Options // with defaults
+	// invalid is what Options.Validate reported, returned by every Open.
+	invalid error
+
+	mu     sync.Mutex
+	cache  *grocksdb.Cache // nil once closed
+	open   map[string]bool // directories with an open DB
+	closed bool
+}
+
+var _ state.Backend = (*Backend)(nil)
+
+// New returns a Backend configured by opts. Call Close when done with it.
+// New does not fail: options that Options.Validate rejects make every Open
+// fail with Validate's errors, so call Validate first to report them early.
+func New(opts Options) *Backend {
+	b := &Backend{opts: opts.withDefaults(), invalid: opts.Validate(), open: make(map[string]bool)}
+	if b.invalid != nil {
+		b.closed = true // nothing to release: no database will open
+		return b
+	}
+	b.cache = grocksdb.NewLRUCache(uint64(b.opts.CacheSize))
+	return b
+}
+
+// Close releases the Backend's handle on the block cache. Databases still
+// open hold their own references (RocksDB's table options keep the cache
+// alive) and stay usable until they close; Open fails after Close.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.cache.Destroy()
+	b.cache = nil
+	return nil
+}
+
+// Open opens the database in dir, creating it (and its parents) if needed,
+// and reads its offsets, so that damaged metadata is reported here, as
+// state.ErrCorrupt, before the task starts. A directory can be open only
+// once at a time; RocksDB's LOCK file also keeps other processes out.
+func (b *Backend) Open(dir string) (state.DB, error) {
+	dir = filepath.Clean(dir)
+	if b.invalid != nil {
+		return nil, fmt.Errorf("state/rocksdb: open %s: fix the Backend's options: %w", dir, b.invalid)
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("state/rocksdb: open %s: backend closed", dir)
+	}
+	if b.open[dir] {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("state/rocksdb: open %s: already open", dir)
+	}
+	b.open[dir] = true
+	// The options take their reference on the cache under the lock, so a
+	// concurrent Close cannot free it before RocksDB holds it.
+	ro := b.newOptions()
+	b.mu.Unlock()
+
+	d, err := b.open1(dir, ro)
+	if err != nil {
+		ro.destroy()
+		b.closed1(dir)
+		return nil, err
+	}
+	return d, nil
+}
+
+// rocksOptions are the C objects a database is opened with. RocksDB copies
+// what it needs at open, but grocksdb's DB keeps a pointer to the Options,
+// so they are freed only after Close.
+type rocksOptions struct {
+	db    *grocksdb.Options
+	table *grocksdb.BlockBasedTableOptions
+}
+
+func (r rocksOptions) destroy() {
+	r.db.Destroy()
+	r.table.Destroy()
+}
+
+func (b *Backend) newOptions() rocksOptions {
+	o := b.opts
+	table := grocksdb.NewDefaultBlockBasedTableOptions()
+	table.SetBlockCache(b.cache)
+
+	opts := grocksdb.NewDefaultOptions()
+	opts.SetCreateIfMissing(true)
+	opts.SetParanoidChecks(true)
+	opts.SetBlockBasedTableFactory(table)
+	opts.SetWriteBufferSize(o.MemTableSize)
+	opts.SetMaxOpenFiles(o.MaxOpenFiles)
+	// The deprecated per-kind limits, because max_background_jobs splits
+	// one number between flushes and compactions by a ratio; RocksDB 7.8
+	// still honours them when set.
+	opts.SetMaxBackgroundCompactions(o.MaxConcurrentCompactions)
+	opts.SetMaxBackgroundFlushes(1)
+	opts.SetCompression(o.Compression.rocks())
+	opts.SetLevel0FileNumCompactionTrigger(o.L0CompactionThreshold)
+	opts.SetLevel0SlowdownWritesTrigger(min(l0SlowdownWrites, o.L0StopWritesThreshold))
+	opts.SetLevel0StopWritesTrigger(o.L0StopWritesThreshold)
+	// RocksDB writes its own LOG into the task directory (the C API of
+	// 7.8 cannot route it to Go); keep it from growing without bound.
+	opts.SetMaxLogFileSize(1 << 20)
+	opts.SetKeepLogFileNum(2)
+	return rocksOptions{db: opts, table: table}
+}
+
+func (c Compression) rocks() grocksdb.CompressionType {
+	switch c {
+	case CompressionNone:
+		return grocksdb.NoCompression
+	case CompressionZstd:
+		return grocksdb.ZSTDCompression
+	}
+	return grocksdb.SnappyCompression
+}
+
+func (b *Backend) open1(dir string, ro rocksOptions) (*db, error) {
+	// RocksDB creates only the last directory of the path; Pebble, and so
+	// the runtime, expect the parents made too.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("state/rocksdb: open %s: %w", dir, err)
+	}
+	rdb, err := grocksdb.OpenDb(ro.db, dir)
+	if err != nil {
+		return nil, wrapErr("open", dir, err)
+	}
+	d := newDB(b, dir, rdb, ro)
+	if d.offsets, err = d.readOffsets(); err != nil {
+		// The read error is the one worth returning; Close cannot make
+		// the database more usable.
+		d.release()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Destroy removes the database in dir (the whole directory), so the next
+// Open starts empty. It fails if the database is open. It removes the files
+// itself rather than through RocksDB's DestroyDB, which needs a readable
+// database and the rebuild is for one that is not.
+func (b *Backend) Destroy(dir string) error {
+	dir = filepath.Clean(dir)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open[dir] {
+		return fmt.Errorf("state/rocksdb: destroy %s: database is open", dir)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("state/rocksdb: destroy %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (b *Backend) closed1(dir string) {
+	b.mu.Lock()
+	delete(b.open, dir)
+	b.mu.Unlock()
+}
+
+// wrapErr prefixes err with the package, the operation and the directory,
+// and adds state.ErrCorrupt when the error means the database is damaged.
+func wrapErr(op, dir string, err error) error {
+	if isCorruption(err) {
+		return fmt.Errorf("state/rocksdb: %s %s: %w: %w", op, dir, state.ErrCorrupt, err)
+	}
+	return fmt.Errorf("state/rocksdb: %s %s: %w", op, dir, err)
+}
+
+// isCorruption reports whether a RocksDB error means the database cannot be
+// trusted. The C API gives only the text of RocksDB's Status, which starts
+// with its code; what RocksDB 7.8 reports, found by damaging files in tests
+// (see corrupt_test.go):
+//
+//   - checksum mismatches, a garbled table or MANIFEST, a truncated or
+//     missing table: "Corruption: ..." (a missing table is an IO error
+//     inside a Corruption);
+//   - a missing MANIFEST, or a CURRENT naming one that does not exist:
+//     "IO error: No such file or directory: ...";
+//   - a missing CURRENT beside a write-ahead log: "Corruption: While
+//     creating a new Db, wal_dir contains existing log file" (without a
+//     log, RocksDB starts a new, empty database: consistent, since the
+//     offsets start over with it).
+//
+// Damage in the tail of the last WAL is not reported: RocksDB's default
+// recovery (point in time) stops at the first bad record and opens, and as
+// with Pebble that is safe because every Apply carries its offsets.
+func isCorruption(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "Corruption:") ||
+		(strings.HasPrefix(msg, "IO error:") && strings.Contains(msg, "No such file or directory"))
+}

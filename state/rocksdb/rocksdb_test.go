@@ -1,0 +1,314 @@
+//go:build rocksdb
+
+package rocksdb
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/linxGnu/grocksdb"
+
+	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/keys"
+	"github.com/eddy-streams/eddy/state/statetest"
+)
+
+func TestConformance(t *testing.T) {
+	statetest.Run(t, func(t *testing.T) state.Backend {
+		// A small memtable, so LargeBatch writes a batch bigger than it.
+		return newBackend(t, Options{MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	})
+}
+
+func newBackend(t *testing.T, opts Options) *Backend {
+	b := New(opts)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func TestBackendClose(t *testing.T) {
+	b := New(Options{})
+	d := mustOpen(t, b, t.TempDir())
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Open databases keep the shared cache alive; reads go through it.
+	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("k"), Value: []byte("v")}}}); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, d)
+	if v, ok, err := d.Get("s", []byte("k")); err != nil || !ok || string(v) != "v" {
+		t.Fatalf("Get after Backend.Close = %q, %v, %v", v, ok, err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Open(t.TempDir()); err == nil {
+		t.Fatal("Open after Backend.Close succeeded")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// TestLockAcrossBackends: two Backends (or two processes) on one directory
+// are kept apart by RocksDB's LOCK file, not only by a Backend's own map.
+func TestLockAcrossBackends(t *testing.T) {
+	dir := t.TempDir()
+	d := mustOpen(t, newBackend(t, Options{}), dir)
+	defer d.Close()
+	other := newBackend(t, Options{})
+	if d2, err := other.Open(dir); err == nil {
+		_ = d2.Close()
+		t.Fatal("a second Backend opened a directory that is open")
+	} else if !strings.Contains(err.Error(), "lock") {
+		t.Fatalf("second Open: %v; want RocksDB's lock error", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The failed Open did not leave the directory marked open.
+	d2 := mustOpen(t, other, dir)
+	if err := d2.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenCreatesParents(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "app", "tasks", "0_1")
+	d := mustOpen(t, newBackend(t, Options{}), dir)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "CURRENT")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInvalidOptionsFailOpen: New cannot fail, so Open must.
+func TestInvalidOptionsFailOpen(t *testing.T) {
+	b := New(Options{Compression: "brotli", MaxOpenFiles: -1})
+	dir := filepath.Join(t.TempDir(), "task")
+	_, err := b.Open(dir)
+	if err == nil || !strings.Contains(err.Error(), "Options.Compression") || !strings.Contains(err.Error(), "Options.MaxOpenFiles") {
+		t.Fatalf("Open with invalid options: %v; want the Validate errors", err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatal("Open with invalid options created the directory")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readOptionsFile returns the OPTIONS file RocksDB wrote in dir, as section
+// → key → value: what RocksDB itself recorded that it runs with.
+func readOptionsFile(t *testing.T, dir string) map[string]map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var latest string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "OPTIONS-") && !strings.HasSuffix(e.Name(), ".dbtmp") && e.Name() > latest {
+			latest = e.Name()
+		}
+	}
+	if latest == "" {
+		t.Fatalf("no OPTIONS file in %s", dir)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, latest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]string{}
+	section := ""
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") {
+			section = strings.Trim(line, "[]")
+			out[section] = map[string]string{}
+		} else if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			out[section][k] = v
+		}
+	}
+	return out
+}
+
+func TestOptionsReachRocksDB(t *testing.T) {
+	const dbo, cf = "DBOptions", `CFOptions "default"`
+	tests := []struct {
+		name  string
+		opts  Options
+		cache string
+		want  map[string]map[string]string
+	}{
+		{"defaults", Options{}, fmt.Sprint(DefaultCacheSize), map[string]map[string]string{
+			dbo: {"max_open_files": "256", "max_background_compactions": "1", "max_background_flushes": "1"},
+			cf: {
+				"write_buffer_size":                  fmt.Sprint(DefaultMemTableSize),
+				"compression":                        "kSnappyCompression",
+				"level0_file_num_compaction_trigger": "4",
+				"level0_slowdown_writes_trigger":     "20",
+				"level0_stop_writes_trigger":         "36",
+			},
+		}},
+		{"custom", Options{
+			CacheSize:                3 << 20,
+			MemTableSize:             5 << 20,
+			MaxOpenFiles:             321,
+			MaxConcurrentCompactions: 3,
+			Compression:              CompressionZstd,
+			L0CompactionThreshold:    7,
+			L0StopWritesThreshold:    12,
+		}, fmt.Sprint(3 << 20), map[string]map[string]string{
+			dbo: {"max_open_files": "321", "max_background_compactions": "3"},
+			cf: {
+				"write_buffer_size":                  fmt.Sprint(5 << 20),
+				"compression":                        "kZSTD",
+				"level0_file_num_compaction_trigger": "7",
+				"level0_slowdown_writes_trigger":     "12", // not above the stop
+				"level0_stop_writes_trigger":         "12",
+			},
+		}},
+		{"no compression", Options{Compression: CompressionNone}, fmt.Sprint(DefaultCacheSize), map[string]map[string]string{
+			cf: {"compression": "kNoCompression"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			d := mustOpen(t, newBackend(t, tt.opts), dir)
+			defer d.Close()
+			got := readOptionsFile(t, dir)
+			for section, kvs := range tt.want {
+				for k, v := range kvs {
+					if got[section][k] != v {
+						t.Errorf("OPTIONS [%s] %s = %q; want %q", section, k, got[section][k], v)
+					}
+				}
+			}
+			if c := d.(*db).rdb.GetProperty("rocksdb.block-cache-capacity"); c != tt.cache {
+				t.Errorf("block cache capacity = %s; want %s", c, tt.cache)
+			}
+		})
+	}
+}
+
+// TestCompressionReachesTables checks the table written, not only the
+// options: its properties name the compression, and its data blocks are
+// smaller than the data unless compression is off.
+func TestCompressionReachesTables(t *testing.T) {
+	for _, tt := range []struct {
+		c    Compression
+		name string // in the table's properties
+	}{{"", "Snappy"}, {CompressionNone, "NoCompression"}, {CompressionSnappy, "Snappy"}, {CompressionZstd, "ZSTD"}} {
+		t.Run(string(tt.c), func(t *testing.T) {
+			dir := t.TempDir()
+			d := mustOpen(t, newBackend(t, Options{Compression: tt.c}), dir)
+			defer d.Close()
+			var writes []state.Write
+			value := bytes.Repeat([]byte("compressible "), 20)
+			for i := range 1000 {
+				writes = append(writes, state.Write{Store: "s", Key: fmt.Appendf(nil, "k%05d", i), Value: value})
+			}
+			if err := d.Apply(&state.Batch{Writes: writes}); err != nil {
+				t.Fatal(err)
+			}
+			flush(t, d)
+			tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+			if len(tables) != 1 {
+				t.Fatalf("%d tables after one flush: %v", len(tables), tables)
+			}
+			data, err := os.ReadFile(tables[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"NoCompression", "Snappy", "ZSTD"} {
+				if has := bytes.Contains(data, []byte(name)); has != (name == tt.name) {
+					t.Errorf("table mentions %s: %v; want only %s", name, has, tt.name)
+				}
+			}
+			compressed := len(data) < 1000*len(value)/2
+			if compressed != (tt.c != CompressionNone) {
+				t.Errorf("table of %d bytes for %d bytes of values; compression %q", len(data), 1000*len(value), tt.c)
+			}
+		})
+	}
+}
+
+// TestDeleteRangeTables checks the order of ranges and writes where RocksDB
+// keeps them apart: over keys already in table files, in a batch larger than
+// the memtable, and after flushes and a compaction that must drop the
+// covered keys but not the batch's writes.
+func TestDeleteRangeTables(t *testing.T) {
+	b := newBackend(t, Options{MemTableSize: 1 << 20})
+	dir := t.TempDir()
+	d := mustOpen(t, b, dir)
+	var writes []state.Write
+	for i := range 2000 {
+		for _, s := range []string{"w", "w2"} {
+			writes = append(writes, state.Write{Store: s, Key: fmt.Appendf(nil, "k%05d", i), Value: []byte("old")})
+		}
+	}
+	if err := d.Apply(&state.Batch{Writes: writes}); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, d)
+	// One batch: drop all of w, rewrite every tenth key of it, and carry
+	// 2 MiB of other writes so it is bigger than the memtable.
+	writes = writes[:0]
+	for i := 0; i < 2000; i += 10 {
+		writes = append(writes, state.Write{Store: "w", Key: fmt.Appendf(nil, "k%05d", i), Value: []byte("new")})
+	}
+	writes = append(writes, state.Write{Store: "big", Key: []byte("k"), Value: bytes.Repeat([]byte{'x'}, 2<<20)})
+	if err := d.Apply(&state.Batch{Ranges: []state.DeleteRange{{Store: "w"}}, Writes: writes, Offsets: testOffsets(7)}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, d state.DB) {
+		t.Helper()
+		got := statetest.Scan(t, d, "w", nil, nil)
+		if len(got) != 200 {
+			t.Fatalf("%s: %d keys in w; want the 200 the batch rewrote", when, len(got))
+		}
+		for i, kv := range got {
+			if want := fmt.Sprintf("k%05d", i*10); kv.Key != want || kv.Value != "new" {
+				t.Fatalf("%s: key %d = %v; want %s=new", when, i, kv, want)
+			}
+		}
+		if n := len(statetest.Scan(t, d, "w2", nil, nil)); n != 2000 {
+			t.Fatalf("%s: %d keys in w2; want 2000 (the range is w's alone)", when, n)
+		}
+		if o, _ := d.Offsets(); o.Changelog["s"] != 7 {
+			t.Fatalf("%s: offsets %v; want the batch's", when, o)
+		}
+	}
+	check("after apply", d)
+	flush(t, d)
+	check("after flush", d)
+	d.(*db).rdb.CompactRange(grocksdb.Range{Start: []byte{keys.PrefixStore}, Limit: []byte{keys.PrefixStore + 1}})
+	check("after compaction", d)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d = mustOpen(t, b, dir)
+	defer d.Close()
+	check("after reopen", d)
+}
+
+// BenchmarkBackend runs the workloads every backend is measured with, with
+// the default options (BENCHMARKS.md).
+func BenchmarkBackend(b *testing.B) {
+	statetest.Bench(b, func(b *testing.B) state.Backend {
+		be := New(Options{})
+		b.Cleanup(func() { _ = be.Close() })
+		return be
+	})
+}
