@@ -507,8 +507,10 @@ func assignTasks(tasks []taskSpec, members []memberState, lagAware bool) taskAss
 			if done[t.id] || !claimed || !members[o].eligible[t.id.Subtopology] {
 				continue
 			}
+			// A member of a version without standbys cannot warm up:
+			// it takes the task cold, as it would without standbys.
 			i := pick(t.id, true)
-			if i >= 0 && caughtUp(i, t.id) {
+			if i >= 0 && (caughtUp(i, t.id) || !members[i].capable) {
 				place(i, t.id)
 				continue
 			}

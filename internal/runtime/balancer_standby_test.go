@@ -192,8 +192,8 @@ func TestAssignTasksLagAware(t *testing.T) {
 	both := []bool{true, true}
 	// 4 tasks, 2 members: 2 each. b owns 2; a's 0_1 and 1_1 are orphans.
 	members := []memberState{
-		{id: "b", eligible: both, owned: []TaskID{{0, 0}, {1, 0}}, standby: map[TaskID]int64{{0, 1}: 0, {1, 1}: acceptableRecoveryLag}},
-		{id: "c", eligible: both},
+		{id: "b", eligible: both, capable: true, owned: []TaskID{{0, 0}, {1, 0}}, standby: map[TaskID]int64{{0, 1}: 0, {1, 1}: acceptableRecoveryLag}},
+		{id: "c", eligible: both, capable: true},
 	}
 	got := assignTasks(tasks, members, true)
 	if !slices.Equal(got.assigned[0], []TaskID{{0, 0}, {0, 1}, {1, 0}, {1, 1}}) || got.settled {
@@ -229,6 +229,13 @@ func TestAssignTasksLagAware(t *testing.T) {
 		if !slices.Contains(again.assigned[1], id) {
 			t.Fatalf("c got %v, want its warm %v", again.assigned[1], got.warmups)
 		}
+	}
+	// A member of a version without standbys could never warm up: it
+	// takes its share cold.
+	members[1].capable, members[1].standby = false, nil
+	got = assignTasks(tasks, members, true)
+	if len(got.assigned[1]) != 2 || len(got.warmups) != 0 || !got.settled {
+		t.Fatalf("c keeps no standbys: %+v; want 2 tasks on c at once", got)
 	}
 }
 
