@@ -211,6 +211,13 @@ func (s *standbys) assign(member string, standby, active []TaskID) {
 	s.poke()
 }
 
+// standbyStartDelay is how long a new standby waits before it catches up.
+// A rebalance that starts standbys usually moves tasks too, and a new
+// standby may have a whole changelog to read: its first round waits until
+// the moved tasks have committed their first transactions (a few hundred
+// milliseconds), so that the two do not compete for the machine.
+const standbyStartDelay = 2 * time.Second
+
 // standbyHold bounds how long an assignment holds the standbys back for a
 // restore that may never begin (the session ended first).
 const standbyHold = 5 * time.Second
@@ -558,7 +565,7 @@ func (s *standbys) catchUp(ctx context.Context, cl *kgo.Client) error {
 // more than a changelog holds is from another life of the topic: it is
 // rebuilt from scratch, as an active task's would be.
 func (st *standbyTask) plan(ends kadm.ListedOffsets, spans map[string]map[int32]kafka.Span, targets map[topicPartition]standbyTarget, backend state.Backend) (has bool, err error) {
-	if st.failed || st.closed.Load() {
+	if st.failed || st.closed.Load() || time.Since(st.opened) < standbyStartDelay {
 		return false, nil
 	}
 	st.ends = make(map[string]int64, len(st.sub.storeNames))
