@@ -68,6 +68,10 @@ type standbys struct {
 	// handed are the stopped standbys whose open database acquire set
 	// aside for the worker's handOver.
 	handed map[TaskID]*standbyTask
+	// wantedSince is when each standby not open yet became wanted; it
+	// opens startDelay (standbyStartDelay; tests set 0) later.
+	wantedSince map[TaskID]time.Time
+	startDelay  time.Duration
 	// lastErr is the last catch-up error logged, so that a broker that
 	// stays down is logged once, not every round.
 	lastErr string
@@ -82,6 +86,9 @@ func newStandbys(cfg Config, p *plan) *standbys {
 		active:   make(map[TaskID]int),
 		tasks:    make(map[TaskID]*standbyTask),
 		handed:   make(map[TaskID]*standbyTask),
+
+		wantedSince: make(map[TaskID]time.Time),
+		startDelay:  standbyStartDelay,
 	}
 }
 
@@ -211,11 +218,12 @@ func (s *standbys) assign(member string, standby, active []TaskID) {
 	s.poke()
 }
 
-// standbyStartDelay is how long a new standby waits before it catches up.
-// A rebalance that starts standbys usually moves tasks too, and a new
-// standby may have a whole changelog to read: its first round waits until
-// the moved tasks have committed their first transactions (a few hundred
-// milliseconds), so that the two do not compete for the machine.
+// standbyStartDelay is how long a standby is wanted before it opens. A
+// rebalance that starts standbys usually moves tasks too, and a new
+// standby costs a database open (a write-ahead log replay) and maybe a
+// whole changelog to read: it waits until the moved tasks have committed
+// their first transactions (a few hundred milliseconds), so that the two
+// do not compete for the machine.
 const standbyStartDelay = 2 * time.Second
 
 // standbyHold bounds how long an assignment holds the standbys back for a
@@ -370,8 +378,22 @@ func (s *standbys) reconcile() {
 		}
 	}
 	ids := make([]TaskID, 0, len(want))
+	now := time.Now()
+	for id := range s.wantedSince {
+		if !want[id] || s.tasks[id] != nil {
+			delete(s.wantedSince, id)
+		}
+	}
 	for id := range want {
-		if s.tasks[id] == nil {
+		if s.tasks[id] != nil {
+			continue
+		}
+		since, ok := s.wantedSince[id]
+		if !ok {
+			s.wantedSince[id] = now
+			since = now
+		}
+		if now.Sub(since) >= s.startDelay {
 			ids = append(ids, id)
 		}
 	}
@@ -565,7 +587,7 @@ func (s *standbys) catchUp(ctx context.Context, cl *kgo.Client) error {
 // more than a changelog holds is from another life of the topic: it is
 // rebuilt from scratch, as an active task's would be.
 func (st *standbyTask) plan(ends kadm.ListedOffsets, spans map[string]map[int32]kafka.Span, targets map[topicPartition]standbyTarget, backend state.Backend) (has bool, err error) {
-	if st.failed || st.closed.Load() || time.Since(st.opened) < standbyStartDelay {
+	if st.failed || st.closed.Load() {
 		return false, nil
 	}
 	st.ends = make(map[string]int64, len(st.sub.storeNames))

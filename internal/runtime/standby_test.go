@@ -34,6 +34,7 @@ func TestStandbyYieldsToActive(t *testing.T) {
 	backend := pebble.New(pebble.Options{})
 	cfg := Config{AppID: "count", StateDir: t.TempDir(), Backend: backend, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	s := newStandbys(cfg, p)
+	s.startDelay = 0
 	defer s.closeAll()
 	id := TaskID{0, 1}
 	s.assign("w0", []TaskID{id, {5, 0}}, nil) // sub-topology 5 does not exist: ignored
@@ -99,6 +100,36 @@ func TestStandbyYieldsToActive(t *testing.T) {
 		t.Fatalf("the task's database stayed open: %v", err)
 	}
 	again.Close()
+}
+
+// TestStandbyOpensAfterItsStartDelay: a standby opens only once it has been
+// wanted for the start delay, so that the tasks a rebalance moves do not
+// compete with new standbys' database opens and changelog reads.
+func TestStandbyOpensAfterItsStartDelay(t *testing.T) {
+	p, err := newPlan("count", counting())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{AppID: "count", StateDir: t.TempDir(), Backend: pebble.New(pebble.Options{}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := newStandbys(cfg, p)
+	s.startDelay = time.Hour
+	defer s.closeAll()
+	id := TaskID{0, 0}
+	s.assign("w0", []TaskID{id}, nil)
+	s.reconcile()
+	if len(s.tasks) != 0 {
+		t.Fatal("a standby opened before its start delay")
+	}
+	s.wantedSince[id] = time.Now().Add(-time.Hour) // as if wanted an hour ago
+	s.reconcile()
+	if s.tasks[id] == nil {
+		t.Fatal("a standby wanted for its start delay did not open")
+	}
+	s.assign("w0", nil, nil)
+	s.reconcile()
+	if len(s.tasks) != 0 || len(s.wantedSince) != 0 {
+		t.Fatalf("an unwanted standby stayed: %v %v", s.tasks, s.wantedSince)
+	}
 }
 
 // standbyWatch records what the standby tasks of one instance applied.
