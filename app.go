@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/state"
@@ -115,6 +117,27 @@ type Config struct {
 	IgnoreStateOffsets bool
 	// Backend stores task state. Default: Pebble with its default options.
 	Backend state.Backend
+	// CheckpointURL turns on remote incremental checkpoints of the task
+	// databases (DESIGN.md §4): "file:///absolute/path" (a directory,
+	// local or mounted) or "s3://bucket/prefix" (endpoint, credentials and
+	// region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY and AWS_REGION; the bucket must exist). Each
+	// task uploads the files its last checkpoint lacks, every
+	// CheckpointInterval and at a clean stop; a task that starts without
+	// local state (a new machine, a wiped or corrupt directory) downloads
+	// the newest checkpoint and replays only the changelog written since.
+	// Default: none; such a task replays its whole changelog. Checkpoints
+	// need a backend that can take them (Pebble on the OS file system).
+	CheckpointURL string
+	// CheckpointStore is used instead of CheckpointURL, for a store of
+	// your own. Default: none.
+	CheckpointStore checkpoint.Store
+	// CheckpointInterval is how often each task is checkpointed when
+	// checkpoints are on. Default 1 minute; negative: only at a clean stop.
+	CheckpointInterval time.Duration
+	// CheckpointKeep is how many checkpoints per task the store keeps; the
+	// files only older ones need are deleted. Default 3.
+	CheckpointKeep int
 	// Logger receives the app's logs. Default slog.Default().
 	Logger *slog.Logger
 	// KafkaOptions are added to every Kafka client (TLS, SASL, ...).
@@ -155,7 +178,16 @@ func (c *Config) applyDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.CheckpointKeep == 0 {
+		c.CheckpointKeep = checkpoint.DefaultKeep
+	}
 }
+
+// DefaultCheckpointInterval is Config.CheckpointInterval's default.
+const DefaultCheckpointInterval = time.Minute
 
 var unsafeIDChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
@@ -186,6 +218,15 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 		defer pb.Close()
 		backend = pb
 	}
+	store := cfg.CheckpointStore
+	switch {
+	case store != nil && cfg.CheckpointURL != "":
+		return errors.New("eddy: invalid config: CheckpointURL and CheckpointStore are both set; set one")
+	case cfg.CheckpointURL != "":
+		if store, err = checkpoint.Open(ctx, cfg.CheckpointURL); err != nil {
+			return fmt.Errorf("eddy: CheckpointURL: %w", err)
+		}
+	}
 	rcfg := runtime.Config{
 		AppID:              cfg.AppID,
 		Brokers:            cfg.Brokers,
@@ -200,6 +241,9 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 		AtLeastOnce:        cfg.Guarantee == AtLeastOnce,
 		IgnoreStateOffsets: cfg.IgnoreStateOffsets,
 		Backend:            backend,
+		Checkpoints:        store,
+		CheckpointInterval: max(cfg.CheckpointInterval, 0),
+		CheckpointKeep:     cfg.CheckpointKeep,
 		Logger:             cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID),
 		ClientOpts:         cfg.KafkaOptions,
 		OnRestoreProgress:  cfg.OnRestoreProgress,

@@ -135,3 +135,29 @@ type Backend interface {
 	// Destroy removes the database in dir, for a rebuild from the changelog.
 	Destroy(dir string) error
 }
+
+// Checkpointer is implemented by databases that can copy themselves for
+// remote checkpoints (package checkpoint); state/pebble's do. It is a
+// separate interface so that a backend without it (the in-memory one)
+// still is a Backend: the runtime then takes no checkpoints.
+type Checkpointer interface {
+	// Checkpoint writes a consistent copy of the database into dir, which
+	// must not exist and must be on the database's file system (Pebble
+	// hard-links its tables there rather than copying them). The copy
+	// holds what the database held when Checkpoint was called, offsets
+	// included, and opens with the Backend's Open. Like every DB method
+	// it is not called concurrently with Apply.
+	Checkpoint(dir string) error
+}
+
+// CheckpointPreparer is implemented by backends whose databases are
+// Checkpointers (state/pebble's).
+type CheckpointPreparer interface {
+	// PrepareCheckpoint readies the checkpoint in dir for upload and
+	// returns the offsets it holds, read from it rather than taken from
+	// what its database was told. It opens the checkpoint as a restore
+	// will, which proves that it opens, and does here, once and off the
+	// restore's path, the work that open does (Pebble writes the log into
+	// a table and, if its level 0 then holds several, compacts them).
+	PrepareCheckpoint(dir string) (Offsets, error)
+}

@@ -11,14 +11,18 @@ import (
 
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
 	"github.com/eddy-streams/eddy/internal/bench"
+	"github.com/eddy-streams/eddy/internal/versitygw"
 )
 
-const benchUsage = `usage: eddy bench ledger|windowed|window-state|failover [flags]
+const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failover [flags]
 
   ledger        the ledger exactly-once vs at-least-once vs the broker's raw rate
   windowed      the same for the windowed totals (examples/windowed)
   window-state  the windowed example's store size over a run of many retentions
-  failover      time from SIGKILL of a ledger instance to its tasks' first committed output elsewhere, with and without standbys
+  restore       the ledger's resume with 1M accounts of state: from the changelog,
+                from a remote checkpoint (directory, S3) + tail, from local state
+  failover      time from SIGKILL of a ledger instance to its tasks' first committed
+                output elsewhere, with and without standbys
 
 Run 'eddy bench <name> -h' for the flags.`
 
@@ -32,6 +36,8 @@ func runBench(ctx context.Context, args []string) error {
 		return runThroughput(ctx, args[0], args[1:])
 	case "window-state":
 		return runWindowState(ctx, args[1:])
+	case "restore":
+		return runRestore(ctx, args[1:])
 	case "failover":
 		return runFailover(ctx, args[1:])
 	}
@@ -139,5 +145,53 @@ func runWindowState(ctx context.Context, args []string) error {
 		fmt.Printf("%10d  %10d  %9d  %12d  %10d  %10d  %10d  %6d\n", s.Retentions, s.Processed, s.Keys, s.Windows, s.DiskBytes, s.TableBytes, s.WALBytes, s.Tables)
 	}
 	fmt.Printf("%d distinct (account, window) pairs in the input: what the store would hold without expiry; %.1f s\n", res.InputWindows, res.Seconds)
+	return nil
+}
+
+// runRestore is `eddy bench restore`.
+func runRestore(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("eddy bench restore", flag.ContinueOnError)
+	keys := fs.Int("keys", 1_000_000, "distinct accounts: the keys of state")
+	tail := fs.Int("tail", 10_000, "payments processed after the checkpoint, which a restore from it replays from the changelog")
+	partitions := fs.Int("partitions", 4, "partitions of the payments topic (tasks)")
+	rounds := fs.Int("rounds", 3, "repetitions of each resume; the summary is the median")
+	s3 := fs.Bool("s3", true, "measure an S3 store too: a local versitygw ("+versitygw.InstallCommand+")")
+	dir := fs.String("dir", "", "directory for the state and the stores (default: a temporary one, removed)")
+	details := fs.Bool("details", false, "print each task's restore (download, open, replay) as the app logs it")
+	steady := fs.Int("steady", 200_000, "payments processed at the end with periodic checkpoints, to measure what each uploads (0: skip)")
+	every := fs.Duration("checkpoint-every", 2*time.Second, "the checkpoint interval of that last phase")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *keys < 1 || *partitions < 1 || *rounds < 1 || *tail < 0 || *steady < 0 || *every <= 0 {
+		return errors.New("--keys, --partitions and --rounds must be at least 1, --tail and --steady at least 0, --checkpoint-every positive")
+	}
+	if *s3 {
+		if _, err := versitygw.Binary(); err != nil {
+			return fmt.Errorf("%w; or pass --s3=false", err)
+		}
+	}
+	results, err := bench.Restore(ctx, bench.RestoreOptions{
+		Keys: *keys, Tail: *tail, Partitions: *partitions, Rounds: *rounds, S3: *s3, Dir: *dir, Details: *details, Steady: *steady, CheckpointEvery: *every, Out: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for _, r := range results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	full, fullRestore := bench.MedianRestore(results, "changelog")
+	fmt.Fprintf(os.Stderr, "medians over %d rounds (resume = start to first commit of new input; restore = assignment to every task restored and open):\n", *rounds)
+	for _, name := range []string{"changelog", "checkpoint-dir", "checkpoint-s3", "local"} {
+		secs, restore := bench.MedianRestore(results, name)
+		if secs == 0 {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "  %-15s resume %6.2fs (%5.1f× faster than the changelog)  restore %6.2fs (%5.1f×)\n",
+			name, secs, full/secs, restore, fullRestore/max(restore, 1e-9))
+	}
 	return nil
 }

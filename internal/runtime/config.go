@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/state"
 )
 
@@ -49,6 +50,19 @@ type Config struct {
 	// protect against (DESIGN.md §6); never set it in production.
 	IgnoreStateOffsets bool
 	Backend            state.Backend
+	// Checkpoints, when set, is where remote checkpoints of the task
+	// databases go (DESIGN.md §4): every CheckpointInterval and at a clean
+	// shutdown, and a task whose local database is missing, empty or
+	// corrupt restores from the newest one before replaying the
+	// changelog's tail. Nil: none, a task without local state replays
+	// its whole changelog.
+	Checkpoints checkpoint.Store
+	// CheckpointInterval is how often each task is checkpointed; zero
+	// means only at a clean shutdown.
+	CheckpointInterval time.Duration
+	// CheckpointKeep is how many checkpoints per task the store keeps
+	// (at least 1 when Checkpoints is set).
+	CheckpointKeep int
 	// OnRestoreProgress, if set, receives each task's restore progress
 	// (see RestoreProgress); it runs in the worker's goroutine, so it
 	// must return quickly.
@@ -104,6 +118,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Backend == nil {
 		bad("Backend: set a state backend")
+	}
+	if c.CheckpointInterval < 0 {
+		bad("CheckpointInterval %v: must be zero (only at shutdown) or positive, e.g. 1m", c.CheckpointInterval)
+	}
+	if c.Checkpoints != nil && c.CheckpointKeep < 1 {
+		bad("CheckpointKeep %d: keep at least 1 checkpoint per task, e.g. 3", c.CheckpointKeep)
 	}
 	if c.Logger == nil {
 		bad("Logger: set a logger")

@@ -87,7 +87,7 @@ func TestRestoreRecoversStreamTime(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(log.String(), "restored state") {
+	if !strings.Contains(log.String(), `msg="restored state"`) {
 		t.Fatalf("no restore was logged:\n%s", log.String())
 	}
 }

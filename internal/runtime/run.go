@@ -47,6 +47,10 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 	)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var ckpt *checkpoints
+	if cfg.Checkpoints != nil {
+		ckpt = newCheckpoints(cfg)
+	}
 	globalsDone := make(chan struct{})
 	go func() {
 		defer close(globalsDone)
@@ -63,6 +67,7 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(cfg, p, i)
 		w.globals, w.standbys = g, sb
+		w.ckpt = ckpt
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -75,6 +80,9 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 		}()
 	}
 	wg.Wait()
+	if ckpt != nil {
+		ckpt.close() // the final checkpoints' uploads
+	}
 	cancel() // the workers are done: stop the global stores and standbys too
 	<-globalsDone
 	<-standbysDone

@@ -123,17 +123,20 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (*task, error) {
 		return nil, err
 	}
 	if len(t.sub.storeNames) > 0 {
-		err := w.restore(ctx, t)
+		err := w.restoreTask(ctx, t)
 		if errors.Is(err, errStateAhead) {
 			// The database claims more than the changelog holds: it is
-			// from another life of the topic. Rebuild it from scratch.
+			// from another life of the topic. Rebuild it (from a
+			// checkpoint that is not ahead, then the changelog).
 			t.log.Warn("local state is ahead of its changelog; rebuilding it", "err", err)
 			if err = t.rebuildDB(); err == nil {
-				err = w.restore(ctx, t)
+				err = w.restoreTask(ctx, t)
 			}
 		}
 		if err != nil {
-			t.db.Close()
+			if t.db != nil {
+				t.db.Close()
+			}
 			return nil, fmt.Errorf("runtime: task %s: restore: %w", id, err)
 		}
 	}
@@ -164,7 +167,7 @@ func (t *task) openDB() error {
 	}
 	db, err := t.w.cfg.Backend.Open(t.dir)
 	if errors.Is(err, state.ErrCorrupt) {
-		t.log.Warn("local state is corrupt; rebuilding it from the changelog", "err", err)
+		t.log.Warn("local state is corrupt; rebuilding it (from the newest checkpoint if checkpoints are on, then the changelog)", "err", err)
 		if err = t.w.cfg.Backend.Destroy(t.dir); err == nil {
 			db, err = t.w.cfg.Backend.Open(t.dir)
 		}
@@ -179,6 +182,26 @@ func (t *task) openDB() error {
 	}
 	t.db, t.committed = db, offsets
 	return nil
+}
+
+// restoreTask brings t's database up to the changelog's end: from the
+// newest remote checkpoint first when the database is empty (a fresh
+// machine, a wiped directory, a database discarded as corrupt) and
+// checkpoints are on, then from the changelog records after what the
+// database reflects.
+func (w *worker) restoreTask(ctx context.Context, t *task) error {
+	if w.ckpt != nil && isEmpty(t.committed) {
+		if _, err := w.ckpt.restore(ctx, t); err != nil {
+			return err
+		}
+	}
+	return w.restore(ctx, t)
+}
+
+// isEmpty reports whether offsets are those of a database that never
+// applied a batch.
+func isEmpty(o state.Offsets) bool {
+	return len(o.Input) == 0 && len(o.Changelog) == 0 && o.StreamTime == state.NoStreamTime
 }
 
 func (t *task) rebuildDB() error {
@@ -344,7 +367,7 @@ func (t *task) close() error {
 	if t.corrupt {
 		// Found corrupt while it ran (a damaged block read by a Get or
 		// a scan): the next open rebuilds it from the changelog.
-		t.log.Warn("local state is corrupt; discarding it, the next open rebuilds it from the changelog")
+		t.log.Warn("local state is corrupt; discarding it, the next open rebuilds it (from the newest checkpoint if checkpoints are on, then the changelog)")
 		errs = append(errs, t.w.cfg.Backend.Destroy(t.dir))
 	}
 	// Only now may this process's standby of the task reopen the database.

@@ -33,7 +33,9 @@ type worker struct {
 	globals *globals
 	// standbys are the instance's standby tasks, shared by its workers.
 	standbys *standbys
-	txnID    string
+	// ckpt takes and restores remote checkpoints; nil when they are off.
+	ckpt  *checkpoints
+	txnID string
 
 	sess *kgo.GroupTransactSession
 	cl   *kgo.Client
@@ -309,7 +311,19 @@ func (w *worker) step(fetches kgo.Fetches) error {
 		return err
 	}
 	if w.inTxn && (w.txnRecords >= w.cfg.CommitRecords || !time.Now().Before(w.txnStart.Add(w.cfg.CommitInterval))) {
-		return w.commit()
+		if err := w.commit(); err != nil {
+			return err
+		}
+	}
+	if !w.inTxn && w.ckpt != nil {
+		// Between transactions: each database holds exactly its task's
+		// committed state.
+		now := time.Now()
+		for _, t := range w.tasks {
+			if w.ckpt.due(t, now) {
+				w.ckpt.take(t, false)
+			}
+		}
 	}
 	return nil
 }
@@ -568,6 +582,13 @@ func (w *worker) shutdown() error {
 		defer cancel()
 		if err := w.recordChangelogEnds(ctx); err != nil {
 			w.log.Warn("could not record the changelog ends; the next start replays the last transaction", "err", err)
+		}
+		// The final checkpoints: a task that restarts elsewhere finds
+		// the state as of this stop. Run waits for their uploads.
+		if w.ckpt != nil {
+			for _, t := range w.sortedTasks() {
+				w.ckpt.take(t, true)
+			}
 		}
 	}
 	w.closeTasks()

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
@@ -33,6 +34,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	instanceID := fs.String("instance-id", "", "static group membership id: a restarted instance with the same id gets its tasks back at once (default: derived from --state-dir)")
 	workers := fs.Int("workers", 1, "workers (group members, each with its own transactional producer) in this process")
 	standbys := fs.Int("standby-replicas", 0, "standby copies of each task kept warm on other instances, so a failed instance's tasks resume elsewhere after a short replay (give every instance the same value)")
+	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
+	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,6 +54,12 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if *standbys < 0 {
 		return fmt.Errorf("--standby-replicas %d: must be 0 (none) or more", *standbys)
 	}
+	if *checkpointInterval < 0 {
+		return fmt.Errorf("--checkpoint-interval %v: use 0 (checkpoint only at a clean stop) or a positive duration, e.g. 1m", *checkpointInterval)
+	}
+	if *checkpointInterval == 0 {
+		*checkpointInterval = -1 // eddy.Config: negative is "only at a clean stop"
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: use debug, info, warn or error", *logLevel)
@@ -59,20 +68,30 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--guarantee: %w", err)
 	}
+	// Opened before anything else, so a bad URL or an unreachable bucket
+	// is reported before any topic is created.
+	var store checkpoint.Store
+	if *checkpointURL != "" {
+		if store, err = checkpoint.Open(ctx, *checkpointURL); err != nil {
+			return fmt.Errorf("--checkpoint-url: %w", err)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	seeds := strings.Split(*brokers, ",")
 	if err := CreateTopics(ctx, seeds, *input, int32(*partitions), *output); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	return eddy.Run(ctx, Topology(*input, *output), eddy.Config{
-		AppID:           *appID,
-		Brokers:         seeds,
-		StateDir:        *stateDir,
-		InstanceID:      *instanceID,
-		Workers:         *workers,
-		StandbyReplicas: *standbys,
-		CommitInterval:  *commitInterval,
-		Guarantee:       g,
+		AppID:              *appID,
+		Brokers:            seeds,
+		StateDir:           *stateDir,
+		InstanceID:         *instanceID,
+		Workers:            *workers,
+		StandbyReplicas:    *standbys,
+		CommitInterval:     *commitInterval,
+		Guarantee:          g,
+		CheckpointStore:    store,
+		CheckpointInterval: *checkpointInterval,
 		// Only the broker-kill stress run sets this, to measure what the
 		// offsets in the changelog protect against.
 		IgnoreStateOffsets: os.Getenv("EDDY_IGNORE_STATE_OFFSETS") == "1",

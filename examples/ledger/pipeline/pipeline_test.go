@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,12 +71,12 @@ func payment(id, account string, amount int64) *kgo.Record {
 	return &kgo.Record{Key: []byte(account), Value: v}
 }
 
-func runLedger(t *testing.T, addr, dir string, log io.Writer) (stop func()) {
+func runLedger(t *testing.T, addr, dir string, log io.Writer, flags ...string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Main(ctx, []string{"--brokers", addr, "--state-dir", dir, "--log-level", "info"}, log)
+		done <- Main(ctx, append([]string{"--brokers", addr, "--state-dir", dir, "--log-level", "info"}, flags...), log)
 	}()
 	return func() {
 		cancel()
@@ -153,5 +155,50 @@ func TestLedgerBalancesAndDeadLetters(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "task assigned") {
 		t.Fatalf("the restarted ledger logged no task assignment:\n%s", log.String())
+	}
+}
+
+// TestLedgerCheckpointFlags: with --checkpoint-url the ledger checkpoints
+// its tasks at a clean stop, and a ledger on an empty state directory
+// restores from those checkpoints and continues the balances.
+func TestLedgerCheckpointFlags(t *testing.T) {
+	b := startBroker(t)
+	store := t.TempDir()
+	flags := []string{"--checkpoint-url", "file://" + filepath.ToSlash(store), "--checkpoint-interval", "0"}
+	dir := t.TempDir()
+	stop := runLedger(t, b.Addr(), dir, io.Discard, flags...)
+	produce(t, b.Addr(), "payments", payment("p1", "a", 10), payment("p2", "a", 5))
+	consume(t, b.Addr(), "balances", 2)
+	stop()
+	// Both payments are of one account: one task has state, and only
+	// its database is worth a checkpoint.
+	manifests, _ := filepath.Glob(filepath.Join(store, "ledger", "*", "manifests", "*.json"))
+	if len(manifests) != 1 {
+		t.Fatalf("checkpoints after a clean stop: %v; want one, of the task with state", manifests)
+	}
+
+	// The machine loses its disk. (The same directory, so the same
+	// instance id: a new one would wait for the old member's session to
+	// expire.)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	var log testutil.LogBuffer
+	stop = runLedger(t, b.Addr(), dir, &log, flags...)
+	defer stop()
+	produce(t, b.Addr(), "payments", payment("p3", "a", 1))
+	var last Balance
+	for _, r := range consume(t, b.Addr(), "balances", 3) {
+		var bal Balance
+		_ = json.Unmarshal(r.Value, &bal)
+		if bal.ID == "p3" {
+			last = bal
+		}
+	}
+	if want := (Balance{"p3", "a", 1, 3, 16}); last != want {
+		t.Fatalf("after a restore from the checkpoint: got %+v, want %+v", last, want)
+	}
+	if !strings.Contains(log.String(), "source=checkpoint") || strings.Contains(log.String(), "not usable") {
+		t.Fatalf("the new ledger did not restore from the checkpoint, or found one not usable:\n%s", log.String())
 	}
 }

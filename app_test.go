@@ -1,0 +1,45 @@
+package eddy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddy-streams/eddy/checkpoint"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// TestCheckpointConfig: the checkpoint fields' defaults, and the mistakes
+// Run reports before it contacts a broker, each naming the fix.
+func TestCheckpointConfig(t *testing.T) {
+	var c Config
+	c.applyDefaults()
+	if c.CheckpointInterval != time.Minute || c.CheckpointKeep != 3 {
+		t.Fatalf("defaults: interval %v, keep %d; want 1m and 3", c.CheckpointInterval, c.CheckpointKeep)
+	}
+	store, err := checkpoint.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := NewTopology()
+	Count(GroupByKey(Source(topo, "in", serde.String(), serde.String()), serde.String()), "counts")
+	base := Config{AppID: "app", Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir()}
+	for _, tc := range []struct {
+		name string
+		edit func(c *Config)
+		want string
+	}{
+		{"URL and store", func(c *Config) { c.CheckpointURL, c.CheckpointStore = "file:///tmp/x", store }, "set one"},
+		{"bad URL", func(c *Config) { c.CheckpointURL = "s3://" }, "CheckpointURL"},
+		{"negative keep", func(c *Config) { c.CheckpointStore, c.CheckpointKeep = store, -1 }, "CheckpointKeep -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			tc.edit(&cfg)
+			err := Run(t.Context(), topo, cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run: %v; want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
