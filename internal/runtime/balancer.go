@@ -508,9 +508,11 @@ func assignTasks(tasks []taskSpec, members []memberState, lagAware bool) taskAss
 				continue
 			}
 			// A member of a version without standbys cannot warm up:
-			// it takes the task cold, as it would without standbys.
+			// it takes the task cold, as it would without standbys. A
+			// member of the owner's process needs no warmup: the task's
+			// database is in the directories they share.
 			i := pick(t.id, true)
-			if i >= 0 && (caughtUp(i, t.id) || !members[i].capable) {
+			if i >= 0 && (caughtUp(i, t.id) || !members[i].capable || members[i].process == members[o].process) {
 				place(i, t.id)
 				continue
 			}

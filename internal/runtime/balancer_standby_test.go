@@ -192,8 +192,8 @@ func TestAssignTasksLagAware(t *testing.T) {
 	both := []bool{true, true}
 	// 4 tasks, 2 members: 2 each. b owns 2; a's 0_1 and 1_1 are orphans.
 	members := []memberState{
-		{id: "b", eligible: both, capable: true, owned: []TaskID{{0, 0}, {1, 0}}, standby: map[TaskID]int64{{0, 1}: 0, {1, 1}: acceptableRecoveryLag}},
-		{id: "c", eligible: both, capable: true},
+		{id: "b", process: "b", eligible: both, capable: true, owned: []TaskID{{0, 0}, {1, 0}}, standby: map[TaskID]int64{{0, 1}: 0, {1, 1}: acceptableRecoveryLag}},
+		{id: "c", process: "c", eligible: both, capable: true},
 	}
 	got := assignTasks(tasks, members, true)
 	if !slices.Equal(got.assigned[0], []TaskID{{0, 0}, {0, 1}, {1, 0}, {1, 1}}) || got.settled {
@@ -230,6 +230,14 @@ func TestAssignTasksLagAware(t *testing.T) {
 			t.Fatalf("c got %v, want its warm %v", again.assigned[1], got.warmups)
 		}
 	}
+	// A worker of b's own process shares its task directories: it takes
+	// its share at once.
+	members[1].standby, members[1].process = nil, "b"
+	got = assignTasks(tasks, members, true)
+	if len(got.assigned[1]) != 2 || len(got.warmups) != 0 || !got.settled {
+		t.Fatalf("c is a worker of b's process: %+v; want 2 tasks on c at once", got)
+	}
+	members[1].process = "c"
 	// A member of a version without standbys could never warm up: it
 	// takes its share cold.
 	members[1].capable, members[1].standby = false, nil

@@ -298,3 +298,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestStandbyWorkersOfOneProcessShareTasks: with standbys the assignment
+// lets a task move for balance only to a member with a warm standby of it,
+// but the workers of one process share the task directories, so the second
+// worker of an instance takes its share at once; it once waited for a
+// warmup that no process could host, probing forever. Records then come
+// out exactly.
+func TestStandbyWorkersOfOneProcessShareTasks(t *testing.T) {
+	h := newHarness(t)
+	var log testutil.LogBuffer
+	cfg := h.config(t.TempDir(), &log)
+	cfg.Workers, cfg.StandbyReplicas = 2, 1
+	stop := h.run(cfg)
+	defer stop()
+	waitFor(t, "both workers to run a task", func() bool {
+		l := log.String()
+		return strings.Contains(l, `msg="task assigned" worker=0`) && strings.Contains(l, `msg="task assigned" worker=1`)
+	})
+	h.produce(0, 100)
+	if e := check(h.waitOutputs(100), 100); !e.ok() {
+		t.Fatalf("%+v", e)
+	}
+}
