@@ -402,10 +402,33 @@ func assignTasks(tasks []taskSpec, members []memberState, lagAware bool) taskAss
 		return exists[id] && !done[id] && owner[id] == i && members[i].eligible[id.Subtopology] &&
 			subCount[i][id.Subtopology] < subCap[id.Subtopology]
 	}
+	caughtUp := func(i int, id TaskID) bool {
+		lag, ok := members[i].standby[id]
+		return ok && lag <= acceptableRecoveryLag
+	}
+	// Lag-aware, a member keeps first the tasks that no other process
+	// keeps a caught-up standby of: what it gives up can then move warm
+	// (without such a standby it would wait for a warmup).
+	warmElsewhere := func(i int, id TaskID) bool {
+		for j := range members {
+			if members[j].process != members[i].process && caughtUp(j, id) {
+				return true
+			}
+		}
+		return false
+	}
 	owned := make([][]TaskID, len(members))
 	for i := range members {
 		owned[i] = slices.Clone(members[i].owned)
 		slices.SortFunc(owned[i], func(a, b TaskID) int {
+			if lagAware {
+				if wa, wb := warmElsewhere(i, a), warmElsewhere(i, b); wa != wb {
+					if wa {
+						return 1
+					}
+					return -1
+				}
+			}
 			if a.Partition != b.Partition {
 				return int(a.Partition) - int(b.Partition)
 			}
@@ -449,10 +472,6 @@ func assignTasks(tasks []taskSpec, members []memberState, lagAware bool) taskAss
 	// a standby of the task (assignStandbys), and a later probing
 	// rebalance moves the task once it caught up. Nothing waits on a cold
 	// restore that a warm copy could avoid.
-	caughtUp := func(i int, id TaskID) bool {
-		lag, ok := members[i].standby[id]
-		return ok && lag <= acceptableRecoveryLag
-	}
 	room := func(i int) bool {
 		return len(assigned[i]) < floor || len(assigned[i]) == floor && extra > 0
 	}

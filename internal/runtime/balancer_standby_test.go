@@ -230,6 +230,15 @@ func TestAssignTasksLagAware(t *testing.T) {
 			t.Fatalf("c got %v, want its warm %v", again.assigned[1], got.warmups)
 		}
 	}
+	// An owner gives up first the tasks another process keeps a caught-up
+	// standby of: c has one of 0_0, which b would otherwise keep (it comes
+	// first), so 0_0 moves warm and only one task waits for a warmup.
+	members[1].standby = map[TaskID]int64{{0, 0}: 0}
+	got = assignTasks(tasks, members, true)
+	if !slices.Equal(got.assigned[1], []TaskID{{0, 0}}) || len(got.warmups) != 1 || got.settled {
+		t.Fatalf("c keeps a caught-up standby of 0_0: %+v; want 0_0 on c, one warmup, unsettled", got)
+	}
+
 	// A worker of b's own process shares its task directories: it takes
 	// its share at once.
 	members[1].standby, members[1].process = nil, "b"
