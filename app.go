@@ -84,6 +84,17 @@ type Config struct {
 	// Workers is the number of workers (group members) in this process.
 	// Default 1.
 	Workers int
+	// StandbyReplicas is how many standby copies of each stateful task the
+	// group keeps on other instances (DESIGN.md §4): a standby follows the
+	// task's changelog into its own local database, so that when the
+	// task's instance fails the group gives the task to the instance with
+	// the most caught-up standby, which replays only the last few
+	// transactions instead of the whole changelog. A copy needs an
+	// instance (a process) that does not run the task: with fewer
+	// instances, fewer copies exist. Each standby costs its instance the
+	// task's disk space and a share of a changelog reader. The group
+	// leader's setting applies: give every instance the same. Default 0.
+	StandbyReplicas int
 	// CommitInterval is how often a transaction commits. Default 100ms.
 	CommitInterval time.Duration
 	// CommitRecords caps the records of one transaction. Default 100000
@@ -222,6 +233,7 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 		StateDir:           cfg.StateDir,
 		InstanceID:         cfg.InstanceID,
 		Workers:            cfg.Workers,
+		StandbyReplicas:    cfg.StandbyReplicas,
 		CommitInterval:     cfg.CommitInterval,
 		CommitRecords:      cfg.CommitRecords,
 		SessionTimeout:     cfg.SessionTimeout,

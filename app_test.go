@@ -43,3 +43,14 @@ func TestCheckpointConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestStandbyReplicasConfig: a negative StandbyReplicas is reported by Run
+// before it contacts a broker, naming the field and the fix.
+func TestStandbyReplicasConfig(t *testing.T) {
+	topo := NewTopology()
+	Count(GroupByKey(Source(topo, "in", serde.String(), serde.String()), serde.String()), "counts")
+	err := Run(t.Context(), topo, Config{AppID: "app", Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir(), StandbyReplicas: -1})
+	if err == nil || !strings.Contains(err.Error(), "StandbyReplicas -1: must be 0 (none) or more") {
+		t.Fatalf("Run: %v; want an error naming StandbyReplicas", err)
+	}
+}

@@ -14,13 +14,15 @@ import (
 	"github.com/eddy-streams/eddy/internal/versitygw"
 )
 
-const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore [flags]
+const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failover [flags]
 
   ledger        the ledger exactly-once vs at-least-once vs the broker's raw rate
   windowed      the same for the windowed totals (examples/windowed)
   window-state  the windowed example's store size over a run of many retentions
   restore       the ledger's resume with 1M accounts of state: from the changelog,
                 from a remote checkpoint (directory, S3) + tail, from local state
+  failover      time from SIGKILL of a ledger instance to its tasks' first committed
+                output elsewhere, with and without standbys
 
 Run 'eddy bench <name> -h' for the flags.`
 
@@ -36,6 +38,8 @@ func runBench(ctx context.Context, args []string) error {
 		return runWindowState(ctx, args[1:])
 	case "restore":
 		return runRestore(ctx, args[1:])
+	case "failover":
+		return runFailover(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q\n%s", args[0], benchUsage)
 }

@@ -12,8 +12,10 @@ func TestBenchArgumentErrors(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{nil, []string{"usage: eddy bench ledger|windowed|window-state|restore"}},
+		{nil, []string{"usage: eddy bench ledger|windowed|window-state|restore|failover"}},
 		{[]string{"restore", "--keys", "0"}, []string{"--keys, --partitions and --rounds must be at least 1"}},
+		{[]string{"failover", "--instances", "1", "--standby-replicas", "0", "--before", "0s"},
+			[]string{"--instances 1: a failover needs at least 2", "--standby-replicas 0", "--before must be positive"}},
 		{[]string{"ledgr"}, []string{`unknown benchmark "ledgr"`, "usage:"}},
 		{[]string{"windowed", "--window", "0s"}, []string{"--window must be a whole number of milliseconds"}},
 		{[]string{"window-state", "--window", "1500us", "--grace", "-1s", "--retentions", "3", "--records", "0"},

@@ -23,7 +23,7 @@ func commands() []command {
 	return []command{
 		{"broker", "run the embedded Kafka-protocol broker until SIGINT/SIGTERM", runBroker},
 		{"demo", "run the exactly-once ledger and windowed totals under SIGKILLs and verify their output", runDemo},
-		{"bench", "measure the ledger or windowed totals exactly-once vs at-least-once vs the broker's raw rate", runBench},
+		{"bench", "measure the ledger or windowed totals (exactly-once vs at-least-once vs the broker's raw rate) and failover times", runBench},
 		{"ledger", "run the ledger example (flags of examples/ledger)", runLedger},
 		{"windowed", "run the windowed-totals example (flags of examples/windowed)", runWindowed},
 	}

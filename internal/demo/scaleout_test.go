@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +39,15 @@ func (in *instance) start(t *testing.T) {
 // stopped (SIGTERM) and restarted once, and the group scales back to one
 // instance; then every balance is checked against a sequential
 // computation, and read again with kcat.
-func TestLedgerScaleOut(t *testing.T) {
+func TestLedgerScaleOut(t *testing.T) { testLedgerScaleOut(t, 0) }
+
+// TestLedgerScaleOutWithStandbys is the same with one standby replica per
+// task: standbys are placed, warmed up, promoted and dropped as instances
+// come, are killed (some with their state dirs wiped) and go, and tasks
+// wait for warm standbys before they move; the output must stay exact.
+func TestLedgerScaleOutWithStandbys(t *testing.T) { testLedgerScaleOut(t, 1) }
+
+func testLedgerScaleOut(t *testing.T, standbyReplicas int) {
 	if testing.Short() {
 		t.Skip("scale-out test runs processes for about a minute")
 	}
@@ -61,6 +71,9 @@ func TestLedgerScaleOut(t *testing.T) {
 	// The first instance runs two workers: tasks also move between the
 	// workers of one process.
 	insts[0].argv = append(insts[0].argv, "--workers", "2")
+	for _, in := range insts {
+		in.argv = append(in.argv, "--standby-replicas", strconv.Itoa(standbyReplicas))
+	}
 	defer func() {
 		for _, in := range insts {
 			if in.child != nil {
@@ -185,4 +198,19 @@ func TestLedgerScaleOut(t *testing.T) {
 		t.Fatalf("only %d payments went through", rep.Payments)
 	}
 	checkWithKcat(t, broker.addr, rep.Outputs)
+	if standbyReplicas > 0 {
+		caughtUp, promoted := 0, 0
+		for _, in := range insts {
+			b, err := os.ReadFile(in.log.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			caughtUp += strings.Count(string(b), "standby task caught up")
+			promoted += strings.Count(string(b), "standby task becomes active")
+		}
+		t.Logf("standbys caught up %d times, %d became active", caughtUp, promoted)
+		if caughtUp == 0 {
+			t.Fatal("no standby ever caught up: the run did not exercise standbys")
+		}
+	}
 }

@@ -1,8 +1,6 @@
 package runtime
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -38,16 +36,62 @@ const taskProtocol = "eddy-tasks"
 //     keepWholeTasks then makes sure that step never leaves part of a task
 //     on a member.
 //
-// Standby replicas and lag-aware placement (issue 4) extend memberInfo
-// (user data) and assignTasks; the protocol stays.
-type taskBalancer struct{ plan *plan }
+// Standby replicas (DESIGN.md §4) ride on the same protocol: a member's
+// user data carries its process and the lag of every standby task the
+// process keeps (memberInfo), the leader places standbys (assignStandbys),
+// and each member's assignment carries its standby tasks in its user data.
+// With standbys the plan is also lag-aware (assignTasks), availability
+// first as in Kafka Streams' KIP-441: a task whose owner is gone goes to
+// the member with a caught-up standby of it, and a task that would move
+// for balance waits on its owner until its standby on the new member
+// caught up; the leader then asks for probing rebalances until the plan
+// is even again (members report lags only when they join).
+type taskBalancer struct {
+	plan *plan
+	// process names the member's instance: members of one process share
+	// its task directories, so a standby there is a standby for all of
+	// them. Empty for a balancer that keeps no standbys (tests).
+	process string
+	// member is this worker's member key for host.
+	member string
+	// replicas is the number of standby copies per task this balancer
+	// places when it leads the group.
+	replicas int
+	// host keeps the process's standby tasks: it reports their lags for
+	// JoinGroupMetadata and takes this member's standby assignment. Nil
+	// in tests that drive the balancer alone.
+	host standbyHost
+	// probe, when set, asks for a rebalance a while after this member,
+	// as leader, made a plan that is not settled.
+	probe func()
+}
+
+// standbyHost is what the balancer needs of the process's standby tasks.
+type standbyHost interface {
+	// lags returns the process's standby tasks and their changelog lags.
+	lags() []standbyLag
+	// assign replaces the standby and active tasks of member (a worker).
+	assign(member string, standby, active []TaskID)
+}
 
 func newTaskBalancer(p *plan) *taskBalancer { return &taskBalancer{plan: p} }
 
 func (*taskBalancer) ProtocolName() string { return taskProtocol }
 func (*taskBalancer) IsCooperative() bool  { return true }
 
+// JoinGroupMetadata is called for every JoinGroup, so the standby lags
+// the leader sees are as fresh as the members' last catch-up round.
 func (b *taskBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
+	info := memberInfo{Active: b.plan.tasksOf(current), Process: b.process}
+	if b.host != nil {
+		info.Standby = b.host.lags()
+	}
+	return memberMetadata(interests, current, generation, info)
+}
+
+// memberMetadata is the consumer protocol's member metadata with info as
+// its user data.
+func memberMetadata(interests []string, current map[string][]int32, generation int32, info memberInfo) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
 	meta.Version = 3
 	meta.Topics = interests
@@ -66,12 +110,29 @@ func (b *taskBalancer) JoinGroupMetadata(interests []string, current map[string]
 		op.Partitions = current[topic]
 		meta.OwnedPartitions = append(meta.OwnedPartitions, op)
 	}
-	meta.UserData = appendMemberInfo(nil, memberInfo{Active: b.plan.tasksOf(current)})
+	meta.UserData = appendMemberInfo(nil, info)
 	return meta.AppendTo(nil)
 }
 
-func (*taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
-	return kgo.ParseConsumerSyncAssignment(assignment)
+// ParseSyncAssignment returns the member's partitions and hands its
+// standby tasks, from the assignment's user data, to the host. An
+// assignment without them (a leader of an older version) means none.
+func (b *taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(assignment); err != nil {
+		return nil, fmt.Errorf("runtime: sync assignment parse failed: %w", err)
+	}
+	parts := make(map[string][]int32, len(a.Topics))
+	for _, t := range a.Topics {
+		parts[t.Topic] = t.Partitions
+	}
+	if b.host != nil {
+		// Damaged standby data costs only the standbys: the active
+		// tasks, which exactly-once depends on, are in the partitions.
+		standby, _ := decodeAssignmentInfo(a.UserData)
+		b.host.assign(b.member, standby, b.plan.tasksOf(parts))
+	}
+	return parts, nil
 }
 
 func (b *taskBalancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
@@ -93,16 +154,27 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 			ms.eligible[i] = subscribesAll(meta.Topics, b.plan.subs[i].Sources, topics)
 		}
 		if info, err := decodeMemberInfo(meta.UserData); err == nil {
-			ms.owned = info.Active
-		} else {
-			// A member of another version, or damaged data: it
-			// loses its stickiness, nothing else. AdjustCooperative
-			// still keeps its partitions from going to two members.
-			ms.owned = nil
+			ms.owned, ms.process = info.Active, info.Process
+			if len(info.Standby) > 0 {
+				ms.standby = make(map[TaskID]int64, len(info.Standby))
+				for _, s := range info.Standby {
+					ms.standby[s.Task] = s.Lag
+				}
+			}
+		}
+		// A member of another version, or with damaged data, loses its
+		// stickiness and its standbys, nothing else: AdjustCooperative
+		// still keeps its partitions from going to two members. Without
+		// a process it is a process of its own that keeps no standbys.
+		ms.capable = ms.process != ""
+		if !ms.capable {
+			ms.process = "member:" + m.MemberID
 		}
 		members = append(members, ms)
 	})
-	assigned := assignTasks(tasks, members)
+	lagAware := b.replicas > 0
+	tp := assignTasks(tasks, members, lagAware)
+	assigned := tp.assigned
 	p := cb.NewPlan()
 	byID := make(map[TaskID]*taskSpec, len(tasks))
 	for i := range tasks {
@@ -117,8 +189,53 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 		}
 	}
 	p.AdjustCooperative(cb)
-	b.plan.keepWholeTasks(p.AsMemberIDMap(), tasks)
-	return p
+	final := p.AsMemberIDMap()
+	b.plan.keepWholeTasks(final, tasks)
+	// Standbys are placed against the plan as it goes out: a task held
+	// back for a cooperative revoke runs nowhere new yet, and a standby
+	// of it on its next owner keeps following the changelog until then.
+	active := make([][]TaskID, len(members))
+	for i := range members {
+		active[i] = b.plan.tasksOf(final[members[i].id])
+	}
+	standby := assignStandbys(tasks, members, active, b.replicas, tp.warmups)
+	out := &taskPlan{BalancePlan: p, standby: make(map[string][]TaskID)}
+	for i := range members {
+		if len(standby[i]) > 0 {
+			out.standby[members[i].id] = standby[i]
+		}
+	}
+	if !tp.settled && lagAware && b.probe != nil {
+		// Members report their standby lags only when they join: a
+		// probing rebalance is how the plan learns that a warmup caught
+		// up (or that an uneven plan can even out).
+		b.probe()
+	}
+	return out
+}
+
+// taskPlan is the balance plan with each member's standby tasks, which
+// travel in the user data of its assignment.
+type taskPlan struct {
+	*kgo.BalancePlan
+	standby map[string][]TaskID
+}
+
+func (p *taskPlan) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
+	out := p.BalancePlan.IntoSyncAssignment()
+	for i := range out {
+		ids := p.standby[out[i].MemberID]
+		if len(ids) == 0 {
+			continue
+		}
+		var a kmsg.ConsumerMemberAssignment
+		if err := a.ReadFrom(out[i].MemberAssignment); err != nil {
+			continue // franz-go encoded it; it reads back
+		}
+		a.UserData = appendAssignmentInfo(nil, ids)
+		out[i].MemberAssignment = a.AppendTo(nil)
+	}
+	return out
 }
 
 // subscribesAll reports whether interests hold every existing source: a
@@ -138,10 +255,12 @@ type topicPartition struct {
 	partition int32
 }
 
-// taskSpec is a task and its partitions.
+// taskSpec is a task and its partitions; stateful tasks have stores,
+// and so standby copies.
 type taskSpec struct {
-	id    TaskID
-	parts []topicPartition
+	id       TaskID
+	parts    []topicPartition
+	stateful bool
 }
 
 // tasks lists every task of the topology given the partition counts: task
@@ -157,7 +276,7 @@ func (p *plan) tasks(topics map[string]int32) []taskSpec {
 			n = max(n, topics[src])
 		}
 		for part := int32(0); part < n; part++ {
-			ts := taskSpec{id: TaskID{Subtopology: s, Partition: part}}
+			ts := taskSpec{id: TaskID{Subtopology: s, Partition: part}, stateful: len(p.subs[s].storeNames) > 0}
 			for _, src := range p.subs[s].Sources {
 				if part < topics[src] {
 					ts.parts = append(ts.parts, topicPartition{src, part})
@@ -215,16 +334,22 @@ type memberState struct {
 	// s's sources.
 	eligible []bool
 	owned    []TaskID
+	// process is the member's instance; capable is false for a member
+	// that keeps no standbys (another version), whose process is then
+	// its own. standby are the lags of the standby tasks of its process.
+	process string
+	capable bool
+	standby map[TaskID]int64
 }
 
-// assignTasks is the plan, as a pure function: assigned[i] are the tasks
-// of members[i], sorted. Members come in a stable order (franz-go sorts
-// them by instance id, then member id), which makes the plan
-// deterministic.
-func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
+// assignTasks is the plan, as a pure function. Members come in a stable
+// order (franz-go sorts them by instance id, then member id), which makes
+// the plan deterministic. lagAware turns on the standby-aware choices
+// described below (the leader places standbys).
+func assignTasks(tasks []taskSpec, members []memberState, lagAware bool) taskAssignment {
 	assigned := make([][]TaskID, len(members))
 	if len(members) == 0 {
-		return assigned
+		return taskAssignment{assigned: assigned, settled: true}
 	}
 	// A task claimed by several members (one missed a rebalance) belongs
 	// to the claim of the highest generation.
@@ -277,10 +402,33 @@ func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
 		return exists[id] && !done[id] && owner[id] == i && members[i].eligible[id.Subtopology] &&
 			subCount[i][id.Subtopology] < subCap[id.Subtopology]
 	}
+	caughtUp := func(i int, id TaskID) bool {
+		lag, ok := members[i].standby[id]
+		return ok && lag <= acceptableRecoveryLag
+	}
+	// Lag-aware, a member keeps first the tasks that no other process
+	// keeps a caught-up standby of: what it gives up can then move warm
+	// (without such a standby it would wait for a warmup).
+	warmElsewhere := func(i int, id TaskID) bool {
+		for j := range members {
+			if members[j].process != members[i].process && caughtUp(j, id) {
+				return true
+			}
+		}
+		return false
+	}
 	owned := make([][]TaskID, len(members))
 	for i := range members {
 		owned[i] = slices.Clone(members[i].owned)
 		slices.SortFunc(owned[i], func(a, b TaskID) int {
+			if lagAware {
+				if wa, wb := warmElsewhere(i, a), warmElsewhere(i, b); wa != wb {
+					if wa {
+						return 1
+					}
+					return -1
+				}
+			}
 			if a.Partition != b.Partition {
 				return int(a.Partition) - int(b.Partition)
 			}
@@ -306,81 +454,268 @@ func assignTasks(tasks []taskSpec, members []memberState) [][]TaskID {
 			}
 		}
 	}
-	// The rest go to the member with the fewest tasks, then the fewest of
-	// the task's sub-topology, then the first.
-	for _, t := range tasks {
-		if done[t.id] {
-			continue
+	// The rest are orphans (no member claims them: their owner left) and
+	// tasks released by an owner that keeps too many. They go to members
+	// with room in an even plan: below floor, or at floor while extra
+	// slots are left. Room is what the plain fewest-tasks rule would give
+	// anyway (the slots left equal the tasks left). Among members with
+	// room, one whose process keeps a standby of the task comes first,
+	// the smallest lag first (it restores only that lag), then the fewest
+	// tasks, the fewest of the sub-topology, the first.
+	//
+	// Lag-aware (the leader keeps standbys), availability comes before
+	// balance, as in Kafka Streams' high-availability assignor (KIP-441):
+	// an orphan goes to a member with a caught-up standby of it (lag at
+	// most acceptableRecoveryLag) even past its even share, and a task
+	// released for balance stays with its owner unless a member with room
+	// has a caught-up standby of it; that member, the warmup target, gets
+	// a standby of the task (assignStandbys), and a later probing
+	// rebalance moves the task once it caught up. Nothing waits on a cold
+	// restore that a warm copy could avoid.
+	room := func(i int) bool {
+		return len(assigned[i]) < floor || len(assigned[i]) == floor && extra > 0
+	}
+	better := func(i, j int, id TaskID) bool {
+		if lagAware {
+			if ci, cj := caughtUp(i, id), caughtUp(j, id); ci != cj {
+				return ci
+			}
 		}
+		if ri, rj := room(i), room(j); ri != rj {
+			return ri
+		}
+		li, wi := members[i].standby[id]
+		lj, wj := members[j].standby[id]
+		if wi != wj {
+			return wi
+		}
+		if wi && li != lj {
+			return li < lj
+		}
+		if ni, nj := len(assigned[i]), len(assigned[j]); ni != nj {
+			return ni < nj
+		}
+		return subCount[i][id.Subtopology] < subCount[j][id.Subtopology]
+	}
+	pick := func(id TaskID, roomOnly bool) int {
 		best := -1
 		for i := range members {
-			if !members[i].eligible[t.id.Subtopology] {
-				continue
-			}
-			if best < 0 || len(assigned[i]) < len(assigned[best]) ||
-				len(assigned[i]) == len(assigned[best]) && subCount[i][t.id.Subtopology] < subCount[best][t.id.Subtopology] {
+			if members[i].eligible[id.Subtopology] && (!roomOnly || room(i)) && (best < 0 || better(i, best, id)) {
 				best = i
 			}
 		}
-		if best >= 0 {
-			give(best, t.id)
+		return best
+	}
+	place := func(i int, id TaskID) {
+		if len(assigned[i]) == floor && extra > 0 {
+			extra--
+		}
+		give(i, id)
+	}
+	out := taskAssignment{assigned: assigned, warmups: make(map[TaskID]int)}
+	if lagAware {
+		for _, t := range tasks {
+			if _, claimed := owner[t.id]; !done[t.id] && !claimed {
+				if i := pick(t.id, false); i >= 0 && caughtUp(i, t.id) {
+					place(i, t.id)
+				}
+			}
+		}
+		for _, t := range tasks {
+			o, claimed := owner[t.id]
+			if done[t.id] || !claimed || !members[o].eligible[t.id.Subtopology] {
+				continue
+			}
+			// A member of a version without standbys cannot warm up:
+			// it takes the task cold, as it would without standbys. A
+			// member of the owner's process needs no warmup: the task's
+			// database is in the directories they share.
+			i := pick(t.id, true)
+			if i >= 0 && (caughtUp(i, t.id) || !members[i].capable || members[i].process == members[o].process) {
+				place(i, t.id)
+				continue
+			}
+			give(o, t.id)
+			if i >= 0 {
+				out.warmups[t.id] = i
+			}
+		}
+	}
+	for _, t := range tasks {
+		if !done[t.id] {
+			if i := pick(t.id, false); i >= 0 {
+				place(i, t.id)
+			}
 		}
 	}
 	for i := range assigned {
 		slices.SortFunc(assigned[i], compareTaskIDs)
 	}
-	return assigned
-}
-
-// memberInfo is the user data of a member's subscription. Version 1 holds
-// the active tasks. Later versions (standby tasks, restore lags) append
-// fields: a reader takes the fields it knows and ignores what follows, so
-// members of two versions can share a group during a rolling upgrade.
-type memberInfo struct {
-	Active []TaskID
-}
-
-const memberInfoV1 = 1
-
-var errBadMemberInfo = errors.New("runtime: malformed member user data")
-
-func appendMemberInfo(dst []byte, info memberInfo) []byte {
-	dst = append(dst, memberInfoV1)
-	dst = binary.AppendUvarint(dst, uint64(len(info.Active)))
-	for _, id := range info.Active {
-		dst = binary.AppendUvarint(dst, uint64(id.Subtopology))
-		dst = binary.AppendUvarint(dst, uint64(id.Partition))
+	// Settled: nothing waits for a warmup and the plan is even. Members
+	// that cannot run every sub-topology make evenness a matter of their
+	// subscriptions, which probing does not change.
+	out.settled = len(out.warmups) == 0
+	all := true
+	for _, m := range members {
+		all = all && !slices.Contains(m.eligible, false)
 	}
-	return dst
-}
-
-func decodeMemberInfo(b []byte) (memberInfo, error) {
-	var info memberInfo
-	if len(b) == 0 || b[0] < memberInfoV1 {
-		return info, fmt.Errorf("%w: no version", errBadMemberInfo)
-	}
-	version := b[0]
-	b = b[1:]
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
-		return info, fmt.Errorf("%w: bad task count", errBadMemberInfo)
-	}
-	b = b[k:]
-	for i := uint64(0); i < n; i++ {
-		s, k := binary.Uvarint(b)
-		if k <= 0 || s > 1<<20 {
-			return info, fmt.Errorf("%w: bad sub-topology", errBadMemberInfo)
+	if all {
+		lo, hi := len(tasks), 0
+		for _, a := range assigned {
+			lo, hi = min(lo, len(a)), max(hi, len(a))
 		}
-		b = b[k:]
-		p, k := binary.Uvarint(b)
-		if k <= 0 || p > 1<<31-1 {
-			return info, fmt.Errorf("%w: bad partition", errBadMemberInfo)
+		out.settled = out.settled && hi-lo <= 1
+	}
+	return out
+}
+
+// acceptableRecoveryLag is the changelog lag (offsets, over the task's
+// stores) up to which a standby counts as caught up: a failover to it
+// replays at most that. Kafka Streams' acceptable.recovery.lag default.
+const acceptableRecoveryLag = 10_000
+
+// taskAssignment is a plan of active tasks: assigned[i] are members[i]'s,
+// sorted; warmups maps a task that stays with its owner for now to the
+// member that should take it once its standby there caught up; settled
+// is false while a probing rebalance could improve the plan.
+type taskAssignment struct {
+	assigned [][]TaskID
+	warmups  map[TaskID]int
+	settled  bool
+}
+
+// assignStandbys places replicas standby copies of every stateful task,
+// given the plan's active tasks per member: standby[i] are members[i]'s,
+// sorted. A copy goes to a member that keeps standbys, never in a process
+// where the task runs (in this plan, or as claimed by a member that still
+// has to revoke it: its database is open there) and at most one per
+// process, so a copy is on another machine than the task when processes
+// are machines. Fewer than replicas copies exist when too few processes
+// qualify. The candidates are ranked: a member whose process already
+// keeps the task's standby (it is warm; the smallest lag first), then the
+// member with the fewest standbys in this plan, the fewest active tasks,
+// the first. A task's warmup target (see assignTasks) gets its first copy
+// whatever the ranking. A first pass caps each member at its even share of the
+// copies, so that a warm process does not keep them all; a second pass
+// places what the cap left out, and a last one moves copies from members
+// over the cap to members under it where the rules allow (a greedy pass
+// can end with the last tasks' only candidates full).
+func assignStandbys(tasks []taskSpec, members []memberState, active [][]TaskID, replicas int, warmups map[TaskID]int) [][]TaskID {
+	standby := make([][]TaskID, len(members))
+	capable := 0
+	for _, m := range members {
+		if m.capable {
+			capable++
 		}
-		b = b[k:]
-		info.Active = append(info.Active, TaskID{Subtopology: int(s), Partition: int32(p)})
 	}
-	if version == memberInfoV1 && len(b) != 0 {
-		return info, fmt.Errorf("%w: trailing bytes", errBadMemberInfo)
+	if replicas <= 0 || capable == 0 {
+		return standby
 	}
-	return info, nil
+	busy := make(map[string]map[TaskID]bool)
+	mark := func(process string, id TaskID) {
+		if busy[process] == nil {
+			busy[process] = make(map[TaskID]bool)
+		}
+		busy[process][id] = true
+	}
+	stateful := 0
+	for i, m := range members {
+		for _, id := range active[i] {
+			mark(m.process, id)
+		}
+		for _, id := range m.owned {
+			mark(m.process, id)
+		}
+	}
+	for _, t := range tasks {
+		if t.stateful {
+			stateful++
+		}
+	}
+	limit := (stateful*replicas + capable - 1) / capable
+	count := make([]int, len(members))
+	placed := make(map[TaskID]map[string]bool)
+	better := func(i, j int, id TaskID) bool {
+		li, wi := members[i].standby[id]
+		lj, wj := members[j].standby[id]
+		if wi != wj {
+			return wi
+		}
+		if wi && li != lj {
+			return li < lj
+		}
+		if count[i] != count[j] {
+			return count[i] < count[j]
+		}
+		return len(active[i]) < len(active[j])
+	}
+	can := func(i int, id TaskID) bool {
+		m := &members[i]
+		return m.capable && m.eligible[id.Subtopology] && !busy[m.process][id] && !placed[id][m.process]
+	}
+	// A warmup target gets its task's first copy: it is where the task
+	// goes next, once the copy caught up.
+	for _, t := range tasks {
+		i, ok := warmups[t.id]
+		if !t.stateful || !ok {
+			continue
+		}
+		if placed[t.id] == nil {
+			placed[t.id] = make(map[string]bool)
+		}
+		if can(i, t.id) {
+			standby[i] = append(standby[i], t.id)
+			count[i]++
+			placed[t.id][members[i].process] = true
+		}
+	}
+	for pass := 0; pass < 2; pass++ {
+		for _, t := range tasks {
+			if !t.stateful {
+				continue
+			}
+			if placed[t.id] == nil {
+				placed[t.id] = make(map[string]bool)
+			}
+			for len(placed[t.id]) < replicas {
+				best := -1
+				for i := range members {
+					if can(i, t.id) && (pass > 0 || count[i] < limit) && (best < 0 || better(i, best, t.id)) {
+						best = i
+					}
+				}
+				if best < 0 {
+					break
+				}
+				standby[best] = append(standby[best], t.id)
+				count[best]++
+				placed[t.id][members[best].process] = true
+			}
+		}
+	}
+	for i := range members {
+		for k := 0; k < len(standby[i]) && count[i] > limit; k++ {
+			id := standby[i][k]
+			if w, ok := warmups[id]; ok && w == i {
+				continue
+			}
+			for j := range members {
+				if count[j] >= limit || !can(j, id) {
+					continue
+				}
+				delete(placed[id], members[i].process)
+				placed[id][members[j].process] = true
+				standby[j] = append(standby[j], id)
+				standby[i] = slices.Delete(standby[i], k, k+1)
+				count[i]--
+				count[j]++
+				k--
+				break
+			}
+		}
+	}
+	for i := range standby {
+		slices.SortFunc(standby[i], compareTaskIDs)
+	}
+	return standby
 }

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -38,6 +37,10 @@ type simMember struct {
 	id    string
 	owned map[string][]int32
 	gen   int32
+	// process is the member's instance (its id unless set); lags are
+	// the standby tasks it reports, with their lags.
+	process string
+	lags    map[TaskID]int64
 }
 
 // group simulates the cooperative protocol against the balancer: each
@@ -49,6 +52,8 @@ type group struct {
 	topics  map[string]int32
 	members []*simMember
 	gen     int32
+	// standby are the standby tasks of each member in the last plan.
+	standby map[string][]TaskID
 }
 
 func newGroup(t *testing.T, partitions int32, ids ...string) *group {
@@ -95,10 +100,17 @@ func (g *group) balance() map[string]map[string][]int32 {
 	var jm []kmsg.JoinGroupResponseMember
 	for _, m := range g.members {
 		id := m.id
+		info := memberInfo{Active: g.b.plan.tasksOf(m.owned), Process: m.process}
+		if info.Process == "" {
+			info.Process = m.id
+		}
+		for task, lag := range m.lags {
+			info.Standby = append(info.Standby, standbyLag{Task: task, Lag: lag})
+		}
 		jm = append(jm, kmsg.JoinGroupResponseMember{
 			MemberID:         id,
 			InstanceID:       &id,
-			ProtocolMetadata: g.b.JoinGroupMetadata([]string{"left", "rekey", "right"}, cloneParts(m.owned), m.gen),
+			ProtocolMetadata: memberMetadata([]string{"left", "rekey", "right"}, cloneParts(m.owned), m.gen, info),
 		})
 	}
 	mb, _, err := g.b.MemberBalancer(jm)
@@ -110,12 +122,20 @@ func (g *group) balance() map[string]map[string][]int32 {
 		g.t.Fatal(err)
 	}
 	out := make(map[string]map[string][]int32)
+	g.standby = make(map[string][]TaskID)
 	for _, a := range into.IntoSyncAssignment() {
 		parts, err := g.b.ParseSyncAssignment(a.MemberAssignment)
 		if err != nil {
 			g.t.Fatal(err)
 		}
 		out[a.MemberID] = parts
+		var ma kmsg.ConsumerMemberAssignment
+		if err := ma.ReadFrom(a.MemberAssignment); err != nil {
+			g.t.Fatal(err)
+		}
+		if g.standby[a.MemberID], err = decodeAssignmentInfo(ma.UserData); err != nil {
+			g.t.Fatal(err)
+		}
 	}
 	return out
 }
@@ -150,6 +170,7 @@ func (g *group) converge() int {
 				}
 			}
 			g.checkWhole(round, m.id, plan[m.id])
+			g.checkStandbys(round, m, plan)
 		}
 		revoked := false
 		for _, m := range g.members {
@@ -168,6 +189,29 @@ func (g *group) converge() int {
 	}
 	g.t.Fatal("the group did not settle in 5 rounds")
 	return 0
+}
+
+// checkStandbys fails if m got a standby of a task that runs in its
+// process: in the new plan, or still claimed by a member of the process
+// that has yet to revoke it.
+func (g *group) checkStandbys(round int, m *simMember, plan map[string]map[string][]int32) {
+	g.t.Helper()
+	proc := func(s *simMember) string {
+		if s.process != "" {
+			return s.process
+		}
+		return s.id
+	}
+	for _, id := range g.standby[m.id] {
+		for _, other := range g.members {
+			if proc(other) != proc(m) {
+				continue
+			}
+			if slices.Contains(g.b.plan.tasksOf(plan[other.id]), id) || slices.Contains(g.b.plan.tasksOf(other.owned), id) {
+				g.t.Fatalf("round %d: %s got a standby of task %s, which runs in its process (member %s)", round, m.id, id, other.id)
+			}
+		}
+	}
 }
 
 // checkWhole fails if a member has "left" or "right" of a partition
@@ -368,7 +412,7 @@ func TestBalancerSkipsMembersWithoutTheTopics(t *testing.T) {
 		{id: "a", eligible: []bool{true, true}},
 		{id: "b", eligible: []bool{false, true}},
 	}
-	got := assignTasks(tasks, members)
+	got := assignTasks(tasks, members, false).assigned
 	for _, id := range got[1] {
 		if id.Subtopology == 0 {
 			t.Fatalf("b got task %s of a sub-topology it does not subscribe to: %v", id, got)
@@ -377,46 +421,6 @@ func TestBalancerSkipsMembersWithoutTheTopics(t *testing.T) {
 	if len(got[0])+len(got[1]) != 4 {
 		t.Fatalf("not every task assigned: %v", got)
 	}
-}
-
-func TestMemberInfoRoundTrip(t *testing.T) {
-	in := memberInfo{Active: []TaskID{{0, 0}, {0, 7}, {3, 1 << 20}}}
-	got, err := decodeMemberInfo(appendMemberInfo(nil, in))
-	if err != nil || !slices.Equal(got.Active, in.Active) {
-		t.Fatalf("got %v %v, want %v", got, err, in)
-	}
-	// A later version appends fields: this version reads what it knows.
-	later := append(appendMemberInfo(nil, in), 0xAA, 0xBB)
-	later[0] = memberInfoV1 + 1
-	if got, err := decodeMemberInfo(later); err != nil || !slices.Equal(got.Active, in.Active) {
-		t.Fatalf("a later version's data: got %v %v", got, err)
-	}
-	good := appendMemberInfo(nil, in)
-	for name, b := range map[string][]byte{
-		"empty":    nil,
-		"version":  {0},
-		"count":    {memberInfoV1, 100},
-		"short":    good[:len(good)-1],
-		"trailing": append(append([]byte(nil), good...), 1),
-	} {
-		if _, err := decodeMemberInfo(b); !errors.Is(err, errBadMemberInfo) {
-			t.Errorf("%s: got %v, want errBadMemberInfo", name, err)
-		}
-	}
-}
-
-func FuzzDecodeMemberInfo(f *testing.F) {
-	f.Add(appendMemberInfo(nil, memberInfo{Active: []TaskID{{1, 2}}}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		info, err := decodeMemberInfo(b)
-		if err != nil {
-			return
-		}
-		again, err := decodeMemberInfo(appendMemberInfo(nil, info))
-		if err != nil || !slices.Equal(again.Active, info.Active) {
-			t.Fatalf("re-encoding %v: %v %v", info, again, err)
-		}
-	})
 }
 
 // TestBalancersOfferStickyOnlyForSingleSourceTasks: the fallback protocol

@@ -33,6 +33,13 @@ type Config struct {
 	// open before aborting it; it bounds how long a zombie can block a
 	// successor's reads.
 	TransactionTimeout time.Duration
+	// StandbyReplicas is the number of standby copies of each stateful
+	// task the group keeps on other instances (DESIGN.md §4): warm
+	// databases that follow the task's changelog, so that a task whose
+	// instance fails resumes elsewhere after replaying only a short tail.
+	// The group leader's setting places them; give every instance the
+	// same. 0 keeps none.
+	StandbyReplicas int
 	// AtLeastOnce trades exactly-once for a plain producer and offset
 	// commits (Kafka Streams' at_least_once): a crash replays the records
 	// since the last commit, and their outputs appear again.
@@ -63,6 +70,16 @@ type Config struct {
 	Logger            *slog.Logger
 	// ClientOpts are added to every Kafka client (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
+
+	// hooks let the package's tests observe the runtime; nil otherwise.
+	hooks *testHooks
+}
+
+// testHooks are called, when set, at points the tests watch.
+type testHooks struct {
+	// standbyApplied runs after each catch-up round of a standby task with
+	// the offsets its database reflects and its lag.
+	standbyApplied func(id TaskID, applied state.Offsets, lag int64)
 }
 
 // Validate returns every problem of c, joined, each naming the field.
@@ -83,6 +100,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers < 1 {
 		bad("Workers %d: must be at least 1", c.Workers)
+	}
+	if c.StandbyReplicas < 0 {
+		bad("StandbyReplicas %d: must be 0 (none) or more", c.StandbyReplicas)
 	}
 	if c.CommitInterval <= 0 {
 		bad("CommitInterval %v: must be positive, e.g. 100ms", c.CommitInterval)

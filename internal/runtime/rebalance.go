@@ -20,7 +20,13 @@ import (
 func (w *worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, id := range w.plan.tasksOf(assigned) {
+	ids := w.plan.tasksOf(assigned)
+	if len(ids) > 0 {
+		// Marks when the group handed the tasks over, before their
+		// restore: failover measurements read it.
+		w.log.Info("tasks newly assigned", "tasks", fmt.Sprint(ids))
+	}
+	for _, id := range ids {
 		if t := w.tasks[id]; t != nil {
 			t.log.Info("closing a stale task: its partitions were revoked and assigned again")
 			if err := t.close(); err != nil {
@@ -113,9 +119,19 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			}
 		}
 	}
+	if len(need) > 0 {
+		w.standbys.pause()
+		defer w.standbys.resume()
+	}
 	for _, id := range need {
+		// The task's directory may hold this process's standby of the
+		// task: acquiring stops it and hands its database over to
+		// openTask, whose restore then replays only what the standby
+		// had not applied. task.close releases it.
+		w.standbys.acquire(id)
 		t, err := w.openTask(ctx, id)
 		if err != nil {
+			w.standbys.release(id)
 			closeOpened()
 			if ctx.Err() != nil {
 				// A revoke or shutdown: franz-go fetches these partitions
@@ -138,6 +154,7 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	}
 	for _, t := range opened {
 		w.tasks[t.id] = t
+		t.assignedAt = time.Now()
 		t.log.Info("task assigned", "input_offsets", fmt.Sprint(t.committed.Input))
 	}
 	if len(opened) > 0 {
@@ -176,7 +193,13 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 // cooperative-sticky would split tasks, so it is not offered; such a
 // topology never ran on the older version anyway.
 func (w *worker) balancers() []kgo.GroupBalancer {
-	bs := []kgo.GroupBalancer{newTaskBalancer(w.plan)}
+	tb := newTaskBalancer(w.plan)
+	tb.process, tb.member, tb.replicas = w.cfg.InstanceID, w.memberID, w.cfg.StandbyReplicas
+	tb.probe = w.scheduleProbe
+	if w.standbys != nil {
+		tb.host = w.standbys
+	}
+	bs := []kgo.GroupBalancer{tb}
 	for _, s := range w.plan.subs {
 		if len(s.Sources) != 1 {
 			return bs

@@ -73,25 +73,9 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 	}
 	opts := append([]kgo.Opt{kgo.SeedBrokers(w.cfg.Brokers...)}, w.cfg.ClientOpts...)
 	err = kafka.ReadCommitted(ctx, opts, spans, func(r *kgo.Record) error {
-		store := storeOf[r.Topic]
 		prog.record(r)
-		// Released in offset order: everything before r is applied.
-		batch.Offsets.Changelog[store] = r.Offset + 1
-		if isOffsetsRecord(r) {
-			input, streamTime, err := decodeOffsetsRecord(r.Value)
-			if err != nil {
-				return fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-			}
-			for tp, off := range input {
-				if off > batch.Offsets.Input[tp] {
-					batch.Offsets.Input[tp] = off
-				}
-			}
-			// Each store's changelog carries the task's stream time,
-			// which only moves forward: the largest is the task's.
-			batch.Offsets.StreamTime = max(batch.Offsets.StreamTime, streamTime)
-		} else {
-			batch.Writes = append(batch.Writes, state.Write{Store: store, Key: r.Key, Value: r.Value, Delete: r.Value == nil})
+		if err := applyChangelogRecord(&batch, storeOf[r.Topic], r); err != nil {
+			return err
 		}
 		if len(batch.Writes) >= restoreBatch {
 			if err := flush(); err != nil {
@@ -219,6 +203,32 @@ func (rp *restoreProgress) done() {
 	rp.log.Info("restored state", "source", p.Source, "records", p.Records, "bytes", p.Bytes,
 		"took", p.Elapsed.Round(time.Millisecond), "mb_per_s", fmt.Sprintf("%.1f", mbps))
 	rp.send()
+}
+
+// applyChangelogRecord adds a committed changelog record of store to
+// batch: a write, or for an offsets record the input offsets and stream
+// time it carries; either way the store's changelog offset moves past it.
+// Restores and standbys replay changelogs with it.
+func applyChangelogRecord(batch *state.Batch, store string, r *kgo.Record) error {
+	// Records come in offset order: everything before r is in the batch.
+	batch.Offsets.Changelog[store] = r.Offset + 1
+	if !isOffsetsRecord(r) {
+		batch.Writes = append(batch.Writes, state.Write{Store: store, Key: r.Key, Value: r.Value, Delete: r.Value == nil})
+		return nil
+	}
+	input, streamTime, err := decodeOffsetsRecord(r.Value)
+	if err != nil {
+		return fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	for tp, off := range input {
+		if off > batch.Offsets.Input[tp] {
+			batch.Offsets.Input[tp] = off
+		}
+	}
+	// Each store's changelog carries the task's stream time, which only
+	// moves forward: the largest is the task's.
+	batch.Offsets.StreamTime = max(batch.Offsets.StreamTime, streamTime)
+	return nil
 }
 
 func isOffsetsRecord(r *kgo.Record) bool {

@@ -56,9 +56,17 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 		defer close(globalsDone)
 		g.run(ctx)
 	}()
+	// Every instance keeps the standbys its assignments give it, whatever
+	// its own StandbyReplicas: the leader's setting places them.
+	sb := newStandbys(cfg, p)
+	standbysDone := make(chan struct{})
+	go func() {
+		defer close(standbysDone)
+		sb.run(ctx)
+	}()
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(cfg, p, i)
-		w.globals = g
+		w.globals, w.standbys = g, sb
 		w.ckpt = ckpt
 		wg.Add(1)
 		go func() {
@@ -75,8 +83,9 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 	if ckpt != nil {
 		ckpt.close() // the final checkpoints' uploads
 	}
-	cancel() // the workers are done: stop the global stores too
+	cancel() // the workers are done: stop the global stores and standbys too
 	<-globalsDone
+	<-standbysDone
 	return errors.Join(errs...)
 }
 

@@ -69,6 +69,10 @@ type task struct {
 	loggedStore []int
 	// scratch holds encoded offsets records.
 	scratch []byte
+	// assignedAt is when the task was installed, until its first
+	// committed transaction (logged with the time since: how long a
+	// task that moved was unavailable once it arrived).
+	assignedAt time.Time
 }
 
 func (t *task) ID() TaskID           { return t.id }
@@ -156,6 +160,11 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (*task, error) {
 // openDB opens the database, discarding it when the backend reports it
 // corrupt (the changelog is the truth; DESIGN.md §4).
 func (t *task) openDB() error {
+	if db, offsets, ok := t.w.standbys.handOver(t.id); ok {
+		// This process's standby of the task: open and caught up.
+		t.db, t.committed = db, offsets
+		return nil
+	}
 	db, err := t.w.cfg.Backend.Open(t.dir)
 	if errors.Is(err, state.ErrCorrupt) {
 		t.log.Warn("local state is corrupt; rebuilding it (from the newest checkpoint if checkpoints are on, then the changelog)", "err", err)
@@ -361,6 +370,8 @@ func (t *task) close() error {
 		t.log.Warn("local state is corrupt; discarding it, the next open rebuilds it (from the newest checkpoint if checkpoints are on, then the changelog)")
 		errs = append(errs, t.w.cfg.Backend.Destroy(t.dir))
 	}
+	// Only now may this process's standby of the task reopen the database.
+	t.w.standbys.release(t.id)
 	return errors.Join(errs...)
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,9 +28,11 @@ type worker struct {
 	cfg      Config
 	plan     *plan
 	log      *slog.Logger
-	memberID string
+	memberID string // static group instance id
 	// globals are the instance's global stores, shared by its workers.
 	globals *globals
+	// standbys are the instance's standby tasks, shared by its workers.
+	standbys *standbys
 	// ckpt takes and restores remote checkpoints; nil when they are off.
 	ckpt  *checkpoints
 	txnID string
@@ -57,6 +60,9 @@ type worker struct {
 	started       time.Time
 	txnStart      time.Time
 	txnRecords    int
+	// probeAt, when not zero, is when (UnixNano) this worker, as group
+	// leader, forces a probing rebalance (see taskBalancer.probe).
+	probeAt atomic.Int64
 	// lastPunctuate is when the tasks were last punctuated.
 	lastPunctuate time.Time
 	// polled are the tasks that the current poll routed records to.
@@ -211,7 +217,32 @@ func (w *worker) session(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
+		w.maybeProbe()
 	}
+}
+
+// probingInterval is how long after an unsettled plan the leader asks for
+// the next rebalance: about the time a warmup standby needs to catch up
+// with a task's changelog. Kafka Streams waits 10 minutes by default; a
+// rebalance here costs every member a join round trip, nothing more.
+const probingInterval = 5 * time.Second
+
+// scheduleProbe is the task balancer's probe: a rebalance in
+// probingInterval.
+func (w *worker) scheduleProbe() {
+	w.probeAt.Store(time.Now().Add(probingInterval).UnixNano())
+}
+
+// maybeProbe forces the rebalance scheduleProbe asked for, once due. The
+// leader's rejoin makes the coordinator rebalance the group, and every
+// member's metadata then carries its current standby lags.
+func (w *worker) maybeProbe() {
+	at := w.probeAt.Load()
+	if at == 0 || time.Now().UnixNano() < at || !w.probeAt.CompareAndSwap(at, 0) {
+		return
+	}
+	w.log.Info("probing rebalance: tasks wait for their standbys to warm up before they move, or the plan is uneven")
+	w.cl.ForceRebalance()
 }
 
 // pollWait is how long a poll may block: until the open transaction or the
@@ -385,6 +416,10 @@ func (w *worker) commit() error {
 			}
 			if aerr := t.applyCommitted(); aerr != nil {
 				err = errors.Join(err, aerr)
+			}
+			if !t.assignedAt.IsZero() {
+				t.log.Info("task's first transaction committed", "since_assigned", time.Since(t.assignedAt).Round(time.Millisecond))
+				t.assignedAt = time.Time{}
 			}
 		}
 	} else {

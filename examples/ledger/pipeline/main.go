@@ -33,6 +33,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	instanceID := fs.String("instance-id", "", "static group membership id: a restarted instance with the same id gets its tasks back at once (default: derived from --state-dir)")
 	workers := fs.Int("workers", 1, "workers (group members, each with its own transactional producer) in this process")
+	standbys := fs.Int("standby-replicas", 0, "standby copies of each task kept warm on other instances, so a failed instance's tasks resume elsewhere after a short replay (give every instance the same value)")
 	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
 	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
 	if err := fs.Parse(args); err != nil {
@@ -49,6 +50,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *workers < 1 {
 		return fmt.Errorf("--workers %d: must be at least 1", *workers)
+	}
+	if *standbys < 0 {
+		return fmt.Errorf("--standby-replicas %d: must be 0 (none) or more", *standbys)
 	}
 	if *checkpointInterval < 0 {
 		return fmt.Errorf("--checkpoint-interval %v: use 0 (checkpoint only at a clean stop) or a positive duration, e.g. 1m", *checkpointInterval)
@@ -83,6 +87,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		StateDir:           *stateDir,
 		InstanceID:         *instanceID,
 		Workers:            *workers,
+		StandbyReplicas:    *standbys,
 		CommitInterval:     *commitInterval,
 		Guarantee:          g,
 		CheckpointStore:    store,

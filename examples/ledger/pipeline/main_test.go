@@ -19,6 +19,8 @@ func TestMainFlagErrors(t *testing.T) {
 	}{
 		{"no state dir", nil, "--state-dir is required"},
 		{"zero workers", []string{"--state-dir", dir, "--workers", "0"}, "--workers 0: must be at least 1"},
+		{"negative standbys", []string{"--state-dir", dir, "--standby-replicas", "-1"}, "--standby-replicas -1: must be 0 (none) or more"},
+		{"standbys not a number", []string{"--state-dir", dir, "--standby-replicas", "one"}, `invalid value "one" for flag -standby-replicas`},
 		{"zero partitions", []string{"--state-dir", dir, "--partitions", "0"}, "--partitions 0"},
 		{"bad guarantee", []string{"--state-dir", dir, "--guarantee", "maybe"}, "use exactly-once or at-least-once"},
 		{"bad log level", []string{"--state-dir", dir, "--log-level", "loud"}, `--log-level "loud"`},
