@@ -7,14 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/checkpoint"
+	"github.com/eddy-streams/eddy/httpapi"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/state"
@@ -205,13 +208,46 @@ func InstanceIDFromDir(dir string) string {
 
 // Run runs the topology until ctx is cancelled (commit, close the stores,
 // return nil) or a fatal error. It creates the topology's internal topics
-// (changelogs, dead-letter topics) but not its sources.
+// (changelogs, dead-letter topics) but not its sources. It is New and
+// App.Run in one call, for an app that serves no HTTP endpoints.
 func Run(ctx context.Context, t *Topology, cfg Config) error {
-	cfg.applyDefaults()
-	rt, err := t.runtimeTopology(&cfg)
+	app, err := New(t, cfg)
 	if err != nil {
 		return err
 	}
+	return app.Run(ctx)
+}
+
+// App is an application built from a topology and a configuration: Run
+// runs it, Handler serves its HTTP endpoints (metrics, health, state
+// queries, the web UI) while it runs.
+type App struct {
+	cfg  Config
+	rt   runtime.Topology
+	inst atomic.Pointer[runtime.Instance] // set when Run starts
+	ran  atomic.Bool
+}
+
+// New builds the topology with cfg and returns the app, ready to Run.
+// Problems found in the topology or the configuration are returned at
+// once; what needs the brokers is checked by Run.
+func New(t *Topology, cfg Config) (*App, error) {
+	cfg.applyDefaults()
+	rt, err := t.runtimeTopology(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &App{cfg: cfg, rt: rt}, nil
+}
+
+// Run runs the app until ctx is cancelled (commit, close the stores,
+// return nil) or a fatal error. An app runs once.
+func (a *App) Run(ctx context.Context) error {
+	if !a.ran.CompareAndSwap(false, true) {
+		return errors.New("eddy: App.Run called twice; build a new App with New")
+	}
+	cfg, rt := a.cfg, a.rt
+	var err error
 	backend := cfg.Backend
 	if backend == nil {
 		pb := pebble.New(pebble.Options{Logger: cfg.Logger})
@@ -251,6 +287,10 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 	if err := rcfg.Validate(); err != nil {
 		return fmt.Errorf("eddy: invalid config: %w", err)
 	}
+	inst, err := runtime.New(rcfg, rt)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, cfg.AppID), 0o700); err != nil {
 		return fmt.Errorf("eddy: state dir: %w", err)
 	}
@@ -274,7 +314,8 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 			return err
 		}
 	}
-	return runtime.Run(ctx, rcfg, rt)
+	a.inst.Store(inst)
+	return inst.Run(ctx)
 }
 
 func createDeadLetterTopics(ctx context.Context, cfg *Config, sources []string) error {
@@ -295,4 +336,12 @@ func createDeadLetterTopics(ctx context.Context, cfg *Config, sources []string) 
 		return fmt.Errorf("eddy: dead-letter topics: %w", err)
 	}
 	return nil
+}
+
+// Handler serves the app's HTTP endpoints (package httpapi): /healthz,
+// and, as they are built, metrics, readiness, state queries and the web
+// UI. Serve it on an address of your choice, e.g. with http.Server; the
+// examples take --http ADDR.
+func (a *App) Handler() http.Handler {
+	return httpapi.New(httpapi.Options{})
 }

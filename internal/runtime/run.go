@@ -13,17 +13,43 @@ import (
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
+// Instance is one process's share of an application: its workers, its
+// standbys and its global stores. New checks the configuration and the
+// topology; Run runs them. The methods that report on an instance (for
+// metrics, health and queries) are safe to call while it runs.
+type Instance struct {
+	cfg  Config
+	topo Topology
+	plan *plan
+}
+
+// New checks cfg and topo and returns an instance ready to Run.
+func New(cfg Config, topo Topology) (*Instance, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("runtime: invalid config: %w", err)
+	}
+	p, err := newPlan(cfg.AppID, topo)
+	if err != nil {
+		return nil, err
+	}
+	return &Instance{cfg: cfg, topo: topo, plan: p}, nil
+}
+
 // Run runs topo with cfg until ctx is cancelled, then commits, closes the
 // tasks and returns. It creates the changelog and repartition topics it
 // needs; the external source topics must exist.
 func Run(ctx context.Context, cfg Config, topo Topology) error {
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("runtime: invalid config: %w", err)
-	}
-	p, err := newPlan(cfg.AppID, topo)
+	in, err := New(cfg, topo)
 	if err != nil {
 		return err
 	}
+	return in.Run(ctx)
+}
+
+// Run runs the instance until ctx is cancelled, then commits, closes the
+// tasks and returns. An instance runs once.
+func (in *Instance) Run(ctx context.Context) error {
+	cfg, topo, p := in.cfg, in.topo, in.plan
 	if err := prepareTopics(ctx, cfg, p, topo.Repartitions); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing ran, nothing to commit

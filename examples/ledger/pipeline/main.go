@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/checkpoint"
+	"github.com/eddy-streams/eddy/httpapi"
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
@@ -36,6 +38,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	standbys := fs.Int("standby-replicas", 0, "standby copies of each task kept warm on other instances, so a failed instance's tasks resume elsewhere after a short replay (give every instance the same value)")
 	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
 	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
+	httpAddr := fs.String("http", "", "serve metrics, health, state queries and the web UI on this address, e.g. 127.0.0.1:8080 (default: no HTTP)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,7 +84,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := CreateTopics(ctx, seeds, *input, int32(*partitions), *output); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
-	return eddy.Run(ctx, Topology(*input, *output), eddy.Config{
+	app, err := eddy.New(Topology(*input, *output), eddy.Config{
 		AppID:              *appID,
 		Brokers:            seeds,
 		StateDir:           *stateDir,
@@ -97,6 +100,32 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		IgnoreStateOffsets: os.Getenv("EDDY_IGNORE_STATE_OFFSETS") == "1",
 		Logger:             log,
 	})
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	return RunApp(ctx, app, *httpAddr)
+}
+
+// RunApp runs app until ctx is cancelled, serving its HTTP endpoints on
+// httpAddr while it runs (none for ""). A bad or busy address is reported
+// before the app starts. examples/windowed uses it too.
+func RunApp(ctx context.Context, app *eddy.App, httpAddr string) error {
+	if httpAddr == "" {
+		return app.Run(ctx)
+	}
+	ln, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w; give a free host:port, e.g. 127.0.0.1:8080", httpAddr, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- httpapi.Serve(ctx, ln, app.Handler()) }()
+	err = app.Run(ctx)
+	cancel()
+	if serr := <-served; err == nil && serr != nil {
+		err = fmt.Errorf("--http %s: %w", httpAddr, serr)
+	}
+	return err
 }
 
 // CreateTopics creates the input (if missing, with partitions partitions)

@@ -40,6 +40,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "how often the transaction commits")
 	partitions := fs.Int("partitions", 4, "partitions of the input topic when the example creates it")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	httpAddr := fs.String("http", "", "serve metrics, health, state queries and the web UI on this address, e.g. 127.0.0.1:8081 (default: no HTTP)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, "usage: windowed --state-dir DIR [flags]\n\nflags:")
@@ -93,11 +94,15 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("windowed: %w", err)
 	}
 	opts := Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace}
-	return eddy.Run(ctx, Topology(opts), eddy.Config{
+	app, err := eddy.New(Topology(opts), eddy.Config{
 		AppID:          *appID,
 		Brokers:        seeds,
 		StateDir:       *stateDir,
 		CommitInterval: *commitInterval,
 		Logger:         log,
 	})
+	if err != nil {
+		return fmt.Errorf("windowed: %w", err)
+	}
+	return ledger.RunApp(ctx, app, *httpAddr)
 }

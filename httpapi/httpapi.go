@@ -1,0 +1,55 @@
+// Package httpapi serves an eddy app over HTTP: metrics, health, state
+// queries and the web UI. It knows the app only through the small
+// interfaces in Options, so that each part can be tested alone.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Options are the parts the handler serves. A nil part is not served.
+type Options struct {
+	// Metrics serves GET /metrics (Prometheus text format).
+	Metrics http.Handler
+}
+
+// New returns the handler of an app's endpoints:
+//
+//	GET /healthz   200 while the process serves requests (liveness)
+//	GET /metrics   Options.Metrics
+func New(o Options) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", o.Metrics)
+	}
+	return mux
+}
+
+// Serve serves h on ln until ctx is cancelled, then shuts the server down,
+// giving requests in flight up to 5 seconds. It returns nil after a
+// shutdown and the server's error otherwise.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
