@@ -26,6 +26,7 @@ func commands() []command {
 		{"bench", "measure the ledger or windowed totals (exactly-once vs at-least-once vs the broker's raw rate) and failover times", runBench},
 		{"ledger", "run the ledger example (flags of examples/ledger)", runLedger},
 		{"windowed", "run the windowed-totals example (flags of examples/windowed)", runWindowed},
+		{"lag", "print an application's consumer lag per partition, with each partition's owner", runLag},
 		{"inspect", "print what a state directory holds: tasks, stores, keys, sizes, offsets", runInspect},
 	}
 }

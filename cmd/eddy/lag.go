@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
+)
+
+// runLag prints an application's consumer lag per partition.
+func runLag(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("lag", flag.ContinueOnError)
+	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap servers")
+	appID := fs.String("app-id", "", "the application id (its consumer group; required)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: eddy lag --app-id ID [--brokers HOST:PORT,...] [--json]\n\nPrints, per input partition of the application (repartition topics included), the\ngroup's committed offset, the partition's last stable offset, the lag between them\nand the instance that owns it, then the total.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: every option is a flag, see -h", fs.Arg(0))
+	}
+	if *appID == "" {
+		return errors.New("--app-id is required: the application id the app runs with (its consumer group)")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...))
+	if err != nil {
+		return fmt.Errorf("--brokers %s: %w", *brokers, err)
+	}
+	defer cl.Close()
+	lags, err := kafka.GroupLag(ctx, cl, *appID)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(lags)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tOWNER\t")
+	var total int64
+	for _, l := range lags {
+		committed := "-"
+		if l.Committed >= 0 {
+			committed = fmt.Sprint(l.Committed)
+		}
+		owner := l.Member
+		if owner == "" {
+			owner = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t\n", l.Topic, l.Partition, committed, l.End, l.Lag, owner)
+		total += l.Lag
+	}
+	fmt.Fprintf(tw, "total\t\t\t\t%d\t\t\n", total)
+	return tw.Flush()
+}
