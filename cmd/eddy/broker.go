@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/internal/logging"
 )
 
 // runBroker is `eddy broker`: the embedded Kafka-protocol broker, durable
@@ -32,6 +33,7 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	syncWrites := fs.Bool("sync-writes", true, "fsync every produced batch before acknowledging it; false is faster but a machine crash can lose acknowledged records")
 	partitions := fs.Int("partitions", 4, "partition `count` of auto-created topics")
 	logLevel := fs.String("log-level", "info", "broker log `level`: debug, info, warn, error or none")
+	logFormat := fs.String("log-format", "text", "broker log `format`: text (key=value) or json (one object per line)")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -53,7 +55,7 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *partitions < 1 || *partitions > 1<<20 {
 		problems = append(problems, fmt.Errorf("--partitions is %d: pass a partition count from 1 to %d", *partitions, 1<<20))
 	}
-	logger, err := brokerLogger(*logLevel, stderr)
+	logger, err := brokerLogger(*logLevel, *logFormat, stderr)
 	if err != nil {
 		problems = append(problems, err)
 	}
@@ -83,22 +85,18 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// brokerLogger maps --log-level to a text logger on w; "none" discards.
-func brokerLogger(level string, w io.Writer) (*slog.Logger, error) {
-	var l slog.Level
-	switch strings.ToLower(level) {
-	case "none":
+// brokerLogger maps --log-level and --log-format to a logger on w; level
+// "none" discards.
+func brokerLogger(level, format string, w io.Writer) (*slog.Logger, error) {
+	if strings.ToLower(level) == "none" {
+		if _, err := logging.New(io.Discard, "info", format); err != nil {
+			return nil, err
+		}
 		return nil, nil
-	case "debug":
-		l = slog.LevelDebug
-	case "info":
-		l = slog.LevelInfo
-	case "warn":
-		l = slog.LevelWarn
-	case "error":
-		l = slog.LevelError
-	default:
-		return nil, fmt.Errorf("--log-level is %q: pass one of debug, info, warn, error, none", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	l, err := logging.New(w, strings.ToLower(level), format)
+	if err != nil {
+		return nil, fmt.Errorf("%w (--log-level also takes none)", err)
+	}
+	return l, nil
 }

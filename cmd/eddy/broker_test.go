@@ -28,7 +28,8 @@ func TestBrokerFlagErrors(t *testing.T) {
 		{"bad bool", []string{"--data-dir", dir, "--sync-writes=maybe"}, []string{"-sync-writes", "eddy broker -h"}},
 		{"no data dir", []string{"--addr", "127.0.0.1:0"}, []string{"--data-dir is required", "pass --data-dir DIR"}},
 		{"zero partitions", []string{"--data-dir", dir, "--partitions", "0"}, []string{"--partitions is 0", "from 1"}},
-		{"bad log level", []string{"--data-dir", dir, "--log-level", "loud"}, []string{`--log-level is "loud"`, "debug, info, warn, error, none"}},
+		{"bad log level", []string{"--data-dir", dir, "--log-level", "loud"}, []string{`--log-level "loud"`, "debug, info, warn or error", "also takes none"}},
+		{"bad log format", []string{"--data-dir", dir, "--log-format", "xml"}, []string{`--log-format "xml"`, "text or json"}},
 		{"stray argument", []string{"--data-dir", dir, "now"}, []string{`unexpected argument "now"`}},
 		// Every validation problem at once, not one per attempt.
 		{"several", []string{"--partitions", "-1", "--log-level", "x"}, []string{"--data-dir is required", "--partitions is -1", "--log-level"}},
@@ -57,7 +58,7 @@ func TestBrokerHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
-	for _, f := range []string{"-addr", "-data-dir", "-sync-writes", "-partitions", "-log-level"} {
+	for _, f := range []string{"-addr", "-data-dir", "-sync-writes", "-partitions", "-log-level", "-log-format"} {
 		if !strings.Contains(stderr.String(), f) {
 			t.Errorf("usage lacks %s:\n%s", f, stderr.String())
 		}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/httpapi"
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/internal/logging"
 )
 
 // Main parses the ledger's flags and runs it until ctx is cancelled.
@@ -33,6 +33,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	partitions := fs.Int("partitions", 4, "partitions of the input topic when the ledger creates it")
 	guarantee := fs.String("guarantee", "exactly-once", "processing guarantee: exactly-once or at-least-once (for comparison)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logFormat := fs.String("log-format", "text", "log format: text (key=value) or json (one object per line)")
 	instanceID := fs.String("instance-id", "", "static group membership id: a restarted instance with the same id gets its tasks back at once (default: derived from --state-dir)")
 	workers := fs.Int("workers", 1, "workers (group members, each with its own transactional producer) in this process")
 	standbys := fs.Int("standby-replicas", 0, "standby copies of each task kept warm on other instances, so a failed instance's tasks resume elsewhere after a short replay (give every instance the same value)")
@@ -63,9 +64,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if *checkpointInterval == 0 {
 		*checkpointInterval = -1 // eddy.Config: negative is "only at a clean stop"
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: use debug, info, warn or error", *logLevel)
+	log, err := logging.New(stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
 	}
 	g, err := eddy.ParseGuarantee(*guarantee)
 	if err != nil {
@@ -79,7 +80,13 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("--checkpoint-url: %w", err)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ln, err := Listen(*httpAddr)
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer ln.Close() // a no-op once served; closes it on an early return
+	}
 	seeds := strings.Split(*brokers, ",")
 	if err := CreateTopics(ctx, seeds, *input, int32(*partitions), *output); err != nil {
 		return fmt.Errorf("ledger: %w", err)
@@ -103,27 +110,36 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
-	return RunApp(ctx, app, *httpAddr)
+	return RunApp(ctx, app, ln)
 }
 
-// RunApp runs app until ctx is cancelled, serving its HTTP endpoints on
-// httpAddr while it runs (none for ""). A bad or busy address is reported
-// before the app starts. examples/windowed uses it too.
-func RunApp(ctx context.Context, app *eddy.App, httpAddr string) error {
+// Listen opens the --http address, so that a bad or busy one is reported
+// before anything else starts; nil for "" (no HTTP). examples/windowed
+// uses it too.
+func Listen(httpAddr string) (net.Listener, error) {
 	if httpAddr == "" {
-		return app.Run(ctx)
+		return nil, nil
 	}
 	ln, err := net.Listen("tcp", httpAddr)
 	if err != nil {
-		return fmt.Errorf("--http %s: %w; give a free host:port, e.g. 127.0.0.1:8080", httpAddr, err)
+		return nil, fmt.Errorf("--http %s: %w; give a free host:port, e.g. 127.0.0.1:8080", httpAddr, err)
+	}
+	return ln, nil
+}
+
+// RunApp runs app until ctx is cancelled, serving its HTTP endpoints on ln
+// while it runs (none for a nil ln). examples/windowed uses it too.
+func RunApp(ctx context.Context, app *eddy.App, ln net.Listener) error {
+	if ln == nil {
+		return app.Run(ctx)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() { served <- httpapi.Serve(ctx, ln, app.Handler()) }()
-	err = app.Run(ctx)
+	err := app.Run(ctx)
 	cancel()
 	if serr := <-served; err == nil && serr != nil {
-		err = fmt.Errorf("--http %s: %w", httpAddr, serr)
+		err = fmt.Errorf("--http %s: %w", ln.Addr(), serr)
 	}
 	return err
 }

@@ -24,6 +24,8 @@ func TestMainFlagErrors(t *testing.T) {
 		{"zero partitions", []string{"--state-dir", dir, "--partitions", "0"}, "--partitions 0"},
 		{"bad guarantee", []string{"--state-dir", dir, "--guarantee", "maybe"}, "use exactly-once or at-least-once"},
 		{"bad log level", []string{"--state-dir", dir, "--log-level", "loud"}, `--log-level "loud"`},
+		{"bad log format", []string{"--state-dir", dir, "--log-format", "xml"}, `--log-format "xml"`},
+		{"busy http address", []string{"--state-dir", dir, "--http", "256.0.0.1:1"}, "--http 256.0.0.1:1"},
 		{"relative checkpoint URL", []string{"--state-dir", dir, "--checkpoint-url", "checkpoints/"}, "file:///absolute/path or s3://bucket/prefix"},
 		{"file URL with a host", []string{"--state-dir", dir, "--checkpoint-url", "file://relative/dir"}, "file:///relative/dir"},
 		{"negative checkpoint interval", []string{"--state-dir", dir, "--checkpoint-interval", "-1s"}, "--checkpoint-interval -1s"},

@@ -6,12 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/eddy-streams/eddy"
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
+	"github.com/eddy-streams/eddy/internal/logging"
 )
 
 // Defaults of the command line, named so that the demo and the tests agree
@@ -40,6 +40,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	commitInterval := fs.Duration("commit-interval", 100*time.Millisecond, "how often the transaction commits")
 	partitions := fs.Int("partitions", 4, "partitions of the input topic when the example creates it")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logFormat := fs.String("log-format", "text", "log format: text (key=value) or json (one object per line)")
 	httpAddr := fs.String("http", "", "serve metrics, health, state queries and the web UI on this address, e.g. 127.0.0.1:8081 (default: no HTTP)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -77,14 +78,20 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if *output == *input || (*lateTopic != "" && (*lateTopic == *input || *lateTopic == *output)) {
 		problems = append(problems, fmt.Errorf("--input %q, --output %q and --late-topic %q: pass three different topics", *input, *output, *lateTopic))
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		problems = append(problems, fmt.Errorf("--log-level %q: pass debug, info, warn or error", *logLevel))
+	log, logErr := logging.New(stderr, *logLevel, *logFormat)
+	if logErr != nil {
+		problems = append(problems, logErr)
 	}
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ln, err := ledger.Listen(*httpAddr)
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer ln.Close() // a no-op once served; closes it on an early return
+	}
 	seeds := strings.Split(*brokers, ",")
 	outputs := []string{*output}
 	if *lateTopic != "" {
@@ -104,5 +111,5 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("windowed: %w", err)
 	}
-	return ledger.RunApp(ctx, app, *httpAddr)
+	return ledger.RunApp(ctx, app, ln)
 }

@@ -35,8 +35,8 @@ func TestMainFlagErrors(t *testing.T) {
 		{"sub-millisecond window", []string{"--state-dir", dir, "--window", "1500us"}, []string{"--window 1.5ms", "whole number of milliseconds"}},
 		{"negative grace", []string{"--state-dir", dir, "--grace", "-1s"}, []string{"--grace -1s", "zero or a whole number"}},
 		{"same topics", []string{"--state-dir", dir, "--output", "payments"}, []string{"three different topics"}},
-		{"several", []string{"--window", "0s", "--grace", "-1s", "--log-level", "loud", "--partitions", "0", "--commit-interval", "0s", "extra"},
-			[]string{"--state-dir is required", "--window 0s", "--grace -1s", `--log-level "loud"`, "--partitions 0", "--commit-interval 0s", `unexpected argument "extra"`}},
+		{"several", []string{"--window", "0s", "--grace", "-1s", "--log-level", "loud", "--log-format", "xml", "--partitions", "0", "--commit-interval", "0s", "extra"},
+			[]string{"--state-dir is required", "--window 0s", "--grace -1s", `--log-level "loud"`, `--log-format "xml"`, "--partitions 0", "--commit-interval 0s", `unexpected argument "extra"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -59,7 +59,7 @@ func TestMainFlagErrors(t *testing.T) {
 	if err := Main(t.Context(), []string{"-h"}, &stderr); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, f := range []string{"-brokers", "-input", "-output", "-state-dir", "-app-id", "-window", "-grace", "-late-topic", "-commit-interval", "-log-level"} {
+	for _, f := range []string{"-brokers", "-input", "-output", "-state-dir", "-app-id", "-window", "-grace", "-late-topic", "-commit-interval", "-log-level", "-log-format", "-http"} {
 		if !strings.Contains(stderr.String(), f) {
 			t.Errorf("usage lacks %s", f)
 		}
