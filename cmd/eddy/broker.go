@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,6 +35,10 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	partitions := fs.Int("partitions", 4, "partition `count` of auto-created topics")
 	logLevel := fs.String("log-level", "info", "broker log `level`: debug, info, warn, error or none")
 	logFormat := fs.String("log-format", "text", "broker log `format`: text (key=value) or json (one object per line)")
+	tlsCert := fs.String("tls-cert", "", "PEM `file` of the broker's TLS certificate: with --tls-key, the broker accepts only TLS")
+	tlsKey := fs.String("tls-key", "", "PEM `file` of the key of --tls-cert")
+	tlsClientCA := fs.String("tls-client-ca", "", "PEM `file` of the CAs that sign client certificates: clients must present one (mTLS)")
+	usersFile := fs.String("sasl-users-file", "", "`file` of SASL users, one user:password per line: clients must authenticate (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -59,6 +64,16 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		problems = append(problems, err)
 	}
+	tlsCfg, err := brokerTLS(*tlsCert, *tlsKey, *tlsClientCA)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	var users []kafka.User
+	if *usersFile != "" {
+		if users, err = readUsers(*usersFile); err != nil {
+			problems = append(problems, err)
+		}
+	}
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
@@ -72,11 +87,26 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		SyncWrites:        *syncWrites,
 		DefaultPartitions: int32(*partitions),
 		Logger:            logger,
+		TLS:               tlsCfg,
+		Users:             users,
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "eddy broker: listening on %s, data dir %s\n", b.Addr(), *dataDir)
+	var security []string
+	if tlsCfg != nil {
+		security = append(security, "TLS")
+		if tlsCfg.ClientAuth == tls.RequireAndVerifyClientCert {
+			security = append(security, "client certificates required")
+		}
+	}
+	if len(users) > 0 {
+		security = append(security, fmt.Sprintf("SASL (%d users)", len(users)))
+	}
+	if len(security) == 0 {
+		security = append(security, "plaintext, no authentication")
+	}
+	fmt.Fprintf(stdout, "eddy broker: listening on %s, data dir %s, %s\n", b.Addr(), *dataDir, strings.Join(security, ", "))
 
 	// A signal is the normal way to stop, not an error.
 	<-ctx.Done()

@@ -77,7 +77,7 @@ func TestBrokerCancelledContext(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "eddy broker: listening on 127.0.0.1:") ||
-		!strings.HasSuffix(lines[0], ", data dir "+dir) || lines[1] != "eddy broker: stopped" {
+		!strings.HasSuffix(lines[0], ", data dir "+dir+", plaintext, no authentication") || lines[1] != "eddy broker: stopped" {
 		t.Fatalf("stdout = %q", stdout.String())
 	}
 	info, err := os.Stat(dir)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
@@ -21,6 +22,7 @@ func runLag(ctx context.Context, args []string) error {
 	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap servers")
 	appID := fs.String("app-id", "", "the application id (its consumer group; required)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	security := pipeline.AddSecurityFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: eddy lag --app-id ID [--brokers HOST:PORT,...] [--json]\n\nPrints, per input partition of the application (repartition topics included), the\ngroup's committed offset, the partition's last stable offset, the lag between them\nand the instance that owns it, then the total.\n\nflags:")
 		fs.PrintDefaults()
@@ -34,7 +36,11 @@ func runLag(ctx context.Context, args []string) error {
 	if *appID == "" {
 		return errors.New("--app-id is required: the application id the app runs with (its consumer group)")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...))
+	opts, err := security.ClientOpts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...)}, opts...)...)
 	if err != nil {
 		return fmt.Errorf("--brokers %s: %w", *brokers, err)
 	}

@@ -103,7 +103,7 @@ func Restore(ctx context.Context, opts RestoreOptions) ([]RestoreResult, error) 
 		return nil, err
 	}
 	defer cl.Close()
-	if err := pipeline.CreateTopics(ctx, seeds, inputTopic, int32(opts.Partitions), "balances"); err != nil {
+	if err := pipeline.CreateTopics(ctx, seeds, nil, inputTopic, int32(opts.Partitions), "balances"); err != nil {
 		return nil, err
 	}
 	dirStore, err := checkpoint.NewDir(filepath.Join(root, "store"))

@@ -90,6 +90,9 @@ func CreateTopics(ctx context.Context, cl *kgo.Client, specs ...TopicSpec) error
 		}
 		var resps kadm.CreateTopicResponses
 		err := whileUnreachable(ctx, func() (err error) {
+			if err := cl.Ping(ctx); err != nil {
+				return err
+			}
 			resps, err = adm.CreateTopics(ctx, partitions, -1, s.configs(), s.Name)
 			return err
 		})
@@ -136,6 +139,9 @@ func Partitions(ctx context.Context, cl *kgo.Client, topics ...string) (map[stri
 	}
 	var resp *kmsg.MetadataResponse
 	err := whileUnreachable(ctx, func() (err error) {
+		if err := cl.Ping(ctx); err != nil {
+			return err
+		}
 		resp, err = req.RequestWith(ctx, cl)
 		return err
 	})

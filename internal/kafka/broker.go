@@ -7,6 +7,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -67,6 +68,20 @@ type BrokerConfig struct {
 
 	// Logger receives kfake's log lines at their levels. nil discards.
 	Logger *slog.Logger
+
+	// TLS, when set, makes the broker accept only TLS connections with
+	// this server configuration (set ClientAuth and ClientCAs for mTLS).
+	TLS *tls.Config
+
+	// Users, when set, turns SASL on: a client must authenticate as one
+	// of them, with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (each user gets
+	// all three). Without ACLs every user may do everything.
+	Users []User
+}
+
+// User is a SASL user of the embedded broker.
+type User struct {
+	Name, Password string
 }
 
 // Broker is a running single-node embedded broker.
@@ -131,6 +146,21 @@ func StartBroker(cfg BrokerConfig) (*Broker, error) {
 	}
 	if cfg.SyncWrites {
 		opts = append(opts, kfake.SyncWrites())
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, kfake.TLS(cfg.TLS))
+	}
+	if len(cfg.Users) > 0 {
+		opts = append(opts, kfake.EnableSASL())
+		for _, u := range cfg.Users {
+			if u.Name == "" || u.Password == "" {
+				ln.Close()
+				return nil, fmt.Errorf("kafka: BrokerConfig.Users: user %q: a SASL user needs a name and a password", u.Name)
+			}
+			for _, m := range SASLMechanisms {
+				opts = append(opts, kfake.Superuser(m, u.Name, u.Password))
+			}
+		}
 	}
 
 	c, err := kfake.NewCluster(opts...)

@@ -39,6 +39,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	standbys := fs.Int("standby-replicas", 0, "standby copies of each task kept warm on other instances, so a failed instance's tasks resume elsewhere after a short replay (give every instance the same value)")
 	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
 	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
+	security := AddSecurityFlags(fs)
 	httpAddr := fs.String("http", "", "serve metrics, health, state queries and the web UI on this address, e.g. 127.0.0.1:8080 (default: no HTTP)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,6 +81,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("--checkpoint-url: %w", err)
 		}
 	}
+	kafkaOpts, err := security.ClientOpts()
+	if err != nil {
+		return err
+	}
 	ln, err := Listen(*httpAddr)
 	if err != nil {
 		return err
@@ -88,8 +93,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		defer ln.Close() // a no-op once served; closes it on an early return
 	}
 	seeds := strings.Split(*brokers, ",")
-	if err := CreateTopics(ctx, seeds, *input, int32(*partitions), *output); err != nil {
-		return fmt.Errorf("ledger: %w", err)
+	if err := CreateTopics(ctx, seeds, kafkaOpts, *input, int32(*partitions), *output); err != nil {
+		return err
 	}
 	app, err := eddy.New(Topology(*input, *output), eddy.Config{
 		AppID:              *appID,
@@ -106,9 +111,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		// offsets in the changelog protect against.
 		IgnoreStateOffsets: os.Getenv("EDDY_IGNORE_STATE_OFFSETS") == "1",
 		Logger:             log,
+		KafkaOptions:       kafkaOpts,
 	})
 	if err != nil {
-		return fmt.Errorf("ledger: %w", err)
+		return err
 	}
 	return RunApp(ctx, app, ln)
 }
@@ -144,12 +150,13 @@ func RunApp(ctx context.Context, app *eddy.App, ln net.Listener) error {
 	return err
 }
 
-// CreateTopics creates the input (if missing, with partitions partitions)
+// CreateTopics creates, with a client built with opts (security), the
+// input (if missing, with partitions partitions)
 // and the outputs with the input's partition count, so that an output
 // partition holds the keys of the input partition of the same number.
 // examples/windowed uses it too.
-func CreateTopics(ctx context.Context, seeds []string, input string, partitions int32, outputs ...string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+func CreateTopics(ctx context.Context, seeds []string, opts []kgo.Opt, input string, partitions int32, outputs ...string) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}

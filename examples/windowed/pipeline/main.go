@@ -41,6 +41,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	partitions := fs.Int("partitions", 4, "partitions of the input topic when the example creates it")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "text", "log format: text (key=value) or json (one object per line)")
+	security := ledger.AddSecurityFlags(fs)
 	httpAddr := fs.String("http", "", "serve metrics, health, state queries and the web UI on this address, e.g. 127.0.0.1:8081 (default: no HTTP)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -82,6 +83,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if logErr != nil {
 		problems = append(problems, logErr)
 	}
+	kafkaOpts, secErr := security.ClientOpts()
+	if secErr != nil {
+		problems = append(problems, secErr)
+	}
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
@@ -97,8 +102,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if *lateTopic != "" {
 		outputs = append(outputs, *lateTopic)
 	}
-	if err := ledger.CreateTopics(ctx, seeds, *input, int32(*partitions), outputs...); err != nil {
-		return fmt.Errorf("windowed: %w", err)
+	if err := ledger.CreateTopics(ctx, seeds, kafkaOpts, *input, int32(*partitions), outputs...); err != nil {
+		return err
 	}
 	opts := Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace}
 	app, err := eddy.New(Topology(opts), eddy.Config{
@@ -107,9 +112,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		StateDir:       *stateDir,
 		CommitInterval: *commitInterval,
 		Logger:         log,
+		KafkaOptions:   kafkaOpts,
 	})
 	if err != nil {
-		return fmt.Errorf("windowed: %w", err)
+		return err
 	}
 	return ledger.RunApp(ctx, app, ln)
 }
