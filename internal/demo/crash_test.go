@@ -59,8 +59,8 @@ func TestLedgerSurvivesKillsAndBrokerRestart(t *testing.T) {
 // checkWithKcat reads the balances with librdkafka's kcat, a non-Go
 // read_committed client, and checks it sees the same records: one per
 // payment id. CI installs kcat; elsewhere the check is skipped when kcat is
-// missing.
-func checkWithKcat(t *testing.T, addr string, want int) {
+// missing. props are further librdkafka properties (-X), e.g. TLS and SASL.
+func checkWithKcat(t *testing.T, addr string, want int, props ...string) {
 	t.Helper()
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
@@ -70,8 +70,11 @@ func checkWithKcat(t *testing.T, addr string, want int) {
 		t.Log("kcat not installed; skipping the non-Go client check")
 		return
 	}
-	out, err := exec.Command(kcat, "-b", addr, "-C", "-t", "balances", "-e", "-q",
-		"-X", "isolation.level=read_committed", "-f", "%s\n").Output()
+	args := []string{"-b", addr, "-C", "-t", "balances", "-e", "-q", "-X", "isolation.level=read_committed", "-f", "%s\n"}
+	for _, p := range props {
+		args = append(args, "-X", p)
+	}
+	out, err := exec.Command(kcat, args...).Output()
 	if err != nil {
 		t.Fatalf("kcat: %v", err)
 	}

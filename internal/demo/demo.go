@@ -61,6 +61,13 @@ type Options struct {
 	StallTimeout time.Duration
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
+	// AppArgs are flags added to every app's command line (e.g. TLS and
+	// SASL flags; the SASL password goes in the environment, which the
+	// apps inherit).
+	AppArgs []string
+	// ClientOpts are added to the demo's own Kafka clients (generator,
+	// counters, verification), e.g. TLS and SASL.
+	ClientOpts []kgo.Opt
 }
 
 func (o Options) stallTimeout() time.Duration {
@@ -168,7 +175,7 @@ type app struct {
 	lastProgress time.Time
 }
 
-func startApp(name string, argv []string, dir string, seeds []string, output string) (*app, error) {
+func startApp(name string, argv []string, dir string, seeds []string, output string, clientOpts []kgo.Opt) (*app, error) {
 	a := &app{name: name, argv: argv, logPath: filepath.Join(dir, name+".log"), marks: make(chan time.Time, 16), want: -1, lastCount: -1}
 	var err error
 	if a.logf, err = os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
@@ -178,7 +185,7 @@ func startApp(name string, argv []string, dir string, seeds []string, output str
 		a.logf.Close()
 		return nil, err
 	}
-	a.out = newCounter(seeds, output)
+	a.out = newCounter(seeds, output, clientOpts)
 	return a, nil
 }
 
@@ -258,7 +265,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			"--state-dir", filepath.Join(opts.WorkDir, "ledger-state"),
 			"--partitions", strconv.Itoa(opts.Partitions),
 		)
-		a, err := startApp("ledger", argv, opts.WorkDir, opts.Brokers, outputTopic)
+		argv = append(argv, opts.AppArgs...)
+		a, err := startApp("ledger", argv, opts.WorkDir, opts.Brokers, outputTopic, opts.ClientOpts)
 		if err != nil {
 			return res, err
 		}
@@ -274,7 +282,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			"--grace", opts.grace().String(),
 			"--late-topic", lateTopic,
 		)
-		a, err := startApp("windowed", argv, opts.WorkDir, opts.Brokers, totalsTopic)
+		argv = append(argv, opts.AppArgs...)
+		a, err := startApp("windowed", argv, opts.WorkDir, opts.Brokers, totalsTopic, opts.ClientOpts)
 		if err != nil {
 			return res, err
 		}
@@ -282,12 +291,12 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		apps = append(apps, a)
 	}
 	for _, a := range apps {
-		if err := waitTopic(ctx, opts.Brokers, a.out.topic); err != nil {
+		if err := waitTopic(ctx, opts.Brokers, a.out.topic, opts.ClientOpts); err != nil {
 			return res, err
 		}
 	}
 
-	gen := &Generator{Seeds: opts.Brokers, Topic: inputTopic, Rate: opts.Rate, Accounts: opts.Accounts, InvalidEvery: 5000, Seed: opts.Seed}
+	gen := &Generator{Seeds: opts.Brokers, ClientOpts: opts.ClientOpts, Topic: inputTopic, Rate: opts.Rate, Accounts: opts.Accounts, InvalidEvery: 5000, Seed: opts.Seed}
 	if res.Windowed {
 		w, g := opts.window().Milliseconds(), opts.grace().Milliseconds()
 		gen.Events = &EventTime{
@@ -424,7 +433,7 @@ func setWants(ctx context.Context, opts Options, gen *Generator, ledger, win *ap
 		if err := gen.Close(ctx, (opts.window() + opts.grace()).Milliseconds()); err != nil {
 			return err
 		}
-		payments, err := verify.ReadAll(ctx, opts.Brokers, inputTopic)
+		payments, err := verify.ReadAll(ctx, opts.Brokers, inputTopic, opts.ClientOpts...)
 		if err != nil {
 			return err
 		}
@@ -459,30 +468,30 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 			res.WindowedResumes = a.resumes
 		}
 	}
-	payments, err := verify.ReadAll(ctx, opts.Brokers, inputTopic)
+	payments, err := verify.ReadAll(ctx, opts.Brokers, inputTopic, opts.ClientOpts...)
 	if err != nil {
 		return res, err
 	}
 	if res.Ledger {
-		outputs, err := verify.ReadAll(ctx, opts.Brokers, outputTopic)
+		outputs, err := verify.ReadAll(ctx, opts.Brokers, outputTopic, opts.ClientOpts...)
 		if err != nil {
 			return res, err
 		}
 		res.Report = verify.Ledger(payments, outputs)
 	}
 	if res.Windowed {
-		totals, err := verify.ReadAll(ctx, opts.Brokers, totalsTopic)
+		totals, err := verify.ReadAll(ctx, opts.Brokers, totalsTopic, opts.ClientOpts...)
 		if err != nil {
 			return res, err
 		}
-		late, err := verify.ReadAll(ctx, opts.Brokers, lateTopic)
+		late, err := verify.ReadAll(ctx, opts.Brokers, lateTopic, opts.ClientOpts...)
 		if err != nil {
 			return res, err
 		}
 		res.Windows = verify.Windowed(payments, opts.window(), opts.grace()).Compare(totals)
 		res.Windows.CheckLate(late)
 	}
-	dead, err := verify.ReadAll(ctx, opts.Brokers, inputTopic+".dlq")
+	dead, err := verify.ReadAll(ctx, opts.Brokers, inputTopic+".dlq", opts.ClientOpts...)
 	if err != nil {
 		return res, err
 	}
@@ -492,8 +501,8 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 }
 
 // waitTopic waits until topic exists (the ledger creates its topics).
-func waitTopic(ctx context.Context, seeds []string, topic string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+func waitTopic(ctx context.Context, seeds []string, topic string, clientOpts []kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, clientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("demo: client: %w", err)
 	}
@@ -520,14 +529,14 @@ type counter struct {
 	done   chan struct{}
 }
 
-func newCounter(seeds []string, topic string) *counter {
+func newCounter(seeds []string, topic string, clientOpts []kgo.Opt) *counter {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &counter{topic: topic, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
-		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchMaxWait(200*time.Millisecond))
+			kgo.FetchMaxWait(200 * time.Millisecond)}, clientOpts...)...)
 		if err != nil {
 			return
 		}

@@ -127,7 +127,7 @@ func Failover(ctx context.Context, opts FailoverOptions) (FailoverResult, error)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if err := waitTopic(ctx, opts.Brokers, outputTopic); err != nil {
+	if err := waitTopic(ctx, opts.Brokers, outputTopic, nil); err != nil {
 		return res, err
 	}
 	if _, err := waitGroup(ctx, adm, opts.Instances); err != nil {
@@ -311,7 +311,7 @@ func preload(ctx context.Context, cl *kgo.Client, n, accounts int, seed uint64) 
 // waitOutputs waits until the balances hold want records, failing if an
 // instance exits or nothing moves for two minutes.
 func waitOutputs(ctx context.Context, seeds []string, want int64, insts []*failoverInstance) error {
-	c := newCounter(seeds, outputTopic)
+	c := newCounter(seeds, outputTopic, nil)
 	defer c.close()
 	last, lastMove := int64(-1), time.Now()
 	for {

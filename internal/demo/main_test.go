@@ -36,6 +36,7 @@ type brokerProc struct {
 	t     *testing.T
 	addr  string
 	dir   string
+	args  []string // extra flags (TLS, SASL)
 	log   *os.File
 	child *Child
 }
@@ -50,14 +51,14 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func startBrokerProc(t *testing.T) *brokerProc {
+func startBrokerProc(t *testing.T, args ...string) *brokerProc {
 	t.Helper()
 	dir := t.TempDir()
 	log, err := os.Create(filepath.Join(dir, "broker.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &brokerProc{t: t, addr: freeAddr(t), dir: filepath.Join(dir, "data"), log: log}
+	b := &brokerProc{t: t, addr: freeAddr(t), dir: filepath.Join(dir, "data"), args: args, log: log}
 	b.start()
 	t.Cleanup(func() {
 		if b.child != nil {
@@ -71,7 +72,8 @@ func startBrokerProc(t *testing.T) *brokerProc {
 func (b *brokerProc) start() {
 	b.t.Helper()
 	ready := make(chan time.Time, 1)
-	c, err := StartChild([]string{eddyBin, "broker", "--addr", b.addr, "--data-dir", b.dir, "--log-level", "warn"}, b.log, "listening on", ready)
+	argv := append([]string{eddyBin, "broker", "--addr", b.addr, "--data-dir", b.dir, "--log-level", "warn"}, b.args...)
+	c, err := StartChild(argv, b.log, "listening on", ready)
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func testLedgerScaleOut(t *testing.T, standbyReplicas int) {
 	}
 
 	insts[0].start(t)
-	if err := waitTopic(ctx, seeds, outputTopic); err != nil {
+	if err := waitTopic(ctx, seeds, outputTopic, nil); err != nil {
 		t.Fatal(err)
 	}
 	gen := &Generator{Seeds: seeds, Topic: inputTopic, Rate: 1000, Accounts: 300, InvalidEvery: 5000, Seed: uint64(time.Now().UnixNano())}

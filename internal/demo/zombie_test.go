@@ -52,7 +52,7 @@ func TestZombieLedgerIsFenced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	zombie, zmarks, zlog := ledger("zombie")
-	if err := waitTopic(ctx, []string{broker.addr}, outputTopic); err != nil {
+	if err := waitTopic(ctx, []string{broker.addr}, outputTopic, nil); err != nil {
 		t.Fatal(err)
 	}
 	gen := &Generator{Seeds: []string{broker.addr}, Topic: inputTopic, Rate: 500, Accounts: 50, InvalidEvery: 1000, Seed: 7}
@@ -91,7 +91,7 @@ func TestZombieLedgerIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	balances := newCounter([]string{broker.addr}, outputTopic)
+	balances := newCounter([]string{broker.addr}, outputTopic, nil)
 	defer balances.close()
 	want := gen.Produced() - gen.Invalid()
 	deadline = time.Now().Add(2 * time.Minute)
