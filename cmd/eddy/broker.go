@@ -38,6 +38,8 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	tlsCert := fs.String("tls-cert", "", "PEM `file` of the broker's TLS certificate: with --tls-key, the broker accepts only TLS")
 	tlsKey := fs.String("tls-key", "", "PEM `file` of the key of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "PEM `file` of the CAs that sign client certificates: clients must present one (mTLS)")
+	acls := fs.Bool("acls", false, "authorization on: users may do only what ACLs allow (create them with `eddy acls --apply` as a superuser); needs --sasl-users-file")
+	superUsers := fs.String("super-users", "", "comma-separated `users` of --sasl-users-file who may do everything (and create ACLs)")
 	usersFile := fs.String("sasl-users-file", "", "`file` of SASL users, one user:password per line: clients must authenticate (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
 
 	if err := fs.Parse(args); err != nil {
@@ -64,6 +66,12 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		problems = append(problems, err)
 	}
+	if *acls && *usersFile == "" {
+		problems = append(problems, errors.New("--acls needs --sasl-users-file: ACLs name SASL users"))
+	}
+	if *superUsers != "" && !*acls {
+		problems = append(problems, errors.New("--super-users needs --acls: without ACLs every user may do everything"))
+	}
 	tlsCfg, err := brokerTLS(*tlsCert, *tlsKey, *tlsClientCA)
 	if err != nil {
 		problems = append(problems, err)
@@ -89,6 +97,8 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Logger:            logger,
 		TLS:               tlsCfg,
 		Users:             users,
+		ACLs:              *acls,
+		SuperUsers:        split(*superUsers),
 	})
 	if err != nil {
 		return err
@@ -102,6 +112,9 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if len(users) > 0 {
 		security = append(security, fmt.Sprintf("SASL (%d users)", len(users)))
+	}
+	if *acls {
+		security = append(security, "ACLs")
 	}
 	if len(security) == 0 {
 		security = append(security, "plaintext, no authentication")

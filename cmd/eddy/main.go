@@ -27,6 +27,7 @@ func commands() []command {
 		{"ledger", "run the ledger example (flags of examples/ledger)", runLedger},
 		{"windowed", "run the windowed-totals example (flags of examples/windowed)", runWindowed},
 		{"lag", "print an application's consumer lag per partition, with each partition's owner", runLag},
+		{"acls", "print (or create) the ACLs an application needs on a cluster with authorization on", runACLs},
 		{"inspect", "print what a state directory holds: tasks, stores, keys, sizes, offsets", runInspect},
 	}
 }

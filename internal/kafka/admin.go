@@ -67,7 +67,7 @@ func (s TopicSpec) configs() map[string]*string {
 
 // CreateTopics creates the topics that do not exist yet; existing ones
 // are left alone (not an error), whatever their partition count or
-// configs. An unreachable broker is waited for (StartupWait). Creating instead of listing first makes this safe against
+// configs, also when the client may not create topics but sees them. An unreachable broker is waited for (StartupWait). Creating instead of listing first makes this safe against
 // other instances of the application creating the same topics at the same
 // time. Replication uses the broker's default. Every failed topic is
 // reported, not only the first.
@@ -105,6 +105,15 @@ func CreateTopics(ctx context.Context, cl *kgo.Client, specs ...TopicSpec) error
 		if !ok {
 			errs = append(errs, fmt.Errorf("kafka: create topic %q: missing from the broker's response", s.Name))
 			continue
+		}
+		if errors.Is(r.Err, kerr.TopicAuthorizationFailed) {
+			// Kafka checks the CREATE permission before it looks for
+			// the topic: an app allowed only to describe and write a
+			// topic an operator created is told "not authorized", not
+			// "exists". It exists if we can see it.
+			if _, err := Partitions(ctx, cl, s.Name); err == nil {
+				continue
+			}
 		}
 		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
 			msg := ""

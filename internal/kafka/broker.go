@@ -77,11 +77,38 @@ type BrokerConfig struct {
 	// of them, with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (each user gets
 	// all three). Without ACLs every user may do everything.
 	Users []User
+
+	// ACLs turns authorization on: a user may do only what ACLs allow
+	// (create them with the Kafka admin API, e.g. CreateACLs, as a
+	// superuser), except the users named in SuperUsers, who may do
+	// everything. Needs Users.
+	ACLs       bool
+	SuperUsers []string
 }
 
 // User is a SASL user of the embedded broker.
 type User struct {
 	Name, Password string
+}
+
+func (cfg BrokerConfig) checkUsers() error {
+	var errs []error
+	names := map[string]bool{}
+	for _, u := range cfg.Users {
+		if u.Name == "" || u.Password == "" {
+			errs = append(errs, fmt.Errorf("kafka: BrokerConfig.Users: user %q: a SASL user needs a name and a password", u.Name))
+		}
+		names[u.Name] = true
+	}
+	if cfg.ACLs && len(cfg.Users) == 0 {
+		errs = append(errs, errors.New("kafka: BrokerConfig.ACLs needs Users: ACLs name SASL users"))
+	}
+	for _, s := range cfg.SuperUsers {
+		if !names[s] {
+			errs = append(errs, fmt.Errorf("kafka: BrokerConfig.SuperUsers: %q is not one of the Users", s))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Broker is a running single-node embedded broker.
@@ -150,17 +177,28 @@ func StartBroker(cfg BrokerConfig) (*Broker, error) {
 	if cfg.TLS != nil {
 		opts = append(opts, kfake.TLS(cfg.TLS))
 	}
+	if err := cfg.checkUsers(); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	if len(cfg.Users) > 0 {
 		opts = append(opts, kfake.EnableSASL())
+		super := map[string]bool{}
+		for _, name := range cfg.SuperUsers {
+			super[name] = true
+		}
 		for _, u := range cfg.Users {
-			if u.Name == "" || u.Password == "" {
-				ln.Close()
-				return nil, fmt.Errorf("kafka: BrokerConfig.Users: user %q: a SASL user needs a name and a password", u.Name)
-			}
 			for _, m := range SASLMechanisms {
-				opts = append(opts, kfake.Superuser(m, u.Name, u.Password))
+				if cfg.ACLs && !super[u.Name] {
+					opts = append(opts, kfake.User(m, u.Name, u.Password))
+				} else {
+					opts = append(opts, kfake.Superuser(m, u.Name, u.Password))
+				}
 			}
 		}
+	}
+	if cfg.ACLs {
+		opts = append(opts, kfake.EnableACLs())
 	}
 
 	c, err := kfake.NewCluster(opts...)

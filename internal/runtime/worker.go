@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/state"
@@ -114,6 +115,10 @@ func (w *worker) run(ctx context.Context) error {
 		if errors.As(err, &perm) {
 			return perm.err
 		}
+		if denied(err) {
+			// Missing ACLs do not appear by retrying: say which.
+			return fmt.Errorf("runtime: the brokers refused this app an operation; grant the app's principal the ACLs README.md lists (`eddy acls`): %w", err)
+		}
 		// Anything else (a broker restarting or unreachable, fencing, a
 		// failed End) is retried with a new session for as long as it
 		// takes, as a Kafka client retries; the backoff grows to 5s.
@@ -125,6 +130,12 @@ func (w *worker) run(ctx context.Context) error {
 		case <-time.After(min(time.Duration(failures)*500*time.Millisecond, 5*time.Second)):
 		}
 	}
+}
+
+// denied reports whether err is an authorization failure.
+func denied(err error) bool {
+	return errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
 }
 
 // permanentError marks a session error that a new session would repeat
