@@ -91,3 +91,27 @@ func FuzzInt64(f *testing.F) {
 		}
 	})
 }
+
+func FuzzJSON(f *testing.F) {
+	type payment struct {
+		ID     string `json:"id"`
+		Amount int64  `json:"amount"`
+	}
+	s := JSON[payment]()
+	f.Add([]byte(`{"id":"p1","amount":5}`))
+	f.Add([]byte(`{"id":`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := s.Deserialize(b)
+		if err != nil {
+			return
+		}
+		out, err := s.Serialize(nil, v)
+		if err != nil {
+			t.Fatalf("%q decoded to %+v, which does not encode: %v", b, v, err)
+		}
+		back, err := s.Deserialize(out)
+		if err != nil || back != v {
+			t.Fatalf("%q: %+v re-encoded to %q, decoded to %+v (%v)", b, v, out, back, err)
+		}
+	})
+}

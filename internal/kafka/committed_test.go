@@ -127,3 +127,87 @@ func TestReadCommittedAgainstBroker(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+// FuzzTxnFilter decodes a random partition log (plain records, records of
+// up to four transactional producers whose epochs grow, commit and abort
+// markers) with txnFilter and compares what it passes on with a reference:
+// a transactional record counts iff the next record of its producer that
+// settles it is a commit marker (a marker settles; a record of a higher
+// epoch aborts; nothing before the high watermark aborts).
+func FuzzTxnFilter(f *testing.F) {
+	f.Add([]byte{3, 0x04, 0x05, 0x08, 0x00, 0x0c})
+	f.Add([]byte{2, 0x04, 0x74, 0x08, 0x09})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) < 2 {
+			return
+		}
+		ops := in[1:]
+		epochs := map[int64]int16{}
+		var log []*kgo.Record
+		for i, b := range ops {
+			off, pid := int64(i), int64(b&3)+1
+			if b>>4&7 == 7 {
+				epochs[pid]++
+			}
+			switch b >> 2 & 3 {
+			case 0:
+				log = append(log, rec(off, pid, 0, false, fmt.Sprint(off)))
+			case 1:
+				log = append(log, rec(off, pid, epochs[pid], true, fmt.Sprint(off)))
+			case 2:
+				log = append(log, marker(off, pid, true))
+			case 3:
+				log = append(log, marker(off, pid, false))
+			}
+		}
+		end := int64(in[0]) % int64(len(log)+1)
+
+		var want []string
+		for _, r := range log[:end] {
+			if r.Attrs.IsControl() {
+				continue
+			}
+			if !r.Attrs.IsTransactional() {
+				want = append(want, string(r.Value))
+				continue
+			}
+			for _, next := range log[r.Offset+1:] {
+				if next.ProducerID != r.ProducerID {
+					continue
+				}
+				if next.Attrs.IsControl() {
+					if len(next.Key) >= 4 && binary.BigEndian.Uint16(next.Key[2:4]) == 1 {
+						want = append(want, string(r.Value))
+					}
+					break
+				}
+				if next.Attrs.IsTransactional() && next.ProducerEpoch > r.ProducerEpoch {
+					break // fenced: its transaction ended unmarked
+				}
+			}
+		}
+
+		flt := &txnFilter{end: end, hwm: int64(len(log)), pending: map[int64]int16{}}
+		var got []string
+		emit := func(r *kgo.Record) error { got = append(got, string(r.Value)); return nil }
+		if end == 0 {
+			flt.done = true // ReadCommitted does not read an empty span
+		}
+		for _, r := range log {
+			if flt.done {
+				break
+			}
+			if err := flt.add(r, emit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !flt.done {
+			if err := flt.finish(emit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("log %v end %d: filter passed %v, reference %v", ops, end, got, want)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -111,4 +112,29 @@ func BenchmarkPaymentSerde(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func FuzzAccountAndBalanceSerdes(f *testing.F) {
+	acc, _ := AccountSerde{}.Serialize(nil, Account{Seq: 3, Balance: -7})
+	f.Add(acc)
+	bal, _ := BalanceSerde{}.Serialize(nil, Balance{ID: "p1", Account: "a", Amount: 5, Seq: 1, Balance: 5})
+	f.Add(bal)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if a, err := (AccountSerde{}).Deserialize(b); err == nil {
+			out, _ := AccountSerde{}.Serialize(nil, a)
+			if !bytes.Equal(out, b) {
+				t.Fatalf("account %x decoded to %+v, re-encoded to %x", b, a, out)
+			}
+		}
+		if v, err := (BalanceSerde{}).Deserialize(b); err == nil {
+			out, err := BalanceSerde{}.Serialize(nil, v)
+			if err != nil {
+				t.Fatalf("balance %q decoded to %+v, which does not encode: %v", b, v, err)
+			}
+			back, err := BalanceSerde{}.Deserialize(out)
+			if err != nil || back != v {
+				t.Fatalf("balance %+v re-encoded to %q, decoded to %+v (%v)", v, out, back, err)
+			}
+		}
+	})
 }
