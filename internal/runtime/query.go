@@ -286,28 +286,25 @@ func (in *Instance) QueryGet(store string, id TaskID, key []byte) (value []byte,
 	return value, ok, streamTime, err
 }
 
-// QueryScan calls fn for each committed entry of store with lower <= key <
-// upper (nil upper: no bound) in every task of the store that runs here,
-// task after task, each in key order; fn returning an error stops the
-// scan. It returns the tasks it read: the caller can tell whether the
-// instances it asked covered every task.
-func (in *Instance) QueryScan(store string, lower, upper []byte, fn func(id TaskID, streamTime int64, key, value []byte) error) ([]TaskID, error) {
+// LocalTasks returns the tasks of store's sub-topology that run here and
+// can be queried, sorted.
+func (in *Instance) LocalTasks(store string) ([]TaskID, error) {
 	sub, err := in.storeSub(store)
 	if err != nil {
 		return nil, err
 	}
-	var read []TaskID
-	for _, id := range in.queries.local(sub) {
-		err := in.queries.read(id, func(db state.SharedReader, st int64) error {
-			return db.SharedScan(store, lower, upper, func(k, v []byte) error { return fn(id, st, k, v) })
-		})
-		if errors.Is(err, ErrNotLocal) {
-			continue // closed since local listed it
-		}
-		if err != nil {
-			return read, err
-		}
-		read = append(read, id)
+	return in.queries.local(sub), nil
+}
+
+// QueryScanTask calls fn for each committed entry of store with lower <=
+// key < upper (nil upper: no bound) in task id, which must run here
+// (ErrNotLocal otherwise), in key order; fn returning an error stops the
+// scan and is returned.
+func (in *Instance) QueryScanTask(store string, id TaskID, lower, upper []byte, fn func(streamTime int64, key, value []byte) error) error {
+	if _, err := in.storeSub(store); err != nil {
+		return err
 	}
-	return read, nil
+	return in.queries.read(id, func(db state.SharedReader, st int64) error {
+		return db.SharedScan(store, lower, upper, func(k, v []byte) error { return fn(st, k, v) })
+	})
 }

@@ -94,12 +94,17 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("windowed: %w", err)
 	}
 	opts := Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace}
+	endpoint, err := ledger.Endpoint(*httpAddr)
+	if err != nil {
+		return err
+	}
 	app, err := eddy.New(Topology(opts), eddy.Config{
 		AppID:          *appID,
 		Brokers:        seeds,
 		StateDir:       *stateDir,
 		CommitInterval: *commitInterval,
 		Logger:         log,
+		Endpoint:       endpoint,
 	})
 	if err != nil {
 		return fmt.Errorf("windowed: %w", err)
