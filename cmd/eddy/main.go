@@ -26,6 +26,7 @@ func commands() []command {
 		{"bench", "measure the ledger or windowed totals (exactly-once vs at-least-once vs the broker's raw rate) and failover times", runBench},
 		{"ledger", "run the ledger example (flags of examples/ledger)", runLedger},
 		{"windowed", "run the windowed-totals example (flags of examples/windowed)", runWindowed},
+		{"query", "query an app's state stores over its HTTP API (--http HOST:PORT --store S --key K)", runQuery},
 	}
 }
 
