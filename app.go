@@ -231,10 +231,11 @@ func Run(ctx context.Context, t *Topology, cfg Config) error {
 type App struct {
 	cfg  Config
 	rt   runtime.Topology
-	// stores are the topology's store declarations, for queries.
-	stores map[string]*storeDecl
 	inst atomic.Pointer[runtime.Instance] // set when Run starts
 	ran  atomic.Bool
+
+	// stores are the topology's store declarations, for queries.
+	stores map[string]*storeDecl
 }
 
 // New builds the topology with cfg and returns the app, ready to Run.

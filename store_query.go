@@ -104,7 +104,7 @@ func (s KeyValueStoreSpec[K, V]) parseKey(text string) ([]byte, error) {
 	return parseTextKey(text, s.keys)
 }
 func (s KeyValueStoreSpec[K, V]) decodeKey(b []byte) (any, error) { return decodeAny(s.keys, b) }
-func (s KeyValueStoreSpec[K, V]) windowSize() int64                { return 0 }
+func (s KeyValueStoreSpec[K, V]) windowSize() int64               { return 0 }
 func (s KeyValueStoreSpec[K, V]) decodeValue(b []byte, streamTime int64) (any, bool, error) {
 	if s.ttl > 0 {
 		// As KVStore.live: the value follows its expiry in stream time.
@@ -125,7 +125,7 @@ func (s WindowStoreSpec[K, V]) parseKey(text string) ([]byte, error) {
 	return parseTextKey(text, s.keys)
 }
 func (s WindowStoreSpec[K, V]) decodeKey(b []byte) (any, error) { return decodeAny(s.keys, b) }
-func (s WindowStoreSpec[K, V]) windowSize() int64                { return s.size }
+func (s WindowStoreSpec[K, V]) windowSize() int64               { return s.size }
 func (s WindowStoreSpec[K, V]) decodeValue(b []byte, _ int64) (any, bool, error) {
 	v, err := decodeAny(s.values, b)
 	return v, err == nil, err
@@ -136,7 +136,7 @@ func (s SessionStoreSpec[K, V]) parseKey(text string) ([]byte, error) {
 	return parseTextKey(text, s.keys)
 }
 func (s SessionStoreSpec[K, V]) decodeKey(b []byte) (any, error) { return decodeAny(s.keys, b) }
-func (s SessionStoreSpec[K, V]) windowSize() int64                { return 0 }
+func (s SessionStoreSpec[K, V]) windowSize() int64               { return 0 }
 func (s SessionStoreSpec[K, V]) decodeValue(b []byte, _ int64) (any, bool, error) {
 	v, err := decodeAny(s.values, b)
 	return v, err == nil, err
