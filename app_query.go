@@ -467,12 +467,20 @@ func (h httpQueries) Scan(_ context.Context, store string, r httpapi.KeyRange, l
 		}
 		return b, nil
 	}
-	if r.Prefix != "" {
+	switch {
+	case r.Key != "":
+		// One key, in every task here: found wherever a producer's
+		// partitioner put it.
+		if lo, err = parse("key", r.Key); err != nil {
+			return res, err
+		}
+		hi = append(bytes.Clone(lo), 0)
+	case r.Prefix != "":
 		if lo, err = parse("prefix", r.Prefix); err != nil {
 			return res, err
 		}
 		hi = prefixEnd(lo)
-	} else {
+	default:
 		if lo, err = parse("from", r.From); err != nil {
 			return res, err
 		}

@@ -44,10 +44,11 @@ type StoreInfo struct {
 	Kind string `json:"kind"`
 }
 
-// KeyRange selects keys for a scan: those that start with Prefix, or
-// else those in [From, To) (an empty bound is open).
+// KeyRange selects keys for a scan: Key alone, if set; else those that
+// start with Prefix, or else those in [From, To) (an empty bound is
+// open).
 type KeyRange struct {
-	Prefix, From, To string
+	Key, Prefix, From, To string
 }
 
 // Window is one window of a key in a window store: its start and, when
@@ -126,14 +127,53 @@ func (qr *queryRoutes) stores(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"stores": qr.q.Stores()})
 }
 
+// get reads the key on the instance that owns its partition by Kafka's
+// default partitioner (here, or forwarded once). When the key is not
+// there, its records may have been produced with another partitioner
+// (librdkafka's default, CRC32, places keys elsewhere): every instance
+// is then asked for it in all of its tasks before the answer is a 404.
 func (qr *queryRoutes) get(w http.ResponseWriter, r *http.Request) {
-	v, err := qr.q.Get(r.Context(), r.PathValue("store"), r.PathValue("key"))
+	store, key := r.PathValue("store"), r.PathValue("key")
+	v, err := qr.q.Get(r.Context(), store, key)
+	forwarded := r.Header.Get(ForwardedHeader) != ""
+	var moved *MovedError
+	if errors.As(err, &moved) && !forwarded {
+		resp, ferr := qr.forwardRequest(r.Context(), moved.Owner, r.URL.EscapedPath(), r.URL.RawQuery)
+		if ferr != nil {
+			w.Header().Set("Retry-After", retryAfter)
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the key's owner %s did not answer: %v; retry", moved.Owner, ferr))
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get(notFoundHeader) == "" {
+			relay(w, resp)
+			return
+		}
+		err = fmt.Errorf("%w: store %s has no key %q", ErrNotFound, store, key)
+	}
+	if errors.Is(err, ErrNotFound) && !forwarded {
+		res, ferr := qr.fanOut(r.Context(), store, KeyRange{Key: key}, 1, url.Values{"key": {key}, "limit": {"1"}}.Encode())
+		switch {
+		case ferr != nil:
+			err = fmt.Errorf("%w; and not every instance could be asked whether another partition holds it: %w", err, ferr)
+		case len(res.Entries) > 0:
+			writeJSON(w, http.StatusOK, res.Entries[0].Value)
+			return
+		}
+	}
 	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			w.Header().Set(notFoundHeader, "1")
+		}
 		qr.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
 }
+
+// notFoundHeader marks a 404 for a key (not for a store or a route), so
+// the forwarding instance knows to look further.
+const notFoundHeader = "Eddy-Key-Not-Found"
 
 func (qr *queryRoutes) windows(w http.ResponseWriter, r *http.Request) {
 	from, err := parseTime(r.URL.Query().Get("from"), 0)
@@ -178,12 +218,11 @@ func parseTime(s string, def int64) (int64, error) {
 
 // scan answers from this instance's tasks when forwarded; otherwise it
 // asks every instance (itself directly) and merges their entries in key
-// order. A scan that some task's owner did not answer for is a 503: the
-// union would silently miss that task's keys.
+// order.
 func (qr *queryRoutes) scan(w http.ResponseWriter, r *http.Request) {
 	store := r.PathValue("store")
 	q := r.URL.Query()
-	kr := KeyRange{Prefix: q.Get("prefix"), From: q.Get("from"), To: q.Get("to")}
+	kr := KeyRange{Prefix: q.Get("prefix"), From: q.Get("from"), To: q.Get("to"), Key: q.Get("key")}
 	if kr.Prefix != "" && (kr.From != "" || kr.To != "") {
 		writeError(w, http.StatusBadRequest, "give either prefix or from/to, not both")
 		return
@@ -206,11 +245,25 @@ func (qr *queryRoutes) scan(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, res)
 		return
 	}
-	all, self, err := qr.q.Endpoints(store)
+	res, err := qr.fanOut(r.Context(), store, kr, limit, r.URL.RawQuery)
 	if err != nil {
 		qr.fail(w, r, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// fanOut runs a scan on every instance (this one directly, the others
+// through /v1/stores/{store}/keys?query, marked as forwarded) and merges
+// their entries in key order. A scan that some task's owner did not
+// answer for is ErrUnavailable: the union would silently miss that
+// task's keys.
+func (qr *queryRoutes) fanOut(ctx context.Context, store string, kr KeyRange, limit int, rawQuery string) (ScanResult, error) {
+	all, self, err := qr.q.Endpoints(store)
+	if err != nil {
+		return ScanResult{}, err
+	}
+	path := "/v1/stores/" + url.PathEscape(store) + "/keys"
 	results := make([]ScanResult, len(all))
 	errs := make([]error, len(all))
 	var wg sync.WaitGroup
@@ -219,47 +272,48 @@ func (qr *queryRoutes) scan(w http.ResponseWriter, r *http.Request) {
 		go func() {
 			defer wg.Done()
 			if ep == self {
-				results[i], errs[i] = qr.q.Scan(r.Context(), store, kr, limit)
+				results[i], errs[i] = qr.q.Scan(ctx, store, kr, limit)
 				return
 			}
-			errs[i] = qr.forwardJSON(r, ep, &results[i])
+			errs[i] = qr.forwardJSON(ctx, ep, path, rawQuery, &results[i])
 		}()
 	}
 	wg.Wait()
 	if self == "" || !slices.Contains(all, self) {
 		// An instance without an endpoint (or not yet placed) still
 		// answers for its own tasks.
-		res, err := qr.q.Scan(r.Context(), store, kr, limit)
+		res, err := qr.q.Scan(ctx, store, kr, limit)
 		results, errs = append(results, res), append(errs, err)
 	}
-	merged := ScanResult{Entries: []Entry{}}
+	merged := ScanResult{Entries: []Entry{}, Tasks: []string{}}
 	seen := map[string]bool{}
 	for i, res := range results {
 		if errs[i] != nil {
 			if errors.Is(errs[i], ErrUnknownStore) || errors.Is(errs[i], ErrBadRequest) {
-				qr.fail(w, r, errs[i])
-				return
+				return ScanResult{}, errs[i]
 			}
-			continue // its tasks are missing below: a 503
+			continue // its tasks are missing below: unavailable
 		}
 		merged.Total = max(merged.Total, res.Total)
 		merged.Truncated = merged.Truncated || res.Truncated
+		fresh := false
 		for _, t := range res.Tasks {
 			if seen[t] {
 				continue // answered by two instances while it moved
 			}
-			seen[t] = true
+			seen[t], fresh = true, true
 			merged.Tasks = append(merged.Tasks, t)
 		}
-		merged.Entries = append(merged.Entries, res.Entries...)
+		if fresh {
+			merged.Entries = append(merged.Entries, res.Entries...)
+		}
 	}
-	if len(seen) < merged.Total || merged.Total == 0 && len(all) == 0 {
+	if len(seen) < merged.Total || merged.Total == 0 {
 		err := fmt.Errorf("%w: %d of the store's %d tasks answered; the others are moving or restoring", ErrUnavailable, len(seen), merged.Total)
 		if e := errors.Join(errs...); e != nil {
 			err = fmt.Errorf("%w (%v)", err, e)
 		}
-		qr.fail(w, r, err)
-		return
+		return ScanResult{}, err
 	}
 	slices.SortStableFunc(merged.Entries, func(a, b Entry) int { return bytes.Compare(a.Raw, b.Raw) })
 	merged.Entries = slices.CompactFunc(merged.Entries, func(a, b Entry) bool { return bytes.Equal(a.Raw, b.Raw) })
@@ -270,7 +324,7 @@ func (qr *queryRoutes) scan(w http.ResponseWriter, r *http.Request) {
 		merged.Entries[i].Raw = nil
 	}
 	slices.Sort(merged.Tasks)
-	writeJSON(w, http.StatusOK, merged)
+	return merged, nil
 }
 
 // fail answers err: a moved key is forwarded to its owner once (a
@@ -298,9 +352,12 @@ func (qr *queryRoutes) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-func (qr *queryRoutes) forwardRequest(r *http.Request, owner string) (*http.Response, error) {
-	u := url.URL{Scheme: "http", Host: owner, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil)
+func (qr *queryRoutes) forwardRequest(ctx context.Context, owner, escapedPath, rawQuery string) (*http.Response, error) {
+	u := "http://" + owner + escapedPath
+	if rawQuery != "" {
+		u += "?" + rawQuery
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -310,14 +367,18 @@ func (qr *queryRoutes) forwardRequest(r *http.Request, owner string) (*http.Resp
 
 // forward relays the request to owner and its answer back.
 func (qr *queryRoutes) forward(w http.ResponseWriter, r *http.Request, owner string) {
-	resp, err := qr.forwardRequest(r, owner)
+	resp, err := qr.forwardRequest(r.Context(), owner, r.URL.EscapedPath(), r.URL.RawQuery)
 	if err != nil {
 		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the key's owner %s did not answer: %v; retry", owner, err))
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range []string{"Content-Type", "Retry-After"} {
+	relay(w, resp)
+}
+
+func relay(w http.ResponseWriter, resp *http.Response) {
+	for _, h := range []string{"Content-Type", "Retry-After", notFoundHeader} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}
@@ -327,8 +388,8 @@ func (qr *queryRoutes) forward(w http.ResponseWriter, r *http.Request, owner str
 }
 
 // forwardJSON asks owner for its part of a scan.
-func (qr *queryRoutes) forwardJSON(r *http.Request, owner string, out *ScanResult) error {
-	resp, err := qr.forwardRequest(r, owner)
+func (qr *queryRoutes) forwardJSON(ctx context.Context, owner, path, rawQuery string, out *ScanResult) error {
+	resp, err := qr.forwardRequest(ctx, owner, path, rawQuery)
 	if err != nil {
 		return fmt.Errorf("%s: %w", owner, err)
 	}

@@ -50,7 +50,7 @@ func (q *instanceQueries) Windows(_ context.Context, _, key string, from, to int
 func (q *instanceQueries) Scan(_ context.Context, _ string, r KeyRange, limit int) (ScanResult, error) {
 	res := ScanResult{Tasks: []string{q.task}, Total: 2, Entries: []Entry{}}
 	for k, v := range q.data {
-		if strings.HasPrefix(k, r.Prefix) {
+		if r.Key != "" && k == r.Key || r.Key == "" && strings.HasPrefix(k, r.Prefix) {
 			res.Entries = append(res.Entries, Entry{Key: k, Value: v, Raw: []byte(k)})
 		}
 	}
@@ -102,6 +102,10 @@ func TestQueryGetForwards(t *testing.T) {
 		{bURL + "/v1/stores/s/keys/a404", `no key \"a404\"`, 404},
 		{aURL + "/v1/stores/t/keys/a1", `unknown store \"t\"; the stores are [s]`, 404},
 		{aURL + "/v1/stores/s/keys/" + url.PathEscape("b/x y"), `no key \"b/x y\"`, 404},
+		// Produced with another partitioner: not where Kafka's default
+		// puts it, found by asking every instance.
+		{aURL + "/v1/stores/s/keys/a9x", `4`, 200},
+		{bURL + "/v1/stores/s/keys/a9x", `4`, 200},
 	} {
 		status, h, body := getBody(t, tc.u)
 		if status != tc.status || !strings.Contains(body, tc.want) || h.Get("Content-Type") != "application/json" {
