@@ -153,7 +153,7 @@ func (q *WindowQuery[K, V]) Fetch(k K, from, to int64, fn func(start int64, v V)
 	if err != nil {
 		return fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err)
 	}
-	return q.a.fetchRaw(q.spec.name, kb, from, to, func(start int64, vb []byte) error {
+	return q.a.fetchRaw(q.spec.name, kb, from, to, false, func(start int64, vb []byte) error {
 		v, err := q.spec.values.Deserialize(vb)
 		if err != nil {
 			return fmt.Errorf("eddy: store %s: decode value: %w", q.spec.name, err)
@@ -271,15 +271,24 @@ func (a *App) scanRaw(store string, lo, hi []byte, limit int) ([]rawEntry, []Tas
 }
 
 // fetchRaw calls fn for key's windows in a window store that start in
-// [from, to], read in the task that holds key, on this instance.
-func (a *App) fetchRaw(store string, key []byte, from, to int64, fn func(start int64, value []byte) error) error {
+// [from, to], read in the task that holds key, on this instance, or with
+// everyTask in every task of the store that runs here.
+func (a *App) fetchRaw(store string, key []byte, from, to int64, everyTask bool, fn func(start int64, value []byte) error) error {
 	inst, err := a.running()
 	if err != nil {
 		return err
 	}
-	id, err := inst.KeyTask(store, key)
-	if err != nil {
-		return queryErr(err)
+	var ids []TaskID
+	if everyTask {
+		if ids, err = inst.LocalTasks(store); err != nil {
+			return err
+		}
+	} else {
+		id, err := inst.KeyTask(store, key)
+		if err != nil {
+			return queryErr(err)
+		}
+		ids = []TaskID{id}
 	}
 	from = max(from, 0)
 	if to < from {
@@ -292,21 +301,27 @@ func (a *App) fetchRaw(store string, key []byte, from, to int64, fn func(start i
 	} else {
 		hi = []byte{windowMetaPrefix} // every window, none of the metadata
 	}
-	err = inst.QueryScanTask(store, id, lo, hi, func(_ int64, k, v []byte) error {
-		// Window store keys: [start, 8 bytes][key]; the range holds
-		// every key's windows, so keep key's.
-		if len(k) < 8 || !bytes.Equal(k[8:], key) {
+	for _, id := range ids {
+		err = inst.QueryScanTask(store, id, lo, hi, func(_ int64, k, v []byte) error {
+			// Window store keys: [start, 8 bytes][key]; the range holds
+			// every key's windows, so keep key's.
+			if len(k) < 8 || !bytes.Equal(k[8:], key) {
+				return nil
+			}
+			return fn(int64(binary.BigEndian.Uint64(k)), v)
+		})
+		switch {
+		case err == errStopScan:
 			return nil
+		case errors.Is(err, runtime.ErrNotLocal) && everyTask:
+			continue // closed since it was listed
+		case errors.Is(err, runtime.ErrNotLocal):
+			return a.notLocal(inst, store, id)
+		case err != nil:
+			return err
 		}
-		return fn(int64(binary.BigEndian.Uint64(k)), v)
-	})
-	switch {
-	case err == errStopScan:
-		return nil
-	case errors.Is(err, runtime.ErrNotLocal):
-		return a.notLocal(inst, store, id)
 	}
-	return err
+	return nil
 }
 
 // prefixEnd is the smallest key after every key that starts with p, nil
@@ -418,7 +433,7 @@ func (h httpQueries) Get(_ context.Context, store, key string) (any, error) {
 	return v, nil
 }
 
-func (h httpQueries) Windows(_ context.Context, store, key string, from, to int64) ([]httpapi.Window, error) {
+func (h httpQueries) Windows(_ context.Context, store, key string, from, to int64, everyTask bool) ([]httpapi.Window, error) {
 	q, err := h.decl(store, WindowKind)
 	if err != nil {
 		return nil, err
@@ -429,7 +444,7 @@ func (h httpQueries) Windows(_ context.Context, store, key string, from, to int6
 	}
 	var out []httpapi.Window
 	size := q.windowSize()
-	err = h.a.fetchRaw(store, kb, from, to, func(start int64, vb []byte) error {
+	err = h.a.fetchRaw(store, kb, from, to, everyTask, func(start int64, vb []byte) error {
 		v, _, err := q.decodeValue(vb, 0)
 		if err != nil {
 			return fmt.Errorf("store %s: decode a window of %q: %w", store, key, err)

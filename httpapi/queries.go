@@ -28,8 +28,10 @@ type Queries interface {
 	Get(ctx context.Context, store, key string) (any, error)
 	// Windows returns key's windows of a window store that start in
 	// [from, to] (ms since the epoch), in start order; a key that
-	// another instance owns is a *MovedError.
-	Windows(ctx context.Context, store, key string, from, to int64) ([]Window, error)
+	// another instance owns is a *MovedError. With everyTask it looks in
+	// every task that runs here instead of the key's (for keys produced
+	// with another partitioner than Kafka's default).
+	Windows(ctx context.Context, store, key string, from, to int64, everyTask bool) ([]Window, error)
 	// Scan returns at most limit entries of store in r, in key order, of
 	// this instance's tasks, and which tasks it read.
 	Scan(ctx context.Context, store string, r KeyRange, limit int) (ScanResult, error)
@@ -190,15 +192,130 @@ func (qr *queryRoutes) windows(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("to %d is before from %d", to, from))
 		return
 	}
-	ws, err := qr.q.Windows(r.Context(), r.PathValue("store"), r.PathValue("key"), from, to)
+	store, key := r.PathValue("store"), r.PathValue("key")
+	everyTask := r.URL.Query().Get("tasks") == "all"
+	if r.Header.Get(ForwardedHeader) != "" {
+		ws, err := qr.q.Windows(r.Context(), store, key, from, to, everyTask)
+		if err != nil {
+			qr.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, windowsAnswer{Key: key, Windows: orEmpty(ws)})
+		return
+	}
+	ws, err := qr.q.Windows(r.Context(), store, key, from, to, false)
+	var moved *MovedError
+	if errors.As(err, &moved) {
+		ws, err = qr.remoteWindows(r.Context(), moved.Owner, r.URL.EscapedPath(), r.URL.RawQuery)
+	}
 	if err != nil {
 		qr.fail(w, r, err)
 		return
 	}
-	if ws == nil {
-		ws = []Window{}
+	if len(ws) == 0 {
+		// As get: records produced with another partitioner than
+		// Kafka's default sit in another task; ask every instance.
+		ws, err = qr.windowsEverywhere(r, store, key, from, to)
+		if err != nil {
+			qr.fail(w, r, err)
+			return
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": r.PathValue("key"), "windows": ws})
+	writeJSON(w, http.StatusOK, windowsAnswer{Key: key, Windows: orEmpty(ws)})
+}
+
+type windowsAnswer struct {
+	Key     string   `json:"key"`
+	Windows []Window `json:"windows"`
+}
+
+func orEmpty(ws []Window) []Window {
+	if ws == nil {
+		return []Window{}
+	}
+	return ws
+}
+
+// remoteWindows asks owner for the windows of a key.
+func (qr *queryRoutes) remoteWindows(ctx context.Context, owner, path, rawQuery string) ([]Window, error) {
+	resp, err := qr.forwardRequest(ctx, owner, path, rawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the key's owner %s did not answer: %v", ErrUnavailable, owner, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, owner, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		_ = json.Unmarshal(body, &e)
+		err := fmt.Errorf("%s answered %s: %s", owner, resp.Status, e.Error)
+		switch resp.StatusCode {
+		case http.StatusNotFound:
+			return nil, fmt.Errorf("%w: %w", ErrUnknownStore, err)
+		case http.StatusBadRequest:
+			return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var wire struct {
+		Windows []struct {
+			Start int64           `json:"start"`
+			End   int64           `json:"end"`
+			Value json.RawMessage `json:"value"`
+		} `json:"windows"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return nil, fmt.Errorf("%s: malformed windows answer: %w", owner, err)
+	}
+	var ws []Window
+	for _, x := range wire.Windows {
+		ws = append(ws, Window{Start: x.Start, End: x.End, Value: x.Value})
+	}
+	return ws, nil
+}
+
+// windowsEverywhere asks every instance for key's windows in all of its
+// tasks, and merges them in start order.
+func (qr *queryRoutes) windowsEverywhere(r *http.Request, store, key string, from, to int64) ([]Window, error) {
+	all, self, err := qr.q.Endpoints(store)
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{"from": {strconv.FormatInt(from, 10)}, "to": {strconv.FormatInt(to, 10)}, "tasks": {"all"}}
+	var ws []Window
+	local := self == "" || !slices.Contains(all, self)
+	for _, ep := range all {
+		if ep == self {
+			local = true
+			continue
+		}
+		got, err := qr.remoteWindows(r.Context(), ep, r.URL.EscapedPath(), q.Encode())
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, got...)
+	}
+	if local {
+		got, err := qr.q.Windows(r.Context(), store, key, from, to, true)
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, got...)
+	}
+	slices.SortStableFunc(ws, func(a, b Window) int { return cmpInt64(a.Start, b.Start) })
+	return slices.CompactFunc(ws, func(a, b Window) bool { return a.Start == b.Start }), nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // parseTime reads ms since the epoch or an RFC 3339 time; empty is def.
@@ -433,14 +550,17 @@ func (qr *queryRoutes) forwardJSON(ctx context.Context, owner, path, rawQuery st
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // an API, not a page: "&" stays "&"
+	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(map[string]string{"error": "render the answer as JSON: " + err.Error()})
+		buf.Reset()
+		_ = enc.Encode(map[string]string{"error": "render the answer as JSON: " + err.Error()})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(buf.Bytes())
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

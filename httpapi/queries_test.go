@@ -43,7 +43,7 @@ func (q *instanceQueries) Get(_ context.Context, store, key string) (any, error)
 	return map[string]any{"v": v, "at": q.self}, nil
 }
 
-func (q *instanceQueries) Windows(_ context.Context, _, key string, from, to int64) ([]Window, error) {
+func (q *instanceQueries) Windows(_ context.Context, _, key string, from, to int64, _ bool) ([]Window, error) {
 	return []Window{{Start: from, End: to, Value: key}}, nil
 }
 
