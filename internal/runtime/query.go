@@ -56,8 +56,12 @@ type HostTasks struct {
 	Active, Standby []TaskID
 }
 
-// Owner returns the endpoint that runs task id, if any does.
+// Owner returns the endpoint that runs task id, if any does (none on
+// nil Routes: no assignment yet).
 func (r *Routes) Owner(id TaskID) (string, bool) {
+	if r == nil {
+		return "", false
+	}
 	for _, h := range r.Hosts {
 		if slices.Contains(h.Active, id) {
 			return h.Endpoint, true
@@ -68,6 +72,9 @@ func (r *Routes) Owner(id TaskID) (string, bool) {
 
 // Endpoints returns every endpoint, sorted.
 func (r *Routes) Endpoints() []string {
+	if r == nil {
+		return nil
+	}
 	out := make([]string, len(r.Hosts))
 	for i, h := range r.Hosts {
 		out[i] = h.Endpoint
