@@ -145,6 +145,13 @@ type Config struct {
 	Logger *slog.Logger
 	// KafkaOptions are added to every Kafka client (TLS, SASL, ...).
 	KafkaOptions []kgo.Opt
+	// Endpoint is the host:port at which this instance serves its HTTP
+	// endpoints (App.Handler), as other instances reach it: the group
+	// learns it, so that any instance can forward a state query to the
+	// instance that owns the key (Kafka Streams' application.server).
+	// Default: none; the instance answers for its own tasks only, and
+	// other instances cannot route to it.
+	Endpoint string
 	// OnRestoreProgress, if set, receives each task's restore progress:
 	// at the start, at most every second, and at the end (Done). It runs
 	// in a worker's goroutine: return quickly. Restores are also logged
@@ -226,6 +233,9 @@ type App struct {
 	rt   runtime.Topology
 	inst atomic.Pointer[runtime.Instance] // set when Run starts
 	ran  atomic.Bool
+
+	// stores are the topology's store declarations, for queries.
+	stores map[string]*storeDecl
 }
 
 // New builds the topology with cfg and returns the app, ready to Run.
@@ -233,11 +243,14 @@ type App struct {
 // once; what needs the brokers is checked by Run.
 func New(t *Topology, cfg Config) (*App, error) {
 	cfg.applyDefaults()
+	if err := runtime.CheckEndpoint(cfg.Endpoint); err != nil {
+		return nil, fmt.Errorf("eddy: invalid config: Endpoint: %w", err)
+	}
 	rt, err := t.runtimeTopology(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, rt: rt}, nil
+	return &App{cfg: cfg, rt: rt, stores: t.stores}, nil
 }
 
 // Run runs the app until ctx is cancelled (commit, close the stores,
@@ -283,6 +296,7 @@ func (a *App) Run(ctx context.Context) error {
 		Logger:             cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID),
 		ClientOpts:         cfg.KafkaOptions,
 		OnRestoreProgress:  cfg.OnRestoreProgress,
+		Endpoint:           cfg.Endpoint,
 	}
 	if err := rcfg.Validate(); err != nil {
 		return fmt.Errorf("eddy: invalid config: %w", err)
@@ -343,5 +357,5 @@ func createDeadLetterTopics(ctx context.Context, cfg *Config, sources []string) 
 // UI. Serve it on an address of your choice, e.g. with http.Server; the
 // examples take --http ADDR.
 func (a *App) Handler() http.Handler {
-	return httpapi.New(httpapi.Options{})
+	return httpapi.New(httpapi.Options{Queries: httpQueries{a}})
 }

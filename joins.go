@@ -41,7 +41,7 @@ func TableFrom[K, V any](t *Topology, topic, store string, keys serde.Serde[K], 
 	src := source(t, topic, keys, values, asTable[K, V]())
 	spec := KeyValueStore(store, keys, values)
 	n := t.add("table-"+store, src.n)
-	t.addStore(store, n, 0)
+	t.addStore(store, n, 0, spec)
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, V]{}
 		b.out[n] = out

@@ -84,17 +84,17 @@ func JoinStreams[K, VL, VR, VO any](left Stream[K, VL], right Stream[K, VR], w J
 	lspec := SessionStore(name+"-left", retention, keys, listSerde[VL]{values: lvalues})
 	rspec := SessionStore(name+"-right", retention, keys, listSerde[VR]{values: rvalues})
 	n := t.add("join-streams-"+name, left.n, right.n)
-	t.addStore(lspec.name, n, retention)
-	t.addStore(rspec.name, n, retention)
+	t.addStore(lspec.name, n, retention, lspec)
+	t.addStore(rspec.name, n, retention, rspec)
 	var lpend WindowStoreSpec[K, []VL]
 	var rpend WindowStoreSpec[K, []VR]
 	if kind != InnerJoin {
 		lpend = WindowStore(name+"-left-unmatched", retention, keys, listSerde[VL]{values: lvalues})
-		t.addStore(lpend.name, n, retention)
+		t.addStore(lpend.name, n, retention, lpend)
 	}
 	if kind == OuterJoin {
 		rpend = WindowStore(name+"-right-unmatched", retention, keys, listSerde[VR]{values: rvalues})
-		t.addStore(rpend.name, n, retention)
+		t.addStore(rpend.name, n, retention, rpend)
 	}
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, VO]{}

@@ -86,7 +86,7 @@ func Process[KIn, VIn, KOut, VOut any](s Stream[KIn, VIn], name string, newProce
 		return receiverFunc[KIn, VIn](p.Process)
 	})
 	for i, st := range stores {
-		s.t.addStore(names[i], out.n, storeRetention(st))
+		s.t.addStore(names[i], out.n, storeRetention(st), st)
 	}
 	return out
 }

@@ -83,7 +83,7 @@ func SessionAggregate[K, V, A any](w SessionWindowedStream[K, V], store string, 
 	retention := time.Duration(2*win.gap+win.grace) * time.Millisecond
 	spec := SessionStore(store, retention, w.g.keys, aggs)
 	n := t.add("session-aggregate-"+store, w.g.s.n)
-	t.addStore(store, n, retention)
+	t.addStore(store, n, retention, spec)
 	emit, late := w.emit, w.late
 	n.build = func(b *taskBuild) error {
 		out := &emitter[Windowed[K], A]{}

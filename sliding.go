@@ -82,8 +82,8 @@ func SlidingAggregate[K, V, A any](w SlidingWindowedStream[K, V], store string, 
 	aggSpec := WindowStore(store, retention, w.g.keys, aggs)
 	recSpec := SessionStore(store+"-records", retention, w.g.keys, listSerde[V]{values: w.values})
 	n := t.add("sliding-aggregate-"+store, w.g.s.n)
-	t.addStore(store, n, retention)
-	t.addStore(recSpec.name, n, retention)
+	t.addStore(store, n, retention, aggSpec)
+	t.addStore(recSpec.name, n, retention, recSpec)
 	emit, late := w.emit, w.late
 	n.build = func(b *taskBuild) error {
 		out := &emitter[Windowed[K], A]{}

@@ -59,7 +59,7 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 	t := g.s.t
 	spec := KeyValueStore(store, g.keys, aggs)
 	n := t.add("aggregate-"+store, g.s.n)
-	t.addStore(store, n, 0)
+	t.addStore(store, n, 0, spec)
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, A]{}
 		b.out[n] = out
@@ -110,6 +110,11 @@ func Reduce[K, V any](g GroupedStream[K, V], store string, fn func(agg, v V) V, 
 		return reduced{v: fn(agg.v, v), set: true}
 	}, reducedSerde[V, reduced]{values: values, wrap: func(v V) reduced { return reduced{v: v, set: true} }, unwrap: func(r reduced) V { return r.v }})
 	spec := KeyValueStore(store, g.keys, values)
+	if d := t.t.stores[store]; d != nil {
+		// The store holds values encoded by values (reducedSerde wraps
+		// them only in memory): queries render them as V.
+		d.query = spec
+	}
 	return Table[K, V]{t: t.t, n: mapTableValues(t, func(r reduced) V { return r.v }), store: t.store, kv: &spec}
 }
 

@@ -32,6 +32,9 @@ type storeDecl struct {
 	name      string
 	owner     *node
 	retention time.Duration
+	// query renders the store for interactive queries; nil for a store
+	// declared without a spec of this package.
+	query storeQuery
 }
 
 // NewTopology returns an empty topology.
@@ -62,7 +65,7 @@ func (t *Topology) fail(format string, args ...any) {
 
 // addStore declares store name, owned by n (which may be set later with
 // ownStore when the node is created after the declaration).
-func (t *Topology) addStore(name string, owner *node, retention time.Duration) {
+func (t *Topology) addStore(name string, owner *node, retention time.Duration, spec any) {
 	if !runtime.ValidName(name) {
 		t.fail("eddy: store name %q: use letters, digits, '.', '_' and '-' (it names the changelog topic)", name)
 		return
@@ -71,7 +74,8 @@ func (t *Topology) addStore(name string, owner *node, retention time.Duration) {
 		t.fail("eddy: store %q is declared twice; give each store its own name", name)
 		return
 	}
-	t.stores[name] = &storeDecl{name: name, owner: owner, retention: retention}
+	q, _ := spec.(storeQuery)
+	t.stores[name] = &storeDecl{name: name, owner: owner, retention: retention, query: q}
 	if owner != nil {
 		owner.stores = append(owner.stores, name)
 	}

@@ -111,9 +111,9 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 	t := w.g.s.t
 	win := w.windows
 	retention := time.Duration(win.size+win.grace) * time.Millisecond
-	spec := WindowStore(store, retention, w.g.keys, aggs)
+	spec := WindowStore(store, retention, w.g.keys, aggs).WithWindowSize(time.Duration(win.size) * time.Millisecond)
 	n := t.add("window-aggregate-"+store, w.g.s.n)
-	t.addStore(store, n, retention)
+	t.addStore(store, n, retention, spec)
 	emit := w.emit
 	late := w.late
 	n.build = func(b *taskBuild) error {

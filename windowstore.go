@@ -30,6 +30,9 @@ type WindowStoreSpec[K, V any] struct {
 	keys   serde.Serde[K]
 	values serde.Serde[V]
 	keep   time.Duration
+	// size is the windows' size in ms when known (queries report each
+	// window's end); see WithWindowSize.
+	size int64
 }
 
 // WindowStore declares a window store named name that keeps each window for

@@ -15,6 +15,11 @@ import (
 type Options struct {
 	// Metrics serves GET /metrics (Prometheus text format).
 	Metrics http.Handler
+	// Queries serves the interactive queries of the app's state stores
+	// (queries.go): GET /v1/stores, /v1/stores/{store}/keys/{key},
+	// /v1/stores/{store}/keys?prefix=P (or from=A&to=B, limit=N) and
+	// /v1/stores/{store}/keys/{key}/windows?from=T1&to=T2.
+	Queries Queries
 }
 
 // New returns the handler of an app's endpoints:
@@ -30,6 +35,7 @@ func New(o Options) http.Handler {
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
+	o.addQueryRoutes(mux)
 	return mux
 }
 

@@ -129,6 +129,19 @@ type DB interface {
 	Close() error
 }
 
+// SharedReader is implemented by databases whose reads may run on other
+// goroutines while the task's goroutine uses the database (reads, Apply,
+// Checkpoint), but never concurrently with Close: interactive queries read
+// a running task's committed state through it, and the runtime keeps Close
+// waiting until they are done. state/pebble's databases implement it.
+type SharedReader interface {
+	// SharedGet is DB.Get.
+	SharedGet(store string, key []byte) (value []byte, ok bool, err error)
+	// SharedScan is DB.Scan; it sees a consistent view of the database
+	// as of its start.
+	SharedScan(store string, lower, upper []byte, fn func(key, value []byte) error) error
+}
+
 // Backend opens task databases. Dir is a directory owned by one task.
 type Backend interface {
 	Open(dir string) (DB, error)

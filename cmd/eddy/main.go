@@ -29,6 +29,7 @@ func commands() []command {
 		{"lag", "print an application's consumer lag per partition, with each partition's owner", runLag},
 		{"acls", "print (or create) the ACLs an application needs on a cluster with authorization on", runACLs},
 		{"inspect", "print what a state directory holds: tasks, stores, keys, sizes, offsets", runInspect},
+		{"query", "query an app's state stores over its HTTP API (--http HOST:PORT --store S --key K)", runQuery},
 	}
 }
 

@@ -64,7 +64,15 @@ type taskBalancer struct {
 	// probe, when set, asks for a rebalance a while after this member,
 	// as leader, made a plan that is not settled.
 	probe func()
+	// endpoint is the query endpoint this member advertises.
+	endpoint string
+	// routes, when set, receives the group's routes from each
+	// assignment.
+	routes routeSink
 }
+
+// routeSink takes the routes an assignment carries.
+type routeSink interface{ setRoutes(*Routes) }
 
 // standbyHost is what the balancer needs of the process's standby tasks.
 type standbyHost interface {
@@ -82,7 +90,7 @@ func (*taskBalancer) IsCooperative() bool  { return true }
 // JoinGroupMetadata is called for every JoinGroup, so the standby lags
 // the leader sees are as fresh as the members' last catch-up round.
 func (b *taskBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
-	info := memberInfo{Active: b.plan.tasksOf(current), Process: b.process}
+	info := memberInfo{Active: b.plan.tasksOf(current), Process: b.process, Endpoint: b.endpoint}
 	if b.host != nil {
 		info.Standby = b.host.lags()
 	}
@@ -126,11 +134,16 @@ func (b *taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int3
 	for _, t := range a.Topics {
 		parts[t.Topic] = t.Partitions
 	}
+	// Damaged user data costs only the standbys and routes: the active
+	// tasks, which exactly-once depends on, are in the partitions.
+	info, _ := decodeAssignmentInfo(a.UserData)
 	if b.host != nil {
-		// Damaged standby data costs only the standbys: the active
-		// tasks, which exactly-once depends on, are in the partitions.
-		standby, _ := decodeAssignmentInfo(a.UserData)
-		b.host.assign(b.member, standby, b.plan.tasksOf(parts))
+		b.host.assign(b.member, info.Standby, b.plan.tasksOf(parts))
+	}
+	if b.routes != nil {
+		// A leader of an older version sends none: queries then find
+		// no route until it is upgraded.
+		b.routes.setRoutes(info.Routes)
 	}
 	return parts, nil
 }
@@ -154,7 +167,7 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 			ms.eligible[i] = subscribesAll(meta.Topics, b.plan.subs[i].Sources, topics)
 		}
 		if info, err := decodeMemberInfo(meta.UserData); err == nil {
-			ms.owned, ms.process = info.Active, info.Process
+			ms.owned, ms.process, ms.endpoint = info.Active, info.Process, info.Endpoint
 			if len(info.Standby) > 0 {
 				ms.standby = make(map[TaskID]int64, len(info.Standby))
 				for _, s := range info.Standby {
@@ -199,7 +212,7 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 		active[i] = b.plan.tasksOf(final[members[i].id])
 	}
 	standby := assignStandbys(tasks, members, active, b.replicas, tp.warmups)
-	out := &taskPlan{BalancePlan: p, standby: make(map[string][]TaskID)}
+	out := &taskPlan{BalancePlan: p, standby: make(map[string][]TaskID), routes: buildRoutes(tasks, members, active, standby)}
 	for i := range members {
 		if len(standby[i]) > 0 {
 			out.standby[members[i].id] = standby[i]
@@ -219,20 +232,18 @@ func (b *taskBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 type taskPlan struct {
 	*kgo.BalancePlan
 	standby map[string][]TaskID
+	// routes go to every member: where each task runs.
+	routes *Routes
 }
 
 func (p *taskPlan) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
 	out := p.BalancePlan.IntoSyncAssignment()
 	for i := range out {
-		ids := p.standby[out[i].MemberID]
-		if len(ids) == 0 {
-			continue
-		}
 		var a kmsg.ConsumerMemberAssignment
 		if err := a.ReadFrom(out[i].MemberAssignment); err != nil {
 			continue // franz-go encoded it; it reads back
 		}
-		a.UserData = appendAssignmentInfo(nil, ids)
+		a.UserData = appendAssignmentInfo(nil, assignmentInfo{Standby: p.standby[out[i].MemberID], Routes: p.routes})
 		out[i].MemberAssignment = a.AppendTo(nil)
 	}
 	return out
@@ -340,6 +351,8 @@ type memberState struct {
 	process string
 	capable bool
 	standby map[TaskID]int64
+	// endpoint is where the member's instance serves queries ("": none).
+	endpoint string
 }
 
 // assignTasks is the plan, as a pure function. Members come in a stable

@@ -133,9 +133,11 @@ func (g *group) balance() map[string]map[string][]int32 {
 		if err := ma.ReadFrom(a.MemberAssignment); err != nil {
 			g.t.Fatal(err)
 		}
-		if g.standby[a.MemberID], err = decodeAssignmentInfo(ma.UserData); err != nil {
+		info, err := decodeAssignmentInfo(ma.UserData)
+		if err != nil {
 			g.t.Fatal(err)
 		}
+		g.standby[a.MemberID] = info.Standby
 	}
 	return out
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -70,6 +72,11 @@ type Config struct {
 	Logger            *slog.Logger
 	// ClientOpts are added to every Kafka client (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
+	// Endpoint is the host:port where this instance serves interactive
+	// queries, advertised to the group so that other instances can route
+	// queries here. Empty: the instance's tasks cannot be queried through
+	// other instances.
+	Endpoint string
 
 	// hooks let the package's tests observe the runtime; nil otherwise.
 	hooks *testHooks
@@ -128,6 +135,9 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		bad("Logger: set a logger")
 	}
+	if err := CheckEndpoint(c.Endpoint); err != nil {
+		bad("Endpoint: %v", err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -143,4 +153,24 @@ func ValidName(s string) bool {
 		}
 	}
 	return true
+}
+
+// CheckEndpoint reports whether e is a usable query endpoint: empty (none)
+// or host:port with a host and a port other than 0 that other instances
+// can connect to.
+func CheckEndpoint(e string) error {
+	if e == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(e)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", e, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %q: give the port (1-65535) the HTTP server listens on, not 0", e, port)
+	}
+	if host == "" || len(e) > maxProcessLen {
+		return fmt.Errorf("%q: give a host name or address other instances reach this one at, e.g. 10.0.0.5:8080", e)
+	}
+	return nil
 }

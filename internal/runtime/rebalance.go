@@ -154,6 +154,7 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	}
 	for _, t := range opened {
 		w.tasks[t.id] = t
+		w.queries.add(t)
 		t.assignedAt = time.Now()
 		t.log.Info("task assigned", "input_offsets", fmt.Sprint(t.committed.Input))
 	}
@@ -196,6 +197,10 @@ func (w *worker) balancers() []kgo.GroupBalancer {
 	tb := newTaskBalancer(w.plan)
 	tb.process, tb.member, tb.replicas = w.cfg.InstanceID, w.memberID, w.cfg.StandbyReplicas
 	tb.probe = w.scheduleProbe
+	tb.endpoint = w.cfg.Endpoint
+	if w.queries != nil {
+		tb.routes = w.queries
+	}
 	if w.standbys != nil {
 		tb.host = w.standbys
 	}

@@ -21,6 +21,9 @@ type Instance struct {
 	cfg  Config
 	topo Topology
 	plan *plan
+	// queries are the tasks that interactive queries may read, and the
+	// group's routes (query.go).
+	queries *queries
 }
 
 // New checks cfg and topo and returns an instance ready to Run.
@@ -32,7 +35,7 @@ func New(cfg Config, topo Topology) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Instance{cfg: cfg, topo: topo, plan: p}, nil
+	return &Instance{cfg: cfg, topo: topo, plan: p, queries: newQueries()}, nil
 }
 
 // Run runs topo with cfg until ctx is cancelled, then commits, closes the
@@ -94,6 +97,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		w := newWorker(cfg, p, i)
 		w.globals, w.standbys = g, sb
 		w.ckpt = ckpt
+		w.queries = in.queries
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

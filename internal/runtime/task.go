@@ -69,6 +69,8 @@ type task struct {
 	loggedStore []int
 	// scratch holds encoded offsets records.
 	scratch []byte
+	// view is what queries read, set while the task is queryable.
+	view *taskView
 	// assignedAt is when the task was installed, until its first
 	// committed transaction (logged with the time since: how long a
 	// task that moved was unavailable once it arrived).
@@ -304,6 +306,9 @@ func (t *task) applyCommitted() error {
 	if err := t.db.Apply(&state.Batch{Writes: t.writes, Ranges: t.ranges, Offsets: t.committed}); err != nil {
 		return fmt.Errorf("runtime: task %s: apply committed state: %w", t.id, err)
 	}
+	if t.view != nil {
+		t.view.streamTime.Store(t.streamTime)
+	}
 	copy(t.skip, t.next)
 	t.buf.Commit()
 	t.reset()
@@ -363,6 +368,7 @@ func (t *task) close() error {
 	if t.proc != nil {
 		errs = append(errs, t.proc.Close())
 	}
+	t.w.queries.remove(t) // waits for the queries reading db
 	errs = append(errs, t.db.Close())
 	if t.corrupt {
 		// Found corrupt while it ran (a damaged block read by a Get or

@@ -35,8 +35,11 @@ type worker struct {
 	// standbys are the instance's standby tasks, shared by its workers.
 	standbys *standbys
 	// ckpt takes and restores remote checkpoints; nil when they are off.
-	ckpt  *checkpoints
-	txnID string
+	ckpt *checkpoints
+	// queries is the instance's registry of queryable tasks (nil in
+	// tests that run a worker alone).
+	queries *queries
+	txnID   string
 
 	sess *kgo.GroupTransactSession
 	cl   *kgo.Client

@@ -36,7 +36,13 @@ func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("state/pebble: get: %w", err)
 	}
 	d.key = keys.Append(d.key[:0], store, key)
-	v, closer, err := d.pdb.Get(d.key)
+	return d.get(d.key)
+}
+
+// get reads the full key k; it touches no scratch buffer, so SharedGet
+// may call it from any goroutine.
+func (d *db) get(k []byte) ([]byte, bool, error) {
+	v, closer, err := d.pdb.Get(k)
 	if errors.Is(err, pebbledb.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -56,6 +62,29 @@ func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 }
 
 func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) error) error {
+	return d.scan(store, lower, upper, fn)
+}
+
+var _ state.SharedReader = (*db)(nil)
+
+// SharedGet is Get for other goroutines: Pebble's reads are safe
+// alongside its writes, and this one uses its own key buffer.
+func (d *db) SharedGet(store string, key []byte) ([]byte, bool, error) {
+	if d.pdb == nil {
+		return nil, false, fmt.Errorf("state/pebble: get: %w", state.ErrClosed)
+	}
+	if err := state.CheckStoreName(store); err != nil {
+		return nil, false, fmt.Errorf("state/pebble: get: %w", err)
+	}
+	return d.get(keys.Append(nil, store, key))
+}
+
+// SharedScan is Scan for other goroutines (Scan uses no scratch buffer).
+func (d *db) SharedScan(store string, lower, upper []byte, fn func(key, value []byte) error) error {
+	return d.scan(store, lower, upper, fn)
+}
+
+func (d *db) scan(store string, lower, upper []byte, fn func(key, value []byte) error) error {
 	if d.pdb == nil {
 		return fmt.Errorf("state/pebble: scan: %w", state.ErrClosed)
 	}

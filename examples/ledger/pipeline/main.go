@@ -85,6 +85,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	endpoint, err := Endpoint(*httpAddr)
+	if err != nil {
+		return err
+	}
 	ln, err := Listen(*httpAddr)
 	if err != nil {
 		return err
@@ -107,6 +111,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		Guarantee:          g,
 		CheckpointStore:    store,
 		CheckpointInterval: *checkpointInterval,
+		Endpoint:           endpoint,
 		// Only the broker-kill stress run sets this, to measure what the
 		// offsets in the changelog protect against.
 		IgnoreStateOffsets: os.Getenv("EDDY_IGNORE_STATE_OFFSETS") == "1",
@@ -148,6 +153,30 @@ func RunApp(ctx context.Context, app *eddy.App, ln net.Listener) error {
 		err = fmt.Errorf("--http %s: %w", ln.Addr(), serr)
 	}
 	return err
+}
+
+// Endpoint is the query endpoint an app serving HTTP on httpAddr
+// advertises to its group (eddy.Config.Endpoint): httpAddr itself, with
+// the machine's host name for an address that names no host (":8080",
+// "0.0.0.0:8080"). Port 0 is refused: the other instances could not
+// reach a port chosen at random. examples/windowed uses it too.
+func Endpoint(httpAddr string) (string, error) {
+	if httpAddr == "" {
+		return "", nil
+	}
+	host, port, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return "", fmt.Errorf("--http %s: %w; give host:port, e.g. 127.0.0.1:8080", httpAddr, err)
+	}
+	if port == "0" {
+		return "", fmt.Errorf("--http %s: give an explicit port: it is advertised to the other instances, which forward state queries there", httpAddr)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if host, err = os.Hostname(); err != nil {
+			return "", fmt.Errorf("--http %s: no host to advertise for queries: %w; give the address other instances reach this one at", httpAddr, err)
+		}
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // CreateTopics creates, with a client built with opts (security), the

@@ -90,6 +90,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
+	endpoint, err := ledger.Endpoint(*httpAddr)
+	if err != nil {
+		return err
+	}
 	ln, err := ledger.Listen(*httpAddr)
 	if err != nil {
 		return err
@@ -113,6 +117,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		CommitInterval: *commitInterval,
 		Logger:         log,
 		KafkaOptions:   kafkaOpts,
+		Endpoint:       endpoint,
 	})
 	if err != nil {
 		return err

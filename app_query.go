@@ -1,0 +1,560 @@
+package eddy
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/eddy-streams/eddy/httpapi"
+	"github.com/eddy-streams/eddy/internal/runtime"
+)
+
+// Interactive queries read the committed state of a running App's stores:
+// what the last committed transaction of each task left in its database,
+// never the uncommitted writes of the open one (DESIGN.md §1: "state that
+// is visible through queries equals the state after the last committed
+// transaction"). An instance reads the tasks it runs; KeyOwner says which
+// instance runs the others, and the HTTP routes (App.Handler) forward
+// there, using the endpoints that Config.Endpoint advertises.
+
+// ErrNotRunning is returned by a query before Run started the app or
+// after it stopped.
+var ErrNotRunning = errors.New("eddy: the app is not running")
+
+// ErrNotLocal is wrapped by the error of a query for a key whose task does
+// not run on this instance (see NotLocalError).
+var ErrNotLocal = runtime.ErrNotLocal
+
+// ErrUnavailable is wrapped by the error of a query that cannot be
+// answered now but can be soon: the group's placement of tasks is not
+// known yet (before the first rebalance completed) or a task is moving.
+// Retry.
+var ErrUnavailable = errors.New("eddy: the store is not available on any instance right now; retry")
+
+// NotLocalError is returned for a key whose task runs elsewhere (or is
+// moving, or restoring here): Owner is the endpoint of the instance that
+// runs it, "" when no instance does at the moment.
+type NotLocalError struct {
+	Store string
+	Task  TaskID
+	Owner string
+}
+
+func (e *NotLocalError) Error() string {
+	if e.Owner == "" {
+		return fmt.Sprintf("eddy: store %s: task %s runs on no instance right now (it is moving or restoring); retry", e.Store, e.Task)
+	}
+	return fmt.Sprintf("eddy: store %s: task %s runs on the instance at %s; ask it", e.Store, e.Task, e.Owner)
+}
+
+func (e *NotLocalError) Unwrap() error { return ErrNotLocal }
+
+// KeyValueQuery reads a key-value store of a running app. Build it with
+// QueryKeyValue; it is safe for concurrent use.
+type KeyValueQuery[K, V any] struct {
+	a    *App
+	spec KeyValueStoreSpec[K, V]
+}
+
+// QueryKeyValue returns a reader of the key-value store spec of app.
+func QueryKeyValue[K, V any](app *App, spec KeyValueStoreSpec[K, V]) *KeyValueQuery[K, V] {
+	return &KeyValueQuery[K, V]{a: app, spec: spec}
+}
+
+// Get returns the committed value of k. A key whose task runs on another
+// instance is a *NotLocalError naming it.
+func (q *KeyValueQuery[K, V]) Get(k K) (V, bool, error) {
+	var zero V
+	kb, err := q.spec.keys.Serialize(nil, k)
+	if err != nil {
+		return zero, false, fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err)
+	}
+	vb, ok, st, err := q.a.getRaw(q.spec.name, kb)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	v, live, err := q.spec.decodeValue(vb, st)
+	if err != nil {
+		return zero, false, fmt.Errorf("eddy: store %s: decode value: %w", q.spec.name, err)
+	}
+	if !live {
+		return zero, false, nil
+	}
+	return v.(V), true, nil
+}
+
+// Prefix calls fn for each committed entry, on the tasks that run on this
+// instance, whose encoded key starts with the encoding of prefix, in key
+// order; fn returning false stops. The HTTP route asks every instance.
+func (q *KeyValueQuery[K, V]) Prefix(prefix K, fn func(K, V) bool) error {
+	p, err := q.spec.keys.Serialize(nil, prefix)
+	if err != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err)
+	}
+	return q.scan(p, prefixEnd(p), fn)
+}
+
+// Range calls fn for each committed entry, on the tasks that run on this
+// instance, with from <= encoded key < to, in key order.
+func (q *KeyValueQuery[K, V]) Range(from, to K, fn func(K, V) bool) error {
+	lo, err := q.spec.keys.Serialize(nil, from)
+	if err != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err)
+	}
+	hi, err := q.spec.keys.Serialize(nil, to)
+	if err != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err)
+	}
+	return q.scan(lo, hi, fn)
+}
+
+func (q *KeyValueQuery[K, V]) scan(lo, hi []byte, fn func(K, V) bool) error {
+	entries, _, err := q.a.scanRaw(q.spec.name, lo, hi, math.MaxInt)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		k, err := q.spec.keys.Deserialize(e.key)
+		if err != nil {
+			return fmt.Errorf("eddy: store %s: decode key: %w", q.spec.name, err)
+		}
+		v, live, err := q.spec.decodeValue(e.value, e.streamTime)
+		if err != nil {
+			return fmt.Errorf("eddy: store %s: decode value: %w", q.spec.name, err)
+		}
+		if live && !fn(k, v.(V)) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// WindowQuery reads a window store of a running app. Build it with
+// QueryWindows; it is safe for concurrent use.
+type WindowQuery[K, V any] struct {
+	a    *App
+	spec WindowStoreSpec[K, V]
+}
+
+// QueryWindows returns a reader of the window store spec of app.
+func QueryWindows[K, V any](app *App, spec WindowStoreSpec[K, V]) *WindowQuery[K, V] {
+	return &WindowQuery[K, V]{a: app, spec: spec}
+}
+
+// Fetch calls fn for k's committed windows that start in [from, to] (ms
+// since the epoch, both inclusive as in Kafka Streams), in start order.
+// A key whose task runs on another instance is a *NotLocalError.
+func (q *WindowQuery[K, V]) Fetch(k K, from, to int64, fn func(start int64, v V) bool) error {
+	kb, err := q.spec.keys.Serialize(nil, k)
+	if err != nil {
+		return fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err)
+	}
+	return q.a.fetchRaw(q.spec.name, kb, from, to, false, func(start int64, vb []byte) error {
+		v, err := q.spec.values.Deserialize(vb)
+		if err != nil {
+			return fmt.Errorf("eddy: store %s: decode value: %w", q.spec.name, err)
+		}
+		if !fn(start, v) {
+			return errStopScan
+		}
+		return nil
+	})
+}
+
+// KeyOwner returns the endpoint of the instance that runs the task of
+// key (encoded with the store's key serde) in store, and whether that is
+// this instance; "" and false while no instance runs it.
+func (a *App) KeyOwner(store string, key []byte) (endpoint string, local bool, err error) {
+	inst, err := a.running()
+	if err != nil {
+		return "", false, err
+	}
+	id, err := inst.KeyTask(store, key)
+	if err != nil {
+		return "", false, queryErr(err)
+	}
+	ep, ok := inst.Routes().Owner(id)
+	if !ok {
+		return "", false, nil
+	}
+	return ep, ep == inst.Endpoint() && ep != "", nil
+}
+
+func (a *App) running() (*runtime.Instance, error) {
+	inst := a.inst.Load()
+	if inst == nil {
+		return nil, ErrNotRunning
+	}
+	return inst, nil
+}
+
+// queryErr turns the runtime's errors into the package's.
+func queryErr(err error) error {
+	if errors.Is(err, runtime.ErrNoRoutes) {
+		return fmt.Errorf("%w (%w)", ErrUnavailable, err)
+	}
+	return err
+}
+
+// getRaw reads key in store's task that holds it, on this instance: the
+// byte-level read under Get and the HTTP route.
+func (a *App) getRaw(store string, key []byte) (value []byte, ok bool, streamTime int64, err error) {
+	inst, err := a.running()
+	if err != nil {
+		return nil, false, 0, err
+	}
+	id, err := inst.KeyTask(store, key)
+	if err != nil {
+		return nil, false, 0, queryErr(err)
+	}
+	value, ok, streamTime, err = inst.QueryGet(store, id, key)
+	if errors.Is(err, runtime.ErrNotLocal) {
+		return nil, false, 0, a.notLocal(inst, store, id)
+	}
+	return value, ok, streamTime, err
+}
+
+func (a *App) notLocal(inst *runtime.Instance, store string, id TaskID) error {
+	owner, ok := inst.Routes().Owner(id)
+	if !ok || owner == inst.Endpoint() {
+		owner = "" // nowhere, or here but still restoring
+	}
+	return &NotLocalError{Store: store, Task: id, Owner: owner}
+}
+
+// rawEntry is one entry of a byte-level scan.
+type rawEntry struct {
+	key, value []byte
+	streamTime int64
+}
+
+// scanRaw reads the entries of store in [lo, hi) (nil hi: no bound) of
+// the tasks that run here, at most limit of them, in key order. It
+// returns the tasks it read.
+func (a *App) scanRaw(store string, lo, hi []byte, limit int) ([]rawEntry, []TaskID, error) {
+	inst, err := a.running()
+	if err != nil {
+		return nil, nil, err
+	}
+	local, err := inst.LocalTasks(store)
+	if err != nil {
+		return nil, nil, err
+	}
+	var entries []rawEntry
+	var tasks []TaskID
+	for _, id := range local {
+		// A task's entries come in key order, so each task stops one past
+		// limit: the merged answer needs no more, and knows it is cut.
+		n := 0
+		err := inst.QueryScanTask(store, id, lo, hi, func(st int64, k, v []byte) error {
+			if n > limit {
+				return errStopScan
+			}
+			n++
+			entries = append(entries, rawEntry{key: bytes.Clone(k), value: bytes.Clone(v), streamTime: st})
+			return nil
+		})
+		switch {
+		case errors.Is(err, runtime.ErrNotLocal):
+			continue // closed since it was listed: its owner answers
+		case err != nil && err != errStopScan:
+			return nil, nil, err
+		}
+		tasks = append(tasks, id)
+	}
+	slices.SortStableFunc(entries, func(x, y rawEntry) int { return bytes.Compare(x.key, y.key) })
+	return entries, tasks, nil
+}
+
+// fetchRaw calls fn for key's windows in a window store that start in
+// [from, to], read in the task that holds key, on this instance, or with
+// everyTask in every task of the store that runs here.
+func (a *App) fetchRaw(store string, key []byte, from, to int64, everyTask bool, fn func(start int64, value []byte) error) error {
+	inst, err := a.running()
+	if err != nil {
+		return err
+	}
+	var ids []TaskID
+	if everyTask {
+		if ids, err = inst.LocalTasks(store); err != nil {
+			return err
+		}
+	} else {
+		id, err := inst.KeyTask(store, key)
+		if err != nil {
+			return queryErr(err)
+		}
+		ids = []TaskID{id}
+	}
+	from = max(from, 0)
+	if to < from {
+		return nil
+	}
+	lo := binary.BigEndian.AppendUint64(nil, uint64(from))
+	var hi []byte
+	if to < math.MaxInt64 {
+		hi = binary.BigEndian.AppendUint64(nil, uint64(to+1))
+	} else {
+		hi = []byte{windowMetaPrefix} // every window, none of the metadata
+	}
+	for _, id := range ids {
+		err = inst.QueryScanTask(store, id, lo, hi, func(_ int64, k, v []byte) error {
+			// Window store keys: [start, 8 bytes][key]; the range holds
+			// every key's windows, so keep key's.
+			if len(k) < 8 || !bytes.Equal(k[8:], key) {
+				return nil
+			}
+			return fn(int64(binary.BigEndian.Uint64(k)), v)
+		})
+		switch {
+		case err == errStopScan:
+			return nil
+		case errors.Is(err, runtime.ErrNotLocal) && everyTask:
+			continue // closed since it was listed
+		case errors.Is(err, runtime.ErrNotLocal):
+			return a.notLocal(inst, store, id)
+		case err != nil:
+			return err
+		}
+	}
+	return nil
+}
+
+// prefixEnd is the smallest key after every key that starts with p, nil
+// when there is none (p is all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// httpQueries is the app as package httpapi's Queries: text keys parsed
+// and values rendered by the stores' declarations, errors mapped to
+// httpapi's.
+type httpQueries struct{ a *App }
+
+var _ httpapi.Queries = httpQueries{}
+
+func (h httpQueries) Stores() []httpapi.StoreInfo {
+	var out []httpapi.StoreInfo
+	for name, d := range h.a.stores {
+		kind := "unknown"
+		if d.query != nil {
+			kind = string(d.query.queryKind())
+		}
+		out = append(out, httpapi.StoreInfo{Name: name, Kind: kind})
+	}
+	slices.SortFunc(out, func(x, y httpapi.StoreInfo) int { return cmpString(x.Name, y.Name) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// decl returns the store's declaration if it has kind.
+func (h httpQueries) decl(store string, kind StoreKind) (storeQuery, error) {
+	d := h.a.stores[store]
+	if d == nil {
+		names := make([]string, 0, len(h.a.stores))
+		for n := range h.a.stores {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return nil, fmt.Errorf("%w %q; the stores are %v", httpapi.ErrUnknownStore, store, names)
+	}
+	if d.query == nil {
+		return nil, fmt.Errorf("%w: store %s was declared without a spec of package eddy, so queries cannot decode it", httpapi.ErrBadRequest, store)
+	}
+	if k := d.query.queryKind(); k != kind {
+		hint := "use /v1/stores/" + store + "/keys/{key}"
+		switch k {
+		case WindowKind:
+			hint = "use /v1/stores/" + store + "/keys/{key}/windows?from=T1&to=T2"
+		case SessionKind:
+			hint = "session stores cannot be queried yet"
+		}
+		return nil, fmt.Errorf("%w: store %s is a %s store; %s", httpapi.ErrBadRequest, store, k, hint)
+	}
+	return d.query, nil
+}
+
+// httpErr maps the package's query errors to httpapi's.
+func httpErr(err error) error {
+	var nl *NotLocalError
+	switch {
+	case errors.As(err, &nl) && nl.Owner != "":
+		return &httpapi.MovedError{Owner: nl.Owner}
+	case errors.As(err, &nl), errors.Is(err, ErrUnavailable), errors.Is(err, ErrNotRunning):
+		return fmt.Errorf("%w: %w", httpapi.ErrUnavailable, err)
+	case errors.Is(err, runtime.ErrUnknownStore):
+		return fmt.Errorf("%w: %w", httpapi.ErrUnknownStore, err)
+	}
+	return err
+}
+
+func (h httpQueries) Get(_ context.Context, store, key string) (any, error) {
+	q, err := h.decl(store, KeyValueKind)
+	if err != nil {
+		return nil, err
+	}
+	kb, err := q.parseKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: store %s: %w", httpapi.ErrBadRequest, store, err)
+	}
+	vb, ok, st, err := h.a.getRaw(store, kb)
+	if err != nil {
+		return nil, httpErr(err)
+	}
+	var v any
+	if ok {
+		if v, ok, err = q.decodeValue(vb, st); err != nil {
+			return nil, fmt.Errorf("store %s: decode the value of %q: %w", store, key, err)
+		}
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: store %s has no key %q", httpapi.ErrNotFound, store, key)
+	}
+	return v, nil
+}
+
+func (h httpQueries) Windows(_ context.Context, store, key string, from, to int64, everyTask bool) ([]httpapi.Window, error) {
+	q, err := h.decl(store, WindowKind)
+	if err != nil {
+		return nil, err
+	}
+	kb, err := q.parseKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: store %s: %w", httpapi.ErrBadRequest, store, err)
+	}
+	var out []httpapi.Window
+	size := q.windowSize()
+	err = h.a.fetchRaw(store, kb, from, to, everyTask, func(start int64, vb []byte) error {
+		v, _, err := q.decodeValue(vb, 0)
+		if err != nil {
+			return fmt.Errorf("store %s: decode a window of %q: %w", store, key, err)
+		}
+		w := httpapi.Window{Start: start, Value: v}
+		if size > 0 {
+			w.End = start + size
+		}
+		out = append(out, w)
+		if len(out) > httpapi.MaxScanLimit {
+			return fmt.Errorf("%w: more than %d windows; narrow from/to", httpapi.ErrBadRequest, httpapi.MaxScanLimit)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, httpErr(err)
+	}
+	return out, nil
+}
+
+func (h httpQueries) Scan(_ context.Context, store string, r httpapi.KeyRange, limit int) (httpapi.ScanResult, error) {
+	var res httpapi.ScanResult
+	q, err := h.decl(store, KeyValueKind)
+	if err != nil {
+		return res, err
+	}
+	var lo, hi []byte
+	parse := func(what, s string) ([]byte, error) {
+		if s == "" {
+			return nil, nil
+		}
+		b, err := q.parseKey(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: store %s: %s: %w", httpapi.ErrBadRequest, store, what, err)
+		}
+		return b, nil
+	}
+	switch {
+	case r.Key != "":
+		// One key, in every task here: found wherever a producer's
+		// partitioner put it.
+		if lo, err = parse("key", r.Key); err != nil {
+			return res, err
+		}
+		hi = append(bytes.Clone(lo), 0)
+	case r.Prefix != "":
+		if lo, err = parse("prefix", r.Prefix); err != nil {
+			return res, err
+		}
+		hi = prefixEnd(lo)
+	default:
+		if lo, err = parse("from", r.From); err != nil {
+			return res, err
+		}
+		if hi, err = parse("to", r.To); err != nil {
+			return res, err
+		}
+		if hi != nil && bytes.Compare(lo, hi) >= 0 {
+			return res, fmt.Errorf("%w: from %q is not before to %q", httpapi.ErrBadRequest, r.From, r.To)
+		}
+	}
+	inst, err := h.a.running()
+	if err != nil {
+		return res, httpErr(err)
+	}
+	all, err := inst.StoreTasks(store)
+	if err != nil {
+		return res, httpErr(queryErr(err))
+	}
+	entries, tasks, err := h.a.scanRaw(store, lo, hi, limit)
+	if err != nil {
+		return res, httpErr(err)
+	}
+	res.Total = len(all)
+	res.Entries = []httpapi.Entry{}
+	for _, id := range tasks {
+		res.Tasks = append(res.Tasks, id.String())
+	}
+	for _, e := range entries {
+		v, live, err := q.decodeValue(e.value, e.streamTime)
+		if err != nil {
+			return res, fmt.Errorf("store %s: decode a value: %w", store, err)
+		}
+		if !live {
+			continue
+		}
+		k, err := q.decodeKey(e.key)
+		if err != nil {
+			return res, fmt.Errorf("store %s: decode a key: %w", store, err)
+		}
+		if len(res.Entries) == limit {
+			res.Truncated = true
+			break
+		}
+		res.Entries = append(res.Entries, httpapi.Entry{Key: k, Value: v, Raw: e.key})
+	}
+	return res, nil
+}
+
+func (h httpQueries) Endpoints(store string) ([]string, string, error) {
+	inst, err := h.a.running()
+	if err != nil {
+		return nil, "", httpErr(err)
+	}
+	if _, err := inst.StoreTasks(store); err != nil {
+		if errors.Is(err, runtime.ErrUnknownStore) {
+			_, derr := h.decl(store, KeyValueKind)
+			return nil, "", derr
+		}
+		return nil, "", httpErr(queryErr(err))
+	}
+	return inst.Routes().Endpoints(), inst.Endpoint(), nil
+}
