@@ -97,7 +97,7 @@ func New() *Metrics {
 		}, []string{LabelTopic, LabelPartition}),
 		latency: newBatchHistogram(
 			"eddy_process_latency_seconds",
-			"Time to run one source record through the topology, per task. Measured per poll, not per record (two clock reads per record cost more than the processing of a record): each record of a task's poll counts once, at the mean time of that poll's records.",
+			"Time to run one source record through the topology, per task. Measured per poll, not per record (two clock reads and an observation per record would cost 130-280ns, a share of a core at hundreds of thousands of records/s): each record of a task's poll counts once, at the mean time of that poll's records.",
 			LabelTask, latencyBuckets),
 		commit: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "eddy_commit_duration_seconds",
