@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -68,4 +69,32 @@ func TestMetrics(t *testing.T) {
 	if got := b.CacheMetrics(); got != (CacheMetrics{}) {
 		t.Errorf("closed backend reports %+v", got)
 	}
+}
+
+// TestWriteStallsCounted: a database whose writes stop at one level-0
+// file stalls at each flush until level 0 is compacted; Metrics counts
+// those stalls from Pebble's events.
+func TestWriteStallsCounted(t *testing.T) {
+	b := newBackend(t, Options{MemTableSize: 64 << 10, L0CompactionThreshold: 1, L0StopWritesThreshold: 1, MaxConcurrentCompactions: 1})
+	d := mustOpen(t, b, filepath.Join(t.TempDir(), "db"))
+	defer d.Close()
+	for i := range 20 {
+		var batch state.Batch
+		for j := range 50 {
+			v := make([]byte, 1024)
+			for k := range v {
+				v[k] = byte(rand.IntN(256)) // incompressible: each batch fills most of a memtable
+			}
+			batch.Writes = append(batch.Writes, state.Write{Store: "s", Key: fmt.Appendf(nil, "k%d-%d", i, j), Value: v})
+		}
+		batch.Offsets = testOffsets(int64(i))
+		if err := d.Apply(&batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := d.(*db).Metrics()
+	if m.WriteStalls == 0 || m.WriteStallDuration <= 0 {
+		t.Fatalf("no write stall counted after 20 memtables' worth of writes with L0StopWritesThreshold 1: %+v", m)
+	}
+	t.Logf("%d stalls, %v stalled, %d flushes, %d compactions", m.WriteStalls, m.WriteStallDuration, m.Flushes, m.Compactions)
 }
