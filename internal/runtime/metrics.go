@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/metrics"
 )
@@ -71,13 +70,14 @@ func (t *task) closeMetrics() {
 	}
 }
 
-// fetched notes source src's end offset from a fetch.
-func (t *task) fetched(src int, fp *kgo.FetchTopicPartition) {
-	end := fp.LastStableOffset
-	if end < 0 {
-		end = fp.HighWatermark
+// fetched notes source src's end offset from a fetch: the last stable
+// offset (the consumer reads committed records only), or the high
+// watermark when the broker gives none.
+func (t *task) fetched(src int, lastStable, highWatermark int64) {
+	if lastStable < 0 {
+		lastStable = highWatermark
 	}
-	t.m.end[src] = end
+	t.m.end[src] = lastStable
 }
 
 // flushMetrics adds what the task counted since the last flush: n records

@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -29,6 +31,30 @@ func seriesValue(t *testing.T, m *metrics.Metrics, name, task string) (float64, 
 				if lp.GetName() == "task" && lp.GetValue() == task {
 					return metricValue(s), true
 				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// lagValue returns eddy_consumer_lag_records of topic/partition.
+func lagValue(t *testing.T, m *metrics.Metrics, topic string, partition int) (float64, bool) {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "eddy_consumer_lag_records" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range s.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["topic"] == topic && labels["partition"] == fmt.Sprint(partition) {
+				return s.GetGauge().GetValue(), true
 			}
 		}
 	}
@@ -68,6 +94,20 @@ func TestTaskMetrics(t *testing.T) {
 		}
 		if v, ok := seriesValue(t, cfg.Metrics, "eddy_state_bytes", task); !ok || v <= 0 {
 			t.Errorf("task %s: eddy_state_bytes = %v (present %v), want > 0", task, v, ok)
+		}
+	}
+	// Every record processed: each source partition's lag comes to 0.
+	for p := range 2 {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			v, ok := lagValue(t, cfg.Metrics, "in", p)
+			if ok && v == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("lag of in/%d = %v (present %v), want 0 once every record is processed", p, v, ok)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	stop()

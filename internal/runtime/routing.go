@@ -153,7 +153,7 @@ func (w *worker) route(fetches kgo.Fetches) error {
 			t.polled = true
 			w.polled = append(w.polled, t)
 		}
-		t.fetched(src, &fp)
+		t.fetched(src, fp.LastStableOffset, fp.HighWatermark)
 		t.pending[src] = append(t.pending[src], fp.Records...)
 	})
 	return err
