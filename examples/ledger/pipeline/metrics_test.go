@@ -227,6 +227,7 @@ func TestMetricsUnderLoad(t *testing.T) {
 				total(first, "eddy_records_consumed_total"), total(second, "eddy_records_consumed_total"),
 				total(first, "eddy_transactions_total", "result", "committed"), total(second, "eddy_transactions_total", "result", "committed"),
 				total(second, "eddy_dlq_records_total"))
+			t.Logf("the issue's families (sums over series; histograms: sample counts):\n%s", describe(second))
 			return
 		}
 	}
