@@ -20,6 +20,7 @@ import (
 	"github.com/eddy-streams/eddy/httpapi"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/runtime"
+	"github.com/eddy-streams/eddy/metrics"
 	"github.com/eddy-streams/eddy/state"
 	"github.com/eddy-streams/eddy/state/pebble"
 )
@@ -236,6 +237,8 @@ type App struct {
 
 	// stores are the topology's store declarations, for queries.
 	stores map[string]*storeDecl
+	// metrics are the app's Prometheus metrics (app_metrics.go).
+	metrics *metrics.Metrics
 }
 
 // New builds the topology with cfg and returns the app, ready to Run.
@@ -250,7 +253,7 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, rt: rt, stores: t.stores}, nil
+	return &App{cfg: cfg, rt: rt, stores: t.stores, metrics: metrics.New()}, nil
 }
 
 // Run runs the app until ctx is cancelled (commit, close the stores,
@@ -297,6 +300,7 @@ func (a *App) Run(ctx context.Context) error {
 		ClientOpts:         cfg.KafkaOptions,
 		OnRestoreProgress:  cfg.OnRestoreProgress,
 		Endpoint:           cfg.Endpoint,
+		Metrics:            a.metrics,
 	}
 	if err := rcfg.Validate(); err != nil {
 		return fmt.Errorf("eddy: invalid config: %w", err)
@@ -305,6 +309,8 @@ func (a *App) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.metrics.SetBackend(backend)
+	defer a.metrics.SetBackend(nil)
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, cfg.AppID), 0o700); err != nil {
 		return fmt.Errorf("eddy: state dir: %w", err)
 	}
@@ -357,5 +363,5 @@ func createDeadLetterTopics(ctx context.Context, cfg *Config, sources []string) 
 // UI. Serve it on an address of your choice, e.g. with http.Server; the
 // examples take --http ADDR.
 func (a *App) Handler() http.Handler {
-	return httpapi.New(httpapi.Options{Queries: httpQueries{a}})
+	return httpapi.New(httpapi.Options{Metrics: a.metrics.Handler(), Queries: httpQueries{a}})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/metrics"
 )
 
 // Instance is one process's share of an application: its workers, its
@@ -34,6 +35,9 @@ func New(cfg Config, topo Topology) (*Instance, error) {
 	p, err := newPlan(cfg.AppID, topo)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
 	}
 	return &Instance{cfg: cfg, topo: topo, plan: p, queries: newQueries()}, nil
 }
