@@ -36,6 +36,9 @@ const (
 	DecodeErrorDeadLetter DecodeErrorPolicy = iota
 	// DecodeErrorFail stops the app with an error naming the record.
 	DecodeErrorFail
+	// DecodeErrorLogAndContinue skips the record: the first is logged
+	// with its error, then a count at most every 10 s per task.
+	DecodeErrorLogAndContinue
 )
 
 // Guarantee is the processing guarantee.
@@ -114,6 +117,19 @@ type Config struct {
 	// OnDecodeError is the policy for records that fail to decode.
 	// Default DecodeErrorDeadLetter.
 	OnDecodeError DecodeErrorPolicy
+	// OnProcessError is the policy for records whose processing fails
+	// (an error or a panic in user code, an output that fails to
+	// encode). Default ProcessErrorFail.
+	OnProcessError ProcessErrorPolicy
+	// OnProduceError is the policy for output records larger than
+	// MaxRecordBytes. Default ProduceErrorFail.
+	OnProduceError ProduceErrorPolicy
+	// MaxRecordBytes caps an output record's key, value and headers
+	// (changelog records included): a larger one is refused at once with
+	// ErrRecordTooLarge (and OnProduceError applies), rather than failing
+	// the transaction at the broker. Default 1,000,000, under Kafka's
+	// default max.message.bytes (1,048,588); raise both together.
+	MaxRecordBytes int
 	// IgnoreStateOffsets resumes tasks from the group's committed offsets
 	// alone, ignoring the input offsets carried in the changelog. It exists
 	// only to measure what those offsets protect against (lost group
@@ -249,6 +265,9 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if err := runtime.CheckEndpoint(cfg.Endpoint); err != nil {
 		return nil, fmt.Errorf("eddy: invalid config: Endpoint: %w", err)
 	}
+	if err := cfg.checkPolicies(); err != nil {
+		return nil, fmt.Errorf("eddy: invalid config: %w", err)
+	}
 	rt, err := t.runtimeTopology(&cfg)
 	if err != nil {
 		return nil, err
@@ -288,6 +307,7 @@ func (a *App) Run(ctx context.Context) error {
 		StandbyReplicas:    cfg.StandbyReplicas,
 		CommitInterval:     cfg.CommitInterval,
 		CommitRecords:      cfg.CommitRecords,
+		MaxRecordBytes:     cfg.MaxRecordBytes,
 		SessionTimeout:     cfg.SessionTimeout,
 		TransactionTimeout: cfg.TransactionTimeout,
 		AtLeastOnce:        cfg.Guarantee == AtLeastOnce,
@@ -314,23 +334,8 @@ func (a *App) Run(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, cfg.AppID), 0o700); err != nil {
 		return fmt.Errorf("eddy: state dir: %w", err)
 	}
-	if cfg.OnDecodeError == DecodeErrorDeadLetter {
-		// External sources only: a repartition topic holds what this
-		// app's own serdes wrote, so a record there that fails to decode
-		// is a bug that stops the app, not bad input (see sourceNode).
-		internal := map[string]bool{}
-		for _, r := range rt.Repartitions {
-			internal[r.Topic] = true
-		}
-		var sources []string
-		for _, sub := range rt.Subtopologies {
-			for _, s := range sub.Sources {
-				if !internal[s] {
-					sources = append(sources, s)
-				}
-			}
-		}
-		if err := createDeadLetterTopics(ctx, &cfg, sources); err != nil {
+	if external, internal := deadLetterSources(cfg, rt); len(external)+len(internal) > 0 {
+		if err := createDeadLetterTopics(ctx, &cfg, external, internal); err != nil {
 			return err
 		}
 	}
@@ -338,7 +343,37 @@ func (a *App) Run(ctx context.Context) error {
 	return inst.Run(ctx)
 }
 
-func createDeadLetterTopics(ctx context.Context, cfg *Config, sources []string) error {
+// deadLetterSources are the sources whose records can be dead-lettered:
+// the external ones when decode errors are (a repartition topic holds what
+// this app's serdes wrote, so a record there that fails to decode is a bug
+// that stops the app, not bad input), all of them when processing or
+// production errors are.
+func deadLetterSources(cfg Config, rt runtime.Topology) (external, internal []string) {
+	all := cfg.OnProcessError == ProcessErrorDeadLetter || cfg.OnProduceError == ProduceErrorDeadLetter
+	if !all && cfg.OnDecodeError != DecodeErrorDeadLetter {
+		return nil, nil
+	}
+	repartition := map[string]bool{}
+	for _, r := range rt.Repartitions {
+		repartition[r.Topic] = true
+	}
+	for _, sub := range rt.Subtopologies {
+		for _, s := range sub.Sources {
+			switch {
+			case !repartition[s]:
+				external = append(external, s)
+			case all:
+				internal = append(internal, s)
+			}
+		}
+	}
+	return external, internal
+}
+
+// createDeadLetterTopics creates the dead-letter topics of the external
+// sources with their partition counts, and of the repartition topics (not
+// created yet) with the broker's default.
+func createDeadLetterTopics(ctx context.Context, cfg *Config, sources, repartitions []string) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOptions...)...)
 	if err != nil {
 		return fmt.Errorf("eddy: admin client: %w", err)
@@ -351,6 +386,9 @@ func createDeadLetterTopics(ctx context.Context, cfg *Config, sources []string) 
 	var specs []kafka.TopicSpec
 	for _, s := range sources {
 		specs = append(specs, kafka.TopicSpec{Name: DeadLetterTopic(s), Partitions: parts[s]})
+	}
+	for _, s := range repartitions {
+		specs = append(specs, kafka.TopicSpec{Name: DeadLetterTopic(s)})
 	}
 	if err := kafka.CreateTopics(ctx, cl, specs...); err != nil {
 		return fmt.Errorf("eddy: dead-letter topics: %w", err)

@@ -3,7 +3,6 @@ package eddy
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -193,36 +192,17 @@ func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
 	return s.out.emit(rec)
 }
 
-// Header keys of a dead-letter record.
-const (
-	HeaderDLQError     = "eddy.error"
-	HeaderDLQTopic     = "eddy.topic"
-	HeaderDLQPartition = "eddy.partition"
-	HeaderDLQOffset    = "eddy.offset"
-)
-
-// DeadLetterTopic is the topic that receives the records of topic that
-// could not be decoded.
-func DeadLetterTopic(topic string) string { return topic + ".dlq" }
-
 func (s *sourceNode[K, V]) decodeFailed(r *kgo.Record, err error) error {
-	if s.b.cfg.OnDecodeError == DecodeErrorFail || s.internal {
-		return fmt.Errorf("eddy: decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	switch {
+	case s.internal || s.b.cfg.OnDecodeError == DecodeErrorFail:
+		// A repartition topic holds what this app's serdes wrote: a
+		// record there that fails to decode is a bug, never bad input.
+		return &recordFault{stage: "decode", err: fmt.Errorf("eddy: decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
+	case s.b.cfg.OnDecodeError == DecodeErrorLogAndContinue:
+		s.b.countSkipped("decode", r, err)
+		return nil
 	}
-	headers := append(toKgoHeaders(r.Headers),
-		kgo.RecordHeader{Key: HeaderDLQError, Value: []byte(err.Error())},
-		kgo.RecordHeader{Key: HeaderDLQTopic, Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: HeaderDLQPartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
-		kgo.RecordHeader{Key: HeaderDLQOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
-	)
-	s.b.deadLetters++
-	s.b.tc.Logger().Warn("record failed to decode; sent to the dead-letter topic",
-		"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-	return s.b.tc.Produce(DeadLetterTopic(s.topic), r.Key, r.Value, r.Timestamp.UnixMilli(), headers)
-}
-
-func toKgoHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
-	return append([]kgo.RecordHeader(nil), hs...)
+	return s.b.deadLetter(r, "decode", err)
 }
 
 // attach adds a stateless operator after s: fn gets the output emitter of
@@ -305,6 +285,9 @@ func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serd
 
 func to[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serde.Serde[V]) {
 	n := s.t.add("sink-"+topic, s.n)
+	if !strings.HasPrefix(topic, repartitionPrefix) && !slices.Contains(s.t.sinks, topic) {
+		s.t.sinks = append(s.t.sinks, topic)
+	}
 	n.build = func(b *taskBuild) error {
 		// Non-nil from the start: an empty key or value must reach the
 		// runtime as empty, not as nil (a null key, a tombstone).

@@ -3,6 +3,7 @@ package eddy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,7 +24,10 @@ type Topology struct {
 	// re-keyed streams, by the node that re-keyed them.
 	rekeyed map[*node]any
 	globals []runtime.GlobalStore
-	errs    []error
+	// sinks are the external topics the topology writes (To), checked
+	// to exist when the app starts.
+	sinks []string
+	errs  []error
 }
 
 // storeDecl is a declared store: the node that owns it decides its
@@ -136,7 +140,7 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 			return newTaskBuild(tc, cfg, nodes)
 		}
 	}
-	rt := runtime.Topology{Subtopologies: subs, Globals: append([]runtime.GlobalStore(nil), t.globals...)}
+	rt := runtime.Topology{Subtopologies: subs, Globals: append([]runtime.GlobalStore(nil), t.globals...), Sinks: slices.Clone(t.sinks)}
 	for _, r := range t.repartitions {
 		rt.Repartitions = append(rt.Repartitions, runtime.Repartition{Topic: RepartitionTopic(cfg.AppID, r)})
 	}
@@ -199,6 +203,10 @@ type taskBuild struct {
 	// deadLetters counts the records sent to a dead-letter topic since
 	// the task opened (those of aborted transactions too).
 	deadLetters int64
+	// skipped counts the records a log-and-continue policy skipped since
+	// the task opened; skippedLogged is when that was last logged.
+	skipped       int64
+	skippedLogged time.Time
 }
 
 // countLate counts a late record, and logs the count at most every ten
@@ -251,10 +259,10 @@ func (b *taskBuild) Process(r *kgo.Record) error {
 		return fmt.Errorf("eddy: no source for topic %s", r.Topic)
 	}
 	if len(b.streamPunctuators) == 0 {
-		return src.receiveRaw(r) // the common case: nothing to punctuate
+		return b.processRecord(src, r) // the common case: nothing to punctuate
 	}
 	prev := b.tc.StreamTime()
-	if err := src.receiveRaw(r); err != nil {
+	if err := b.processRecord(src, r); err != nil {
 		return err
 	}
 	return b.punctuateStreamTime(prev)

@@ -47,6 +47,9 @@ type Driver struct {
 	global   map[string]*globalStore // by store name
 	log      *slog.Logger
 	now      time.Time
+	// maxRecordBytes is Config.MaxRecordBytes (0: the default), which
+	// Produce enforces as Run does.
+	maxRecordBytes int
 
 	// outputs are the committed records per topic, not yet read.
 	outputs map[string][]*kgo.Record
@@ -70,14 +73,15 @@ func New(t *eddy.Topology, opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{
-		topo:     topo,
-		backend:  memory.New(),
-		bySource: make(map[string]*task),
-		globals:  make(map[string]*globalStore),
-		global:   make(map[string]*globalStore),
-		log:      cfg.Logger,
-		now:      opts.WallClock,
-		outputs:  make(map[string][]*kgo.Record),
+		topo:           topo,
+		backend:        memory.New(),
+		bySource:       make(map[string]*task),
+		globals:        make(map[string]*globalStore),
+		global:         make(map[string]*globalStore),
+		log:            cfg.Logger,
+		now:            opts.WallClock,
+		maxRecordBytes: cfg.MaxRecordBytes,
+		outputs:        make(map[string][]*kgo.Record),
 	}
 	if d.now.IsZero() {
 		d.now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -291,6 +295,9 @@ func (t *task) GlobalStore(name string) (runtime.GlobalReader, error) {
 }
 
 func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
+	if err := runtime.CheckRecordSize(topic, key, value, headers, t.d.maxRecordBytes); err != nil {
+		return err // as Run refuses it
+	}
 	r := &kgo.Record{Topic: topic, Key: clone(key), Value: clone(value), Timestamp: time.UnixMilli(timestamp)}
 	for _, h := range headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)})

@@ -220,7 +220,7 @@ func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 	}
 	value, ok, err = s.buf.db.Get(s.name, key)
 	if err != nil {
-		return nil, false, fmt.Errorf("state: get from store %q: %w", s.name, err)
+		return nil, false, fmt.Errorf("state: get from store %q: %w: %w", s.name, ErrRead, err)
 	}
 	// Cache what the DB holds, a miss included, for later transactions.
 	if !known {
@@ -479,7 +479,7 @@ func (s *StoreBuffer) Scan(lower, upper []byte, fn func(key, value []byte) error
 				if fnErr != nil && err == fnErr {
 					return err
 				}
-				return fmt.Errorf("state: scan store %q: %w", s.name, err)
+				return fmt.Errorf("state: scan store %q: %w: %w", s.name, ErrRead, err)
 			}
 			if gapHi == nil || upper != nil && bytes.Compare(gapHi, upper) >= 0 {
 				break

@@ -15,6 +15,12 @@ import (
 	"math"
 )
 
+// ErrRead wraps a database's failure to read (an I/O error, corruption, a
+// closed database) as a StoreBuffer reports it: the store's trouble, never
+// the record's, so error policies that skip or dead-letter bad records
+// leave it alone.
+var ErrRead = errors.New("state: read failed")
+
 // ErrClosed is returned by a DB used after Close.
 var ErrClosed = errors.New("state: database closed")
 

@@ -253,6 +253,15 @@ func runApp(ctx context.Context, seeds []string, g eddy.Guarantee, w workload, o
 	defer cancel()
 	done := make(chan error, 1)
 	output := "out-" + appID
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return Result{}, err
+	}
+	defer admCl.Close()
+	// Before the app starts: it checks that its outputs exist.
+	if err := kafka.CreateTopics(ctx, admCl, kafka.TopicSpec{Name: output, Partitions: 4}); err != nil {
+		return Result{}, err
+	}
 	go func() {
 		done <- eddy.Run(runCtx, w.topology(output), eddy.Config{
 			AppID: appID, Brokers: seeds, StateDir: dir, Guarantee: g,
@@ -260,14 +269,6 @@ func runApp(ctx context.Context, seeds []string, g eddy.Guarantee, w workload, o
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 	}()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		return Result{}, err
-	}
-	defer admCl.Close()
-	if err := kafka.CreateTopics(ctx, admCl, kafka.TopicSpec{Name: output, Partitions: 4}); err != nil {
-		return Result{}, err
-	}
 	adm := kadm.NewClient(admCl)
 	committed := func() (int64, error) {
 		offs, err := adm.FetchOffsets(ctx, appID)

@@ -29,6 +29,10 @@ type Config struct {
 	CommitInterval time.Duration
 	// CommitRecords caps the records processed in one transaction.
 	CommitRecords int
+	// MaxRecordBytes caps a produced record's key, value and headers;
+	// Produce refuses a larger one with ErrRecordTooLarge. 0 means
+	// DefaultMaxRecordBytes.
+	MaxRecordBytes int
 	// SessionTimeout is the group session timeout: how long a silent
 	// member keeps its partitions.
 	SessionTimeout time.Duration
@@ -120,6 +124,9 @@ func (c *Config) Validate() error {
 	if c.CommitRecords < 1 {
 		bad("CommitRecords %d: must be at least 1", c.CommitRecords)
 	}
+	if c.MaxRecordBytes < 0 || c.MaxRecordBytes > maxMaxRecordBytes {
+		bad("MaxRecordBytes %d: must be from 1 to %d, or 0 for the default %d (under Kafka's default max.message.bytes)", c.MaxRecordBytes, maxMaxRecordBytes, DefaultMaxRecordBytes)
+	}
 	if c.SessionTimeout <= 0 {
 		bad("SessionTimeout %v: must be positive, e.g. 10s", c.SessionTimeout)
 	}
@@ -143,6 +150,18 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// batchOverhead is what a record batch of one record adds to the record's
+// key, value and headers: the batch header (61 bytes) and the record's own
+// fields (at most ~30), with margin.
+const batchOverhead = 1 << 10
+
+// DefaultMaxRecordBytes is MaxRecordBytes's default: with the batch
+// overhead it stays under Kafka's default max.message.bytes (1,048,588).
+const DefaultMaxRecordBytes = 1_000_000
+
+// maxMaxRecordBytes keeps a batch under franz-go's 1 GiB limit.
+const maxMaxRecordBytes = 1<<30 - batchOverhead
 
 // ValidName reports whether s is usable in a Kafka topic name (and so in a
 // file name); app ids, instance ids and store names must be: the characters Kafka allows, at most 200 of them.

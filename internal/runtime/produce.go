@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -15,9 +16,15 @@ import (
 // produces it in the open transaction; partition < 0 means the partitioner
 // chooses from the key. A nil value stays nil (a tombstone).
 func (w *worker) produceRecord(topic string, partition int32, key, value []byte, ts int64, headers []kgo.RecordHeader) (*kgo.Record, error) {
+	// Checked here, not left to the producer: franz-go fails such a
+	// record asynchronously, which would abort the transaction, and the
+	// record would fail again after every restart.
+	if err := CheckRecordSize(topic, key, value, headers, w.cfg.MaxRecordBytes); err != nil {
+		return nil, err
+	}
 	// A punctuator may produce when no record opened a transaction.
 	if err := w.ensureTxn(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrTransaction, err)
 	}
 	var r *kgo.Record
 	if n := len(w.free); n > 0 {
@@ -62,6 +69,31 @@ func (w *worker) onProduced(r *kgo.Record, err error) {
 		w.prodErr = fmt.Errorf("produce to %s/%d: %w", r.Topic, r.Partition, err)
 	}
 	w.errMu.Unlock()
+}
+
+// ErrRecordTooLarge is returned by Produce for a record larger than
+// Config.MaxRecordBytes.
+var ErrRecordTooLarge = errors.New("record too large")
+
+// ErrTransaction wraps a failure to open a transaction for a produce: the
+// runtime's trouble, not the record's.
+var ErrTransaction = errors.New("runtime: transaction")
+
+// CheckRecordSize returns an error wrapping ErrRecordTooLarge when key,
+// value and headers (what franz-go counts against a batch's size) exceed
+// limit (0: DefaultMaxRecordBytes).
+func CheckRecordSize(topic string, key, value []byte, headers []kgo.RecordHeader, limit int) error {
+	if limit == 0 {
+		limit = DefaultMaxRecordBytes
+	}
+	n := len(key) + len(value)
+	for _, h := range headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	if n > limit {
+		return fmt.Errorf("record for %s: %d bytes of key, value and headers, more than MaxRecordBytes (%d): %w", topic, n, limit, ErrRecordTooLarge)
+	}
+	return nil
 }
 
 func (w *worker) produceErr() error {

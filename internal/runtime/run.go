@@ -57,7 +57,7 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 // tasks and returns. An instance runs once.
 func (in *Instance) Run(ctx context.Context) error {
 	cfg, topo, p := in.cfg, in.topo, in.plan
-	if err := prepareTopics(ctx, cfg, p, topo.Repartitions); err != nil {
+	if err := prepareTopics(ctx, cfg, p, topo.Repartitions, topo.Sinks); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing ran, nothing to commit
 		}
@@ -127,7 +127,7 @@ func (in *Instance) Run(ctx context.Context) error {
 // each sub-topology are co-partitioned (task p reads partition p of each),
 // and creates each sub-topology's changelogs with its partition count.
 // Every problem is reported at once, each naming the topics and the fix.
-func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repartition) error {
+func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repartition, sinks []string) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("runtime: admin client: %w", err)
@@ -157,6 +157,11 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 	parts, err := kafka.Partitions(ctx, cl, external...)
 	if err != nil {
 		return fmt.Errorf("runtime: source topics: %w; create them before starting the application", err)
+	}
+	if len(sinks) > 0 {
+		if _, err := kafka.Partitions(ctx, cl, sinks...); err != nil {
+			return fmt.Errorf("runtime: output topics: %w; create them before starting the application (eddy creates only its internal topics)", err)
+		}
 	}
 
 	// A repartition topic has, unless the topology says otherwise, the

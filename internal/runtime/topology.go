@@ -34,6 +34,10 @@ type Topology struct {
 	// Globals are stores replicated in full to every instance, each read
 	// from its own topic (a global table).
 	Globals []GlobalStore
+	// Sinks are the external topics the topology writes: they must exist
+	// when the app starts (a produce to a missing topic would fail every
+	// transaction, or create the topic with the broker's defaults).
+	Sinks []string
 }
 
 // Subtopology is a connected part of the topology. Its task p reads

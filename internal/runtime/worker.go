@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,6 +181,9 @@ func (w *worker) session(ctx context.Context) (err error) {
 		// franz-go's default (snappy) cost a tenth of the ledger's CPU.
 		// ClientOpts come after, so a user can turn it back on.
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		// Room for one record of MaxRecordBytes and the batch's own
+		// framing; Kafka's max.message.bytes must allow as much.
+		kgo.ProducerBatchMaxBytes(int32(cmp.Or(w.cfg.MaxRecordBytes, DefaultMaxRecordBytes) + batchOverhead)),
 	}, w.cfg.ClientOpts...)
 	if w.cfg.AtLeastOnce {
 		cl, err := kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
@@ -446,6 +450,11 @@ func (w *worker) commit() error {
 		return fmt.Errorf("runtime: end transaction: %w", endErr)
 	}
 	if err != nil && !committed {
+		if errors.Is(err, kerr.MessageTooLarge) {
+			// The broker allows less than MaxRecordBytes: every retry
+			// would fail the same way.
+			return permanent(fmt.Errorf("runtime: the brokers refused a record as too large; lower MaxRecordBytes (%d) to the topic's max.message.bytes or raise that: %w", cmp.Or(w.cfg.MaxRecordBytes, DefaultMaxRecordBytes), err))
+		}
 		return fmt.Errorf("runtime: transaction aborted: %w", err)
 	}
 	if err != nil {

@@ -1,0 +1,233 @@
+package eddy_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/eddytest"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/state"
+)
+
+// picky forwards a value unchanged, except: "bad" returns an error, "boom"
+// panics, "big" forwards 2,000 bytes, "disk" returns a state read error.
+type picky struct {
+	ctx *eddy.ProcessorContext[string, string]
+}
+
+func (p *picky) Init(ctx *eddy.ProcessorContext[string, string]) error { p.ctx = ctx; return nil }
+func (p *picky) Close() error                                          { return nil }
+func (p *picky) Process(r eddy.Record[string, string]) error {
+	switch r.Value {
+	case "bad":
+		return errors.New("bad value")
+	case "boom":
+		panic("boom")
+	case "big":
+		r.Value = strings.Repeat("x", 2000)
+	case "disk":
+		return fmt.Errorf("reading: %w", state.ErrRead)
+	}
+	return p.ctx.Forward(r)
+}
+
+func pickyDriver(t *testing.T, cfg eddy.Config) (*eddytest.Driver, *eddytest.InputTopic[string, string]) {
+	t.Helper()
+	topo := eddy.NewTopology()
+	in := eddy.Source(topo, "in", serde.String(), serde.String())
+	out := eddy.Process(in, "picky", func() eddy.Processor[string, string, string, string] { return &picky{} })
+	eddy.To(out, "out", serde.String(), serde.String())
+	cfg.MaxRecordBytes = 1000
+	d, err := eddytest.New(topo, eddytest.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, eddytest.Input(d, "in", serde.String(), serde.String())
+}
+
+func values(t *testing.T, d *eddytest.Driver, topic string) []string {
+	t.Helper()
+	recs, err := eddytest.Output(d, topic, serde.String(), serde.String()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []string
+	for _, r := range recs {
+		vs = append(vs, r.Value)
+	}
+	return vs
+}
+
+func dlqHeader(r eddy.Record[string, string], key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func TestProcessErrorFailIsTheDefault(t *testing.T) {
+	d, in := pickyDriver(t, eddy.Config{})
+	if err := in.Pipe("k", "ok", 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"bad", "boom"} {
+		err := in.Pipe("k", v, 2)
+		if err == nil || !strings.Contains(err.Error(), "eddy: process in/") || !strings.Contains(err.Error(), "OnProcessError") {
+			t.Fatalf("%s: error %v, want the record and the policy named", v, err)
+		}
+	}
+	err := in.Pipe("k", "big", 3)
+	if !errors.Is(err, eddy.ErrRecordTooLarge) || !strings.Contains(err.Error(), "OnProduceError") || !strings.Contains(err.Error(), "more than MaxRecordBytes (1000)") {
+		t.Fatalf("big: error %v, want ErrRecordTooLarge naming the size limit and OnProduceError", err)
+	}
+	if got := values(t, d, "out"); len(got) != 1 || got[0] != "ok" {
+		t.Fatalf("out %v, want [ok]", got)
+	}
+}
+
+func TestProcessErrorLogAndContinue(t *testing.T) {
+	d, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.ProcessErrorLogAndContinue, OnProduceError: eddy.ProduceErrorLogAndContinue})
+	for _, v := range []string{"a", "bad", "boom", "big", "b"} {
+		if err := in.Pipe("k", v, 1); err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+	}
+	if got := values(t, d, "out"); strings.Join(got, ",") != "a,b" {
+		t.Fatalf("out %v, want [a b]", got)
+	}
+	if got := values(t, d, "in.dlq"); len(got) != 0 {
+		t.Fatalf("dead letters %v, want none", got)
+	}
+}
+
+func TestProcessErrorDeadLetter(t *testing.T) {
+	d, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.ProcessErrorDeadLetter, OnProduceError: eddy.ProduceErrorDeadLetter})
+	for _, v := range []string{"a", "bad", "boom", "big", "b"} {
+		if err := in.Pipe("key-"+v, v, 7); err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+	}
+	if got := values(t, d, "out"); strings.Join(got, ",") != "a,b" {
+		t.Fatalf("out %v, want [a b]", got)
+	}
+	dlq, err := eddytest.Output(d, "in.dlq", serde.String(), serde.String()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ value, stage, err string }{
+		{"bad", "process", "bad value"},
+		{"boom", "process", "panic: boom"},
+		{"big", "produce", "more than MaxRecordBytes"},
+	}
+	if len(dlq) != len(want) {
+		t.Fatalf("%d dead letters, want %d", len(dlq), len(want))
+	}
+	for i, w := range want {
+		r := dlq[i]
+		if r.Key != "key-"+w.value || r.Value != w.value || r.Timestamp != 7 {
+			t.Errorf("dead letter %d: %q=%q at %d, want the original record key-%s=%s at 7", i, r.Key, r.Value, r.Timestamp, w.value, w.value)
+		}
+		if dlqHeader(r, eddy.HeaderDLQStage) != w.stage || !strings.Contains(dlqHeader(r, eddy.HeaderDLQError), w.err) ||
+			dlqHeader(r, eddy.HeaderDLQTopic) != "in" || dlqHeader(r, eddy.HeaderDLQPartition) != "0" || dlqHeader(r, eddy.HeaderDLQOffset) == "" {
+			t.Errorf("dead letter %d headers: %v", i, r.Headers)
+		}
+	}
+}
+
+// A failure of the state store is not the record's: no policy skips or
+// dead-letters it; the transaction aborts.
+func TestStateErrorsAreNotDeadLettered(t *testing.T) {
+	d, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.ProcessErrorDeadLetter})
+	err := in.Pipe("k", "disk", 1)
+	if !errors.Is(err, state.ErrRead) {
+		t.Fatalf("error %v, want the state error itself", err)
+	}
+	if got := values(t, d, "in.dlq"); len(got) != 0 {
+		t.Fatalf("dead letters %v, want none", got)
+	}
+}
+
+func TestDecodeErrorLogAndContinue(t *testing.T) {
+	topo := eddy.NewTopology()
+	eddy.To(eddy.Source(topo, "in", serde.String(), serde.Int64()), "out", serde.String(), serde.Int64())
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{OnDecodeError: eddy.DecodeErrorLogAndContinue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.PipeRaw("in", []byte("k"), []byte{1, 2, 3}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := eddytest.Input(d, "in", serde.String(), serde.Int64()).Pipe("k", 42, 2); err != nil {
+		t.Fatal(err)
+	}
+	out, err := eddytest.Output(d, "out", serde.String(), serde.Int64()).ReadAll()
+	if err != nil || len(out) != 1 || out[0].Value != 42 {
+		t.Fatalf("out %v %v, want the valid record only", out, err)
+	}
+	if n := eddytest.Output(d, "in.dlq", serde.Bytes(), serde.Bytes()).Len(); n != 0 {
+		t.Fatalf("%d dead letters, want none", n)
+	}
+}
+
+func TestBadPolicies(t *testing.T) {
+	_, err := eddy.New(eddy.NewTopology(), eddy.Config{OnProcessError: 9, OnProduceError: -1, OnDecodeError: 7, MaxRecordBytes: -5})
+	for _, want := range []string{"OnProcessError 9", "OnProduceError -1", "OnDecodeError 7", "MaxRecordBytes -5"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}
+
+// TestTooLargeWithRun: against a broker, an output larger than
+// MaxRecordBytes is refused at once (not failed by the producer, which
+// would abort every retry): with ProduceErrorDeadLetter the input goes to
+// the dead-letter topic once and processing goes on.
+func TestTooLargeWithRun(t *testing.T) {
+	t.Parallel()
+	addr := startBroker(t)
+	in, out := "sizes", "padded"
+	createTopics(t, addr, 1, in, out)
+	topo := eddy.NewTopology()
+	s := eddy.Source(topo, in, serde.Int64(), serde.Int64())
+	eddy.To(eddy.MapValues(s, func(_, v int64) string { return strings.Repeat("x", int(v)) }), out, serde.Int64(), serde.String())
+	cfg := config(t, addr)
+	cfg.MaxRecordBytes = 5000
+	cfg.OnProduceError = eddy.ProduceErrorDeadLetter
+	app := run(t, topo, cfg)
+	produce(t, addr, in, rec(i64(1), i64(10)), rec(i64(2), i64(6000)), rec(i64(3), i64(20)))
+
+	got := waitRecords(t, addr, out, 2, app)
+	if len(got) != 2 || len(got[0].Value) != 10 || len(got[1].Value) != 20 {
+		t.Fatalf("outputs %d, want the two small ones", len(got))
+	}
+	dlq := waitRecords(t, addr, eddy.DeadLetterTopic(in), 1, app)
+	if len(dlq) != 1 || string(dlq[0].Key) != string(i64(2)) {
+		t.Fatalf("dead letters %v, want the record of key 2", dlq)
+	}
+	for _, h := range dlq[0].Headers {
+		if h.Key == eddy.HeaderDLQStage && string(h.Value) != "produce" {
+			t.Fatalf("stage %q, want produce", h.Value)
+		}
+	}
+}
+
+// TestMissingOutputTopic: an output topic that does not exist stops Run at
+// once with an error naming it, rather than failing every transaction.
+func TestMissingOutputTopic(t *testing.T) {
+	t.Parallel()
+	addr := startBroker(t)
+	createTopics(t, addr, 1, "present")
+	topo := eddy.NewTopology()
+	eddy.To(eddy.Source(topo, "present", serde.Int64(), serde.Int64()), "absent", serde.Int64(), serde.Int64())
+	err := eddy.Run(t.Context(), topo, config(t, addr))
+	if err == nil || !strings.Contains(err.Error(), "output topics") || !strings.Contains(err.Error(), "absent") {
+		t.Fatalf("Run: %v, want an error naming the missing output topic", err)
+	}
+}
