@@ -18,6 +18,7 @@ import (
 
 	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/httpapi"
+	"github.com/eddy-streams/eddy/internal/failpoint"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/metrics"
@@ -255,6 +256,8 @@ type App struct {
 	stores map[string]*storeDecl
 	// metrics are the app's Prometheus metrics (app_metrics.go).
 	metrics *metrics.Metrics
+	// failpoints are armed by EDDY_FAILPOINTS (crash tests).
+	failpoints *failpoint.Set
 }
 
 // New builds the topology with cfg and returns the app, ready to Run.
@@ -268,11 +271,16 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if err := cfg.checkPolicies(); err != nil {
 		return nil, fmt.Errorf("eddy: invalid config: %w", err)
 	}
+	// Crash tests only: unset in any real run (internal/failpoint).
+	fail, err := failpoint.FromEnv()
+	if err != nil {
+		return nil, err
+	}
 	rt, err := t.runtimeTopology(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, rt: rt, stores: t.stores, metrics: metrics.New()}, nil
+	return &App{cfg: cfg, rt: rt, stores: t.stores, metrics: metrics.New(), failpoints: fail}, nil
 }
 
 // Run runs the app until ctx is cancelled (commit, close the stores,
@@ -320,6 +328,7 @@ func (a *App) Run(ctx context.Context) error {
 		ClientOpts:         cfg.KafkaOptions,
 		OnRestoreProgress:  cfg.OnRestoreProgress,
 		Endpoint:           cfg.Endpoint,
+		Failpoints:         a.failpoints,
 		Metrics:            a.metrics,
 	}
 	if err := rcfg.Validate(); err != nil {

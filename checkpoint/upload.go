@@ -42,6 +42,12 @@ type Uploader struct {
 	// manifests caches decoded manifests by key: a written manifest never
 	// changes.
 	manifests map[string]*Manifest
+
+	// BeforeManifest and AfterManifest, when set, are called once a
+	// checkpoint's files are uploaded and before its manifest is, and
+	// once the manifest is uploaded and before old checkpoints are
+	// collected: the points where crash tests crash an upload.
+	BeforeManifest, AfterManifest func()
 }
 
 type fileID struct {
@@ -145,8 +151,14 @@ func (u *Uploader) Upload(ctx context.Context, dir string, offsets state.Offsets
 		return st, err
 	}
 	key := u.prefix + manifestKey(m.Seq)
+	if u.BeforeManifest != nil {
+		u.BeforeManifest()
+	}
 	if err := u.store.Put(ctx, key, bytes.NewReader(body), int64(len(body))); err != nil {
 		return st, err
+	}
+	if u.AfterManifest != nil {
+		u.AfterManifest()
 	}
 	u.manifests[key] = m
 	st.Seq, st.Written = m.Seq, true

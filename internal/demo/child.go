@@ -28,7 +28,16 @@ type Child struct {
 // StartChild starts argv, appending its stdout and stderr to log. Each line
 // containing marker is reported on marks (non-blocking).
 func StartChild(argv []string, log io.Writer, marker string, marks chan<- time.Time) (*Child, error) {
+	return StartChildEnv(argv, nil, log, marker, marks)
+}
+
+// StartChildEnv is StartChild with env ("KEY=value") added to this
+// process's environment.
+func StartChildEnv(argv, env []string, log io.Writer, marker string, marks chan<- time.Time) (*Child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

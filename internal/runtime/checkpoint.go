@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/checkpoint"
+	"github.com/eddy-streams/eddy/internal/failpoint"
 	"github.com/eddy-streams/eddy/state"
 )
 
@@ -34,6 +35,8 @@ type checkpoints struct {
 	// downloads being restored: StateDir/AppID/checkpoints/<task>/.
 	dir string
 	log *slog.Logger
+	// fail crashes an upload at its failpoints (crash tests only).
+	fail *failpoint.Set
 
 	// ctx bounds uploads; cancelled by close once the shutdown's wait
 	// for them ran out.
@@ -79,6 +82,7 @@ func newCheckpoints(cfg Config) *checkpoints {
 		appID:    cfg.AppID,
 		dir:      filepath.Join(cfg.StateDir, cfg.AppID, "checkpoints"),
 		log:      cfg.Logger,
+		fail:     cfg.Failpoints,
 		ctx:      ctx,
 		cancel:   cancel,
 		tasks:    make(map[TaskID]*taskCheckpoints),
@@ -114,6 +118,10 @@ func (c *checkpoints) task(id TaskID) *taskCheckpoints {
 		tc = &taskCheckpoints{
 			up:   checkpoint.NewUploader(c.store, checkpoint.TaskPrefix(c.appID, id.String()), id.String(), c.keep),
 			last: time.Now(),
+		}
+		if c.fail != nil {
+			tc.up.BeforeManifest = func() { c.fail.Hit(failpoint.CheckpointBeforeManifest) }
+			tc.up.AfterManifest = func() { c.fail.Hit(failpoint.CheckpointAfterManifest) }
 		}
 		c.tasks[id] = tc
 		// No upload of this task is in flight in this process yet: what

@@ -13,6 +13,8 @@ import (
 	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/metrics"
 	"github.com/eddy-streams/eddy/state"
+
+	"github.com/eddy-streams/eddy/internal/failpoint"
 )
 
 // Config is the runtime's configuration. Package eddy fills it from the
@@ -29,6 +31,9 @@ type Config struct {
 	CommitInterval time.Duration
 	// CommitRecords caps the records processed in one transaction.
 	CommitRecords int
+	// Failpoints crash the process at points of the commit cycle, the
+	// checkpoint upload and the restore (crash tests; nil: none).
+	Failpoints *failpoint.Set
 	// MaxRecordBytes caps a produced record's key, value and headers;
 	// Produce refuses a larger one with ErrRecordTooLarge. 0 means
 	// DefaultMaxRecordBytes.

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/internal/failpoint"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/state"
 )
@@ -68,6 +69,7 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 		if err := t.db.Apply(&batch); err != nil {
 			return fmt.Errorf("apply restored batch: %w", err)
 		}
+		w.cfg.Failpoints.Hit(failpoint.RestoreMid)
 		clear(batch.Writes)
 		batch.Writes = batch.Writes[:0]
 		return nil

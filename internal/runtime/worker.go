@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/internal/failpoint"
 	"github.com/eddy-streams/eddy/state"
 )
 
@@ -405,6 +406,7 @@ func (w *worker) commit() error {
 	defer cancel()
 	tasks := w.sortedTasks()
 	var err error
+	w.cfg.Failpoints.Hit(failpoint.CommitBeforeChangelog)
 	for _, t := range tasks {
 		if t.dirty {
 			if err = t.logChangelog(); err != nil {
@@ -421,6 +423,8 @@ func (w *worker) commit() error {
 	try := kgo.TryCommit
 	if err != nil {
 		try = kgo.TryAbort
+	} else {
+		w.cfg.Failpoints.Hit(failpoint.CommitBeforeEnd)
 	}
 	committed, endErr := w.end(ctx, try)
 	w.inTxn, w.txnRecords = false, 0
@@ -429,9 +433,14 @@ func (w *worker) commit() error {
 			w.committedOnce = true
 			w.log.Info("first transaction committed", "since_start", time.Since(w.started).Round(time.Millisecond))
 		}
+		w.cfg.Failpoints.Hit(failpoint.CommitAfterEnd)
+		applied := 0
 		for _, t := range tasks {
 			if !t.dirty {
 				continue
+			}
+			if applied++; applied == 2 {
+				w.cfg.Failpoints.Hit(failpoint.CommitMidApply)
 			}
 			if aerr := t.applyCommitted(); aerr != nil {
 				err = errors.Join(err, aerr)
@@ -441,6 +450,7 @@ func (w *worker) commit() error {
 				t.assignedAt = time.Time{}
 			}
 		}
+		w.cfg.Failpoints.Hit(failpoint.CommitAfterApply)
 	} else {
 		w.rollbackAll()
 	}
