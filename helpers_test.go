@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
@@ -315,3 +316,35 @@ func errLacks(err error, want ...string) []string {
 }
 
 var errUnknownCommand = errors.New("unknown command")
+
+// waitConsumed waits until group has committed n records of topic (the
+// sum of its committed offsets, from offset 0).
+func waitConsumed(t *testing.T, addr, group, topic string, n int, app *running) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for deadline := time.Now().Add(hangGuard); ; {
+		var sum int64
+		if offs, err := adm.FetchOffsets(t.Context(), group); err == nil {
+			offs.Each(func(o kadm.OffsetResponse) {
+				if o.Topic == topic && o.Err == nil {
+					sum += o.At
+				}
+			})
+		}
+		if sum >= int64(n) {
+			return
+		}
+		if done, err := app.exited(); done {
+			t.Fatalf("the app stopped before consuming %s: %v", topic, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records of %s consumed after %v", sum, n, topic, hangGuard)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -29,8 +29,10 @@ func TestRunStreamTableJoin(t *testing.T) {
 		return o + "/" + opt(name, ok)
 	})
 	eddy.To(joined, "out", serde.String(), serde.String())
-	// Accounts first, committed before the app starts; then orders with
-	// later timestamps: each order sees its account.
+	// Accounts first, processed before any order is written (eddy merges
+	// a task's sources by timestamp only over what one poll fetched; it
+	// does not wait for a partition that has data not fetched yet, Kafka
+	// Streams' max.task.idle.ms): each order then sees its account.
 	var acc []*kgo.Record
 	for i := 0; i < 20; i++ {
 		r := srec(fmt.Sprint("k", i), fmt.Sprint("name", i))
@@ -38,7 +40,9 @@ func TestRunStreamTableJoin(t *testing.T) {
 		acc = append(acc, r)
 	}
 	produce(t, addr, "accounts", acc...)
-	app := run(t, topo, config(t, addr))
+	cfg := config(t, addr)
+	app := run(t, topo, cfg)
+	waitConsumed(t, addr, cfg.AppID, "accounts", len(acc), app)
 	var ords []*kgo.Record
 	for i := 0; i < 40; i++ {
 		r := srec(fmt.Sprint("k", i%25), fmt.Sprint("o", i))
