@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +63,7 @@ func errorCode(name string) (*kerr.Error, error) {
 // FaultAPI serves the embedded broker's fault injection over HTTP, for
 // chaos testing only: POST /faults with a BrokerFault installs it and
 // answers {"id": N}; GET /faults/N answers {"hits": H}, the requests it
-// answered so far. There is no authentication: serve it on loopback.
+// answered so far; DELETE /faults/N removes it (answering its hits). There is no authentication: serve it on loopback.
 type FaultAPI struct {
 	c *kfake.Cluster
 
@@ -90,8 +91,8 @@ func (a *FaultAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_ = json.NewEncoder(w).Encode(map[string]int{"id": id})
-	case r.Method == http.MethodGet && len(r.URL.Path) > len("/faults/") && r.URL.Path[:len("/faults/")] == "/faults/":
-		id, err := strconv.Atoi(r.URL.Path[len("/faults/"):])
+	case (r.Method == http.MethodGet || r.Method == http.MethodDelete) && strings.HasPrefix(r.URL.Path, "/faults/"):
+		id, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/faults/"))
 		a.mu.Lock()
 		h := a.faults[id]
 		a.mu.Unlock()
@@ -99,9 +100,12 @@ func (a *FaultAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "chaos: no such fault", http.StatusNotFound)
 			return
 		}
+		if r.Method == http.MethodDelete {
+			h.Remove()
+		}
 		_ = json.NewEncoder(w).Encode(map[string]int{"hits": h.Hits()})
 	default:
-		http.Error(w, "chaos: POST /faults or GET /faults/ID", http.StatusNotFound)
+		http.Error(w, "chaos: POST /faults, GET or DELETE /faults/ID", http.StatusNotFound)
 	}
 }
 
@@ -177,4 +181,17 @@ func doJSON(req *http.Request, out any) error {
 		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(b))
 	}
 	return json.Unmarshal(b, out)
+}
+
+// RemoveFault removes fault id, if it has requests left to fail.
+func RemoveFault(ctx context.Context, addr string, id int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, fmt.Sprintf("http://%s/faults/%d", addr, id), nil)
+	if err != nil {
+		return err
+	}
+	var out struct{ Hits int }
+	if err := doJSON(req, &out); err != nil {
+		return fmt.Errorf("chaos: remove fault %d: %w", id, err)
+	}
+	return nil
 }
