@@ -14,8 +14,9 @@ type Event struct {
 	Kind, Detail string
 	// Start and End bound the injection; recovery is measured from End.
 	Start, End time.Time
-	// Recovery is the time from End until every output partition received
-	// a record again; Unrecovered is set when that took over recoveryCap.
+	// Recovery is the time from End until every balances partition holds
+	// a committed record written after End (and the windowed app, when it
+	// could have been touched, a total); Unrecovered is set when that took over recoveryCap.
 	Recovery    time.Duration
 	Unrecovered bool
 	// touchesWindowed is set when the windowed app was (or may have been)

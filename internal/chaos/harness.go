@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
@@ -347,8 +348,15 @@ func (h *harness) supervise(ctx context.Context, d time.Duration) error {
 // fault ended: the pipeline works again.
 func (h *harness) recover(ctx context.Context, ev *Event) error {
 	deadline := ev.End.Add(recoveryCap)
+	// The balances written after the fault ended are those past the high
+	// watermarks of its end; a transaction committed just before the end
+	// and fetched after it does not count.
+	ends, err := h.endOffsets(ctx, outputTopic)
+	if err != nil {
+		return err
+	}
 	for {
-		done := h.out.allSince(ev.End, h.opts.Partitions)
+		done := h.out.allPast(ends)
 		if done && h.totals != nil && ev.touchesWindowed {
 			done = h.totals.anySince(ev.End)
 		}
@@ -362,6 +370,34 @@ func (h *harness) recover(ctx context.Context, ev *Event) error {
 		}
 		if err := h.supervise(ctx, 100*time.Millisecond); err != nil {
 			return err
+		}
+	}
+}
+
+// endOffsets returns the high watermark of each partition of topic.
+func (h *harness) endOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(h.clOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			out := map[int32]int64{}
+			ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("chaos: high watermarks of %s: %w", topic, err)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return nil, err
 		}
 	}
 }

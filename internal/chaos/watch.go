@@ -9,9 +9,10 @@ import (
 )
 
 // watcher follows the committed records of a topic as they arrive: their
-// count and, per partition, when the last one arrived. Recovery from a
-// fault is measured with it: the pipeline works again once every output
-// partition received a record after the fault ended.
+// count and, per partition, when the last one arrived and its offset.
+// Recovery from a fault is measured with it: the pipeline works again once
+// every output partition holds a committed record written after the fault
+// ended.
 type watcher struct {
 	topic  string
 	cancel context.CancelFunc
@@ -20,12 +21,13 @@ type watcher struct {
 	mu   sync.Mutex
 	n    int64
 	last map[int32]time.Time
+	next map[int32]int64 // per partition, the offset after the last record seen
 	gap  time.Duration
 }
 
 func newWatcher(opts []kgo.Opt, topic string) *watcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watcher{topic: topic, cancel: cancel, done: make(chan struct{}), last: map[int32]time.Time{}}
+	w := &watcher{topic: topic, cancel: cancel, done: make(chan struct{}), last: map[int32]time.Time{}, next: map[int32]int64{}}
 	go func() {
 		defer close(w.done)
 		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.ConsumeTopics(topic),
@@ -46,6 +48,7 @@ func newWatcher(opts []kgo.Opt, topic string) *watcher {
 						w.gap = max(w.gap, now.Sub(l))
 					}
 					w.last[p.Partition] = now
+					w.next[p.Partition] = p.Records[len(p.Records)-1].Offset + 1
 				}
 			})
 			w.mu.Unlock()
@@ -60,13 +63,14 @@ func (w *watcher) count() int64 {
 	return w.n
 }
 
-// allSince reports whether each of parts partitions received a record
-// after t.
-func (w *watcher) allSince(t time.Time, parts int) bool {
+// allPast reports whether every partition in ends received a committed
+// record at or past its offset there: ends are high watermarks taken when a
+// fault ended, so such a record was written after it.
+func (w *watcher) allPast(ends map[int32]int64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for p := int32(0); p < int32(parts); p++ {
-		if !w.last[p].After(t) {
+	for p, end := range ends {
+		if w.next[p] <= end {
 			return false
 		}
 	}
