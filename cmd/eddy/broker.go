@@ -41,6 +41,8 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	acls := fs.Bool("acls", false, "authorization on: users may do only what ACLs allow (create them with `eddy acls --apply` as a superuser); needs --sasl-users-file")
 	superUsers := fs.String("super-users", "", "comma-separated `users` of --sasl-users-file who may do everything (and create ACLs)")
 	usersFile := fs.String("sasl-users-file", "", "`file` of SASL users, one user:password per line: clients must authenticate (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
+	advertise := fs.String("advertise", "", "`host:port` to name in metadata instead of --addr, e.g. a proxy in front of the broker (eddy chaos)")
+	faultAPI := fs.String("fault-api", "", "for chaos testing only: serve fault injection over unauthenticated HTTP on this `host:port` (keep it on loopback)")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -99,9 +101,16 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Users:             users,
 		ACLs:              *acls,
 		SuperUsers:        split(*superUsers),
+		Advertise:         *advertise,
 	})
 	if err != nil {
 		return err
+	}
+	if *faultAPI != "" {
+		if err := serveFaultAPI(ctx, *faultAPI, b, stderr); err != nil {
+			b.Close()
+			return err
+		}
 	}
 	var security []string
 	if tlsCfg != nil {

@@ -28,6 +28,7 @@ func commands() []command {
 		{"windowed", "run the windowed-totals example (flags of examples/windowed)", runWindowed},
 		{"lag", "print an application's consumer lag per partition, with each partition's owner", runLag},
 		{"acls", "print (or create) the ACLs an application needs on a cluster with authorization on", runACLs},
+		{"chaos", "inject faults (kills, zombies, broker crashes and errors, disk and network faults) into the examples and verify exactly-once", runChaos},
 		{"inspect", "print what a state directory holds: tasks, stores, keys, sizes, offsets", runInspect},
 		{"query", "query an app's state stores over its HTTP API (--http HOST:PORT --store S --key K)", runQuery},
 	}

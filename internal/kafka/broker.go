@@ -84,6 +84,12 @@ type BrokerConfig struct {
 	// everything. Needs Users.
 	ACLs       bool
 	SuperUsers []string
+
+	// Advertise, when set, is the host:port the broker names in metadata
+	// instead of its listener's address: the address of a TCP proxy in
+	// front of it (eddy chaos cuts the network there). "" advertises the
+	// listener.
+	Advertise string
 }
 
 // User is a SASL user of the embedded broker.
@@ -150,6 +156,10 @@ func StartBroker(cfg BrokerConfig) (*Broker, error) {
 			return nil, errors.New("kafka: embedded broker runs a single node")
 		}
 		handedOut = true
+		if cfg.Advertise != "" {
+			// kfake advertises its listener's Addr().
+			return advertisedListener{ln, cfg.Advertise}, nil
+		}
 		return ln, nil
 	}
 
@@ -305,3 +315,18 @@ func (a slogAdapter) Logf(level kfake.LogLevel, format string, args ...any) {
 	}
 	a.l.Log(ctx, sl, fmt.Sprintf(format, args...), "component", "kfake")
 }
+
+// advertisedListener is a listener whose Addr is another address: kfake
+// names its listener's Addr in metadata, and a broker behind a proxy must
+// name the proxy.
+type advertisedListener struct {
+	net.Listener
+	addr string
+}
+
+func (l advertisedListener) Addr() net.Addr { return advertisedAddr(l.addr) }
+
+type advertisedAddr string
+
+func (a advertisedAddr) Network() string { return "tcp" }
+func (a advertisedAddr) String() string  { return string(a) }

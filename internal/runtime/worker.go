@@ -671,6 +671,11 @@ func (w *worker) closeSession() {
 	w.closeTasks()
 	w.inTxn = false
 	w.mu.Unlock()
+	// A step that panicked (Pebble panics on a failed write-ahead log
+	// write) never reached its AllowRebalance, and Close's LeaveGroup
+	// would wait for that rebalance forever: the process hung instead of
+	// crashing (found by eddy chaos, disk EIO). A no-op otherwise.
+	w.cl.AllowRebalance()
 	w.cl.Close()
 	w.recycle()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/httpapi"
+	"github.com/eddy-streams/eddy/internal/chaos/diskfault"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/logging"
 )
@@ -100,7 +101,11 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := CreateTopics(ctx, seeds, kafkaOpts, *input, int32(*partitions), *output); err != nil {
 		return err
 	}
+	// nil (the default backend) unless eddy chaos faults the disk.
+	backend, closeBackend := diskfault.Backend(log)
+	defer closeBackend()
 	app, err := eddy.New(Topology(*input, *output), eddy.Config{
+		Backend:            backend,
 		AppID:              *appID,
 		Brokers:            seeds,
 		StateDir:           *stateDir,

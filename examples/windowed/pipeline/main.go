@@ -11,6 +11,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
+	"github.com/eddy-streams/eddy/internal/chaos/diskfault"
 	"github.com/eddy-streams/eddy/internal/logging"
 )
 
@@ -110,7 +111,11 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	opts := Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace}
+	// nil (the default backend) unless eddy chaos faults the disk.
+	backend, closeBackend := diskfault.Backend(log)
+	defer closeBackend()
 	app, err := eddy.New(Topology(opts), eddy.Config{
+		Backend:        backend,
 		AppID:          *appID,
 		Brokers:        seeds,
 		StateDir:       *stateDir,
