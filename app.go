@@ -3,6 +3,7 @@ package eddy
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -170,6 +171,15 @@ type Config struct {
 	// Default: none; the instance answers for its own tasks only, and
 	// other instances cannot route to it.
 	Endpoint string
+	// HTTPToken, when set, protects the endpoints of Handler: every
+	// request but /healthz and /readyz must carry it as a bearer token
+	// (or the browser cookie the web UI gets from "?token=TOKEN"). Give
+	// every instance the same: forwarded queries carry it. Default: none.
+	HTTPToken string
+	// HTTPPeerTLS, when set, makes queries forwarded to other instances
+	// use HTTPS with this client configuration: set it when the instances
+	// serve Handler over TLS. Default: plain HTTP.
+	HTTPPeerTLS *tls.Config
 	// OnRestoreProgress, if set, receives each task's restore progress:
 	// at the start, at most every second, and at the end (Done). It runs
 	// in a worker's goroutine: return quickly. Restores are also logged
@@ -410,5 +420,5 @@ func createDeadLetterTopics(ctx context.Context, cfg *Config, sources, repartiti
 // UI. Serve it on an address of your choice, e.g. with http.Server; the
 // examples take --http ADDR.
 func (a *App) Handler() http.Handler {
-	return httpapi.New(httpapi.Options{Metrics: a.metrics.Handler(), Queries: httpQueries{a}})
+	return httpapi.New(httpapi.Options{Metrics: a.metrics.Handler(), Queries: httpQueries{a}, Token: a.cfg.HTTPToken, PeerTLS: a.cfg.HTTPPeerTLS})
 }

@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -20,6 +21,13 @@ type Options struct {
 	// /v1/stores/{store}/keys?prefix=P (or from=A&to=B, limit=N) and
 	// /v1/stores/{store}/keys/{key}/windows?from=T1&to=T2.
 	Queries Queries
+	// Token, when set, is a bearer token every request but /healthz and
+	// /readyz must carry (auth.go); queries forwarded to other instances
+	// carry it too, so give every instance the same.
+	Token string
+	// PeerTLS, when set, makes forwarded queries use HTTPS with this
+	// client configuration: set it when the instances serve TLS.
+	PeerTLS *tls.Config
 }
 
 // New returns the handler of an app's endpoints:
@@ -36,6 +44,9 @@ func New(o Options) http.Handler {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
 	o.addQueryRoutes(mux)
+	if o.Token != "" {
+		return requireToken(o.Token, mux)
+	}
 	return mux
 }
 

@@ -112,13 +112,20 @@ const retryAfter = "1"
 type queryRoutes struct {
 	q      Queries
 	client *http.Client
+	// scheme and token are what a forwarded request uses to reach and
+	// authenticate to the other instances.
+	scheme, token string
 }
 
 func (o Options) addQueryRoutes(mux *http.ServeMux) {
 	if o.Queries == nil {
 		return
 	}
-	qr := &queryRoutes{q: o.Queries, client: &http.Client{Timeout: 10 * time.Second}}
+	qr := &queryRoutes{q: o.Queries, client: &http.Client{Timeout: 10 * time.Second}, scheme: "http", token: o.Token}
+	if o.PeerTLS != nil {
+		qr.scheme = "https"
+		qr.client.Transport = &http.Transport{TLSClientConfig: o.PeerTLS}
+	}
 	mux.HandleFunc("GET /v1/stores", qr.stores)
 	mux.HandleFunc("GET /v1/stores/{store}/keys/{key}", qr.get)
 	mux.HandleFunc("GET /v1/stores/{store}/keys/{key}/windows", qr.windows)
@@ -470,7 +477,7 @@ func (qr *queryRoutes) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (qr *queryRoutes) forwardRequest(ctx context.Context, owner, escapedPath, rawQuery string) (*http.Response, error) {
-	u := "http://" + owner + escapedPath
+	u := qr.scheme + "://" + owner + escapedPath
 	if rawQuery != "" {
 		u += "?" + rawQuery
 	}
@@ -479,6 +486,9 @@ func (qr *queryRoutes) forwardRequest(ctx context.Context, owner, escapedPath, r
 		return nil, err
 	}
 	req.Header.Set(ForwardedHeader, "1")
+	if qr.token != "" {
+		req.Header.Set("Authorization", "Bearer "+qr.token)
+	}
 	return qr.client.Do(req)
 }
 

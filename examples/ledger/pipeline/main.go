@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/checkpoint"
-	"github.com/eddy-streams/eddy/httpapi"
 	"github.com/eddy-streams/eddy/internal/chaos/diskfault"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/logging"
@@ -41,7 +39,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
 	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
 	security := AddSecurityFlags(fs)
-	httpAddr := fs.String("http", "", "serve metrics, health, state queries and the web UI on this address, e.g. 127.0.0.1:8080 (default: no HTTP)")
+	httpFlags := AddHTTPFlags(fs, "127.0.0.1:8080")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,17 +84,11 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	endpoint, err := Endpoint(*httpAddr)
+	web, err := httpFlags.Open()
 	if err != nil {
 		return err
 	}
-	ln, err := Listen(*httpAddr)
-	if err != nil {
-		return err
-	}
-	if ln != nil {
-		defer ln.Close() // a no-op once served; closes it on an early return
-	}
+	defer web.Close() // a no-op once served; closes it on an early return
 	seeds := strings.Split(*brokers, ",")
 	if err := CreateTopics(ctx, seeds, kafkaOpts, *input, int32(*partitions), *output); err != nil {
 		return err
@@ -116,7 +108,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		Guarantee:          g,
 		CheckpointStore:    store,
 		CheckpointInterval: *checkpointInterval,
-		Endpoint:           endpoint,
+		Endpoint:           web.Endpoint,
+		HTTPToken:          web.Token,
+		HTTPPeerTLS:        web.PeerTLS,
 		// Only the broker-kill stress run sets this, to measure what the
 		// offsets in the changelog protect against.
 		IgnoreStateOffsets: os.Getenv("EDDY_IGNORE_STATE_OFFSETS") == "1",
@@ -126,62 +120,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return RunApp(ctx, app, ln)
-}
-
-// Listen opens the --http address, so that a bad or busy one is reported
-// before anything else starts; nil for "" (no HTTP). examples/windowed
-// uses it too.
-func Listen(httpAddr string) (net.Listener, error) {
-	if httpAddr == "" {
-		return nil, nil
-	}
-	ln, err := net.Listen("tcp", httpAddr)
-	if err != nil {
-		return nil, fmt.Errorf("--http %s: %w; give a free host:port, e.g. 127.0.0.1:8080", httpAddr, err)
-	}
-	return ln, nil
-}
-
-// RunApp runs app until ctx is cancelled, serving its HTTP endpoints on ln
-// while it runs (none for a nil ln). examples/windowed uses it too.
-func RunApp(ctx context.Context, app *eddy.App, ln net.Listener) error {
-	if ln == nil {
-		return app.Run(ctx)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- httpapi.Serve(ctx, ln, app.Handler()) }()
-	err := app.Run(ctx)
-	cancel()
-	if serr := <-served; err == nil && serr != nil {
-		err = fmt.Errorf("--http %s: %w", ln.Addr(), serr)
-	}
-	return err
-}
-
-// Endpoint is the query endpoint an app serving HTTP on httpAddr
-// advertises to its group (eddy.Config.Endpoint): httpAddr itself, with
-// the machine's host name for an address that names no host (":8080",
-// "0.0.0.0:8080"). Port 0 is refused: the other instances could not
-// reach a port chosen at random. examples/windowed uses it too.
-func Endpoint(httpAddr string) (string, error) {
-	if httpAddr == "" {
-		return "", nil
-	}
-	host, port, err := net.SplitHostPort(httpAddr)
-	if err != nil {
-		return "", fmt.Errorf("--http %s: %w; give host:port, e.g. 127.0.0.1:8080", httpAddr, err)
-	}
-	if port == "0" {
-		return "", fmt.Errorf("--http %s: give an explicit port: it is advertised to the other instances, which forward state queries there", httpAddr)
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		if host, err = os.Hostname(); err != nil {
-			return "", fmt.Errorf("--http %s: no host to advertise for queries: %w; give the address other instances reach this one at", httpAddr, err)
-		}
-	}
-	return net.JoinHostPort(host, port), nil
+	return RunApp(ctx, app, web.Listener)
 }
 
 // CreateTopics creates, with a client built with opts (security), the

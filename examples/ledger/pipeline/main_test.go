@@ -25,6 +25,8 @@ func TestMainFlagErrors(t *testing.T) {
 		{"bad guarantee", []string{"--state-dir", dir, "--guarantee", "maybe"}, "use exactly-once or at-least-once"},
 		{"bad log level", []string{"--state-dir", dir, "--log-level", "loud"}, `--log-level "loud"`},
 		{"bad log format", []string{"--state-dir", dir, "--log-format", "xml"}, `--log-format "xml"`},
+		{"http tls without http", []string{"--state-dir", dir, "--http-tls-cert", "c.pem", "--http-tls-key", "k.pem"}, "need --http"},
+		{"http cert without key", []string{"--state-dir", dir, "--http", "127.0.0.1:1", "--http-tls-cert", "c.pem"}, "pass both"},
 		{"busy http address", []string{"--state-dir", dir, "--http", "256.0.0.1:1"}, "--http 256.0.0.1:1"},
 		{"relative checkpoint URL", []string{"--state-dir", dir, "--checkpoint-url", "checkpoints/"}, "file:///absolute/path or s3://bucket/prefix"},
 		{"file URL with a host", []string{"--state-dir", dir, "--checkpoint-url", "file://relative/dir"}, "file:///relative/dir"},

@@ -43,7 +43,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "text", "log format: text (key=value) or json (one object per line)")
 	security := ledger.AddSecurityFlags(fs)
-	httpAddr := fs.String("http", "", "serve metrics, health, state queries and the web UI on this address, e.g. 127.0.0.1:8081 (default: no HTTP)")
+	httpFlags := ledger.AddHTTPFlags(fs, "127.0.0.1:8081")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, "usage: windowed --state-dir DIR [flags]\n\nflags:")
@@ -91,17 +91,11 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
-	endpoint, err := ledger.Endpoint(*httpAddr)
+	web, err := httpFlags.Open()
 	if err != nil {
 		return err
 	}
-	ln, err := ledger.Listen(*httpAddr)
-	if err != nil {
-		return err
-	}
-	if ln != nil {
-		defer ln.Close() // a no-op once served; closes it on an early return
-	}
+	defer web.Close() // a no-op once served; closes it on an early return
 	seeds := strings.Split(*brokers, ",")
 	outputs := []string{*output}
 	if *lateTopic != "" {
@@ -122,10 +116,12 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		CommitInterval: *commitInterval,
 		Logger:         log,
 		KafkaOptions:   kafkaOpts,
-		Endpoint:       endpoint,
+		Endpoint:       web.Endpoint,
+		HTTPToken:      web.Token,
+		HTTPPeerTLS:    web.PeerTLS,
 	})
 	if err != nil {
 		return err
 	}
-	return ledger.RunApp(ctx, app, ln)
+	return ledger.RunApp(ctx, app, web.Listener)
 }
