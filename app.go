@@ -226,6 +226,7 @@ type App struct {
 	rt   runtime.Topology
 	inst atomic.Pointer[runtime.Instance] // set when Run starts
 	ran  atomic.Bool
+	desc TopologyDescription
 }
 
 // New builds the topology with cfg and returns the app, ready to Run.
@@ -237,7 +238,7 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, rt: rt}, nil
+	return &App{cfg: cfg, rt: rt, desc: t.Describe(cfg.AppID)}, nil
 }
 
 // Run runs the app until ctx is cancelled (commit, close the stores,
@@ -343,5 +344,9 @@ func createDeadLetterTopics(ctx context.Context, cfg *Config, sources []string) 
 // UI. Serve it on an address of your choice, e.g. with http.Server; the
 // examples take --http ADDR.
 func (a *App) Handler() http.Handler {
-	return httpapi.New(httpapi.Options{})
+	return httpapi.New(httpapi.Options{
+		Status:   httpStatus{a},
+		Topology: httpStatus{a},
+		UI:       true,
+	})
 }

@@ -15,12 +15,23 @@ import (
 type Options struct {
 	// Metrics serves GET /metrics (Prometheus text format).
 	Metrics http.Handler
+	// Status serves GET /readyz and GET /v1/status.
+	Status StatusReporter
+	// Topology serves GET /v1/topology.
+	Topology TopologyDescriber
+	// UI serves the web UI at GET / (and its assets under /ui/).
+	UI bool
 }
 
 // New returns the handler of an app's endpoints:
 //
-//	GET /healthz   200 while the process serves requests (liveness)
-//	GET /metrics   Options.Metrics
+//	GET /healthz      200 while the process serves requests (liveness)
+//	GET /metrics      Options.Metrics
+//	GET /readyz       200 when every assigned task is restored and running,
+//	                  503 otherwise, with the reason (JSON)
+//	GET /v1/status    Options.Status: the instance's workers and tasks (JSON)
+//	GET /v1/topology  Options.Topology: the topology's shape (JSON)
+//	GET /             the web UI (Options.UI), assets under /ui/
 func New(o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -29,6 +40,18 @@ func New(o Options) http.Handler {
 	})
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
+	}
+	if o.Status != nil {
+		mux.Handle("GET /readyz", serveReady(o.Status))
+		mux.Handle("GET /v1/status", serveJSON(o.Status.Status))
+	}
+	if o.Topology != nil {
+		mux.Handle("GET /v1/topology", serveJSON(o.Topology.Describe))
+	}
+	if o.UI {
+		index, assets := uiHandler()
+		mux.Handle("GET /{$}", index)
+		mux.Handle("GET /ui/", assets)
 	}
 	return mux
 }

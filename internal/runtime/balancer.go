@@ -64,6 +64,9 @@ type taskBalancer struct {
 	// probe, when set, asks for a rebalance a while after this member,
 	// as leader, made a plan that is not settled.
 	probe func()
+	// onAssign, when set, receives the member's active tasks at every
+	// sync (the worker's status board).
+	onAssign func([]TaskID)
 }
 
 // standbyHost is what the balancer needs of the process's standby tasks.
@@ -131,6 +134,9 @@ func (b *taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int3
 		// tasks, which exactly-once depends on, are in the partitions.
 		standby, _ := decodeAssignmentInfo(a.UserData)
 		b.host.assign(b.member, standby, b.plan.tasksOf(parts))
+	}
+	if b.onAssign != nil {
+		b.onAssign(b.plan.tasksOf(parts))
 	}
 	return parts, nil
 }

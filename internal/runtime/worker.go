@@ -34,7 +34,9 @@ type worker struct {
 	// standbys are the instance's standby tasks, shared by its workers.
 	standbys *standbys
 	// ckpt takes and restores remote checkpoints; nil when they are off.
-	ckpt  *checkpoints
+	ckpt *checkpoints
+	// board is what the worker publishes of its tasks for Status.
+	board *workerBoard
 	txnID string
 
 	sess *kgo.GroupTransactSession
@@ -77,16 +79,22 @@ type worker struct {
 	prodErr  error
 }
 
+// memberName is worker idx's static group instance id.
+func memberName(cfg Config, idx int) string {
+	if cfg.Workers > 1 {
+		return fmt.Sprintf("%s-w%d", cfg.InstanceID, idx)
+	}
+	return cfg.InstanceID
+}
+
 func newWorker(cfg Config, p *plan, idx int) *worker {
 	w := &worker{
 		cfg:      cfg,
 		plan:     p,
-		memberID: cfg.InstanceID,
+		memberID: memberName(cfg, idx),
 		tasks:    make(map[TaskID]*task),
 	}
-	if cfg.Workers > 1 {
-		w.memberID = fmt.Sprintf("%s-w%d", cfg.InstanceID, idx)
-	}
+	w.board = newWorkerBoard(idx, w.memberID)
 	w.txnID = cfg.AppID + "-" + w.memberID
 	w.log = cfg.Logger.With("worker", idx)
 	w.promise = w.onProduced
@@ -632,6 +640,7 @@ func (w *worker) closeSession() {
 	w.mu.Lock()
 	w.sessionGen++ // a restore still running installs nothing
 	w.closeTasks()
+	w.board.reset()
 	w.inTxn = false
 	w.mu.Unlock()
 	w.cl.Close()
