@@ -115,6 +115,8 @@ func TestUIInChromium(t *testing.T) {
 	actx, acancel := chromedp.NewExecAllocator(ctx,
 		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1440, 1000),
+		// A container's /dev/shm is often too small for Chromium.
+		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()))
 	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)

@@ -481,7 +481,7 @@ function renderTopology(d) {
     cols.forEach((col, ci) => {
       let cy = 0;
       for (const n of col) {
-        const h = NODE_H + (n.stores && n.stores.length ? n.stores.length * (STORE_H + 10) + 12 : 0);
+        const h = NODE_H + (n.stores && n.stores.length ? n.stores.length * (STORE_H + 10) + 20 : 0);
         pos.set(n.name, { x: LANE_PAD + ci * (NODE_W + COL_GAP), y: y + LANE_HEAD + LANE_PAD + cy, node: n });
         cy += h + ROW_GAP;
       }
@@ -622,6 +622,7 @@ async function lookup(ev) {
   } else if ((r.status === 404 || r.status === 405) && !json) {
     out.dataset.state = "unavailable";
     status.textContent = "State queries are not available: this app serves no /v1/stores endpoint.";
+    pretty = "";
   } else {
     out.dataset.state = "error";
     status.textContent = `HTTP ${r.status} · ${took}`;
