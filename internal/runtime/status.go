@@ -189,11 +189,12 @@ func (b *workerBoard) pending(ids []TaskID) {
 	}
 }
 
-// drop removes the entries of tasks that are not open (revoked before
-// their restore began).
+// drop forgets revoked tasks: they leave the assignment, and the entries
+// of those not open (revoked before their restore began) go.
 func (b *workerBoard) drop(ids []TaskID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.assigned = slices.DeleteFunc(b.assigned, func(id TaskID) bool { return slices.Contains(ids, id) })
 	for _, id := range ids {
 		if bt := b.tasks[id]; bt != nil && !bt.opened {
 			delete(b.tasks, id)
