@@ -89,7 +89,7 @@ func (t *Topology) Describe(appID string) TopologyDescription {
 	children := make(map[*node][]string)
 	for _, n := range t.nodes {
 		for _, p := range n.parents {
-			children[p] = append(children[p], n.name)
+			children[p] = append(children[p], displayName(n))
 		}
 	}
 	comp := t.components()
@@ -102,9 +102,9 @@ func (t *Topology) Describe(appID string) TopologyDescription {
 			d.Subtopologies = append(d.Subtopologies, SubtopologyDescription{ID: i, Sources: []string{}, Sinks: []string{}, Stores: []StoreDescription{}})
 		}
 		sub := &d.Subtopologies[i]
-		nd := NodeDescription{Name: n.name, Kind: NodeProcessor, Stores: slices.Clone(n.stores), Children: children[n]}
+		nd := NodeDescription{Name: displayName(n), Kind: NodeProcessor, Stores: slices.Clone(n.stores), Children: children[n]}
 		for _, p := range n.parents {
-			nd.Parents = append(nd.Parents, p.name)
+			nd.Parents = append(nd.Parents, displayName(p))
 		}
 		if topic, ok := sourceOf[n]; ok {
 			nd.Kind, nd.Topic = NodeSource, topicName(appID, topic)
@@ -123,6 +123,12 @@ func (t *Topology) Describe(appID string) TopologyDescription {
 		sub.Nodes = append(sub.Nodes, nd)
 	}
 	return d
+}
+
+// displayName is a node's name without the marker of a repartition topic
+// (a control character): "sink-repartition-by-word-2".
+func displayName(n *node) string {
+	return strings.ReplaceAll(n.name, repartitionPrefix, "repartition-")
 }
 
 // sinkTopic returns the topic of a sink node, named "sink-<topic>-<n>" by

@@ -60,6 +60,9 @@ func TestDescribe(t *testing.T) {
 	for _, sub := range d.Subtopologies {
 		for _, n := range sub.Nodes {
 			kinds = append(kinds, n.Kind+":"+n.Topic)
+			if strings.ContainsFunc(n.Name, func(r rune) bool { return r < ' ' }) {
+				t.Errorf("node name %q holds a control character", n.Name)
+			}
 			for _, c := range n.Children {
 				if !slices.Contains(nodes[c].Parents, n.Name) {
 					t.Errorf("%s has child %s, which does not list it as a parent", n.Name, c)

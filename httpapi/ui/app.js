@@ -328,11 +328,12 @@ async function pollMetrics() {
   charts.lag.push("lag", COLORS.c, t, lag);
   $("kpi-lag").textContent = fmtNum(lag);
 
-  // Store sizes: eddy_state_bytes summed per store label.
+  // Store sizes: eddy_state_bytes per store, or per task (one database
+  // per task holds all of its stores).
   const perStore = new Map();
   for (const s of samples) {
     if (s.name !== "eddy_state_bytes") continue;
-    const key = s.labels.store || "all";
+    const key = s.labels.store || (s.labels.task ? "task " + s.labels.task : "all");
     perStore.set(key, (perStore.get(key) || 0) + s.value);
   }
   if (perStore.size) {
@@ -514,7 +515,7 @@ function renderTopology(d) {
     const shapeAttrs = { x: p.x, y: p.y, width: NODE_W, height: NODE_H, fill: hexAlpha(color, 0.12), stroke: color, "stroke-width": 1.5 };
     g.append(svg("rect", { ...shapeAttrs, rx: n.kind === "processor" ? 8 : NODE_H / 2 }));
     const label = n.kind === "processor" ? n.name : n.topic;
-    const sub = n.kind === "processor" ? "processor" : `${n.internal ? "repartition " : ""}${n.kind} · ${n.name}`;
+    const sub = n.kind === "processor" ? "processor" : n.internal ? "repartition " + n.kind : `${n.kind} · ${n.name}`;
     g.append(svg("text", { x: p.x + NODE_W / 2, y: p.y + 19, fill: "#e2e8f0", "font-size": 13, "font-weight": 600, "text-anchor": "middle" }, shorten(label, 28)));
     g.append(svg("text", { x: p.x + NODE_W / 2, y: p.y + 35, fill: "#8b98a9", "font-size": 11, "text-anchor": "middle" }, shorten(sub, 34)));
     layer.nodes.append(g);

@@ -203,6 +203,9 @@ func (w *worker) session(ctx context.Context) (err error) {
 	// stable offset fetch does not wait for the transaction timeout.
 	if w.sess != nil {
 		if _, _, err := w.cl.ProducerID(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting: nothing ran
+			}
 			return fmt.Errorf("runtime: init producer id %s: %w", w.txnID, err)
 		}
 	}
