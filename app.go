@@ -20,6 +20,7 @@ import (
 	"github.com/eddy-streams/eddy/httpapi"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/runtime"
+	"github.com/eddy-streams/eddy/metrics"
 	"github.com/eddy-streams/eddy/state"
 	"github.com/eddy-streams/eddy/state/pebble"
 )
@@ -227,6 +228,8 @@ type App struct {
 	inst atomic.Pointer[runtime.Instance] // set when Run starts
 	ran  atomic.Bool
 	desc TopologyDescription
+	// metrics are the app's Prometheus metrics (app_metrics.go).
+	metrics *metrics.Metrics
 }
 
 // New builds the topology with cfg and returns the app, ready to Run.
@@ -238,7 +241,7 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, rt: rt, desc: t.Describe(cfg.AppID)}, nil
+	return &App{cfg: cfg, rt: rt, desc: t.Describe(cfg.AppID), metrics: metrics.New()}, nil
 }
 
 // Run runs the app until ctx is cancelled (commit, close the stores,
@@ -284,6 +287,7 @@ func (a *App) Run(ctx context.Context) error {
 		Logger:             cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID),
 		ClientOpts:         cfg.KafkaOptions,
 		OnRestoreProgress:  cfg.OnRestoreProgress,
+		Metrics:            a.metrics,
 	}
 	if err := rcfg.Validate(); err != nil {
 		return fmt.Errorf("eddy: invalid config: %w", err)
@@ -292,6 +296,8 @@ func (a *App) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.metrics.SetBackend(backend)
+	defer a.metrics.SetBackend(nil)
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, cfg.AppID), 0o700); err != nil {
 		return fmt.Errorf("eddy: state dir: %w", err)
 	}
@@ -345,6 +351,7 @@ func createDeadLetterTopics(ctx context.Context, cfg *Config, sources []string) 
 // examples take --http ADDR.
 func (a *App) Handler() http.Handler {
 	return httpapi.New(httpapi.Options{
+		Metrics:  a.metrics.Handler(),
 		Status:   httpStatus{a},
 		Topology: httpStatus{a},
 		UI:       true,

@@ -215,6 +215,7 @@ func (s *sourceNode[K, V]) decodeFailed(r *kgo.Record, err error) error {
 		kgo.RecordHeader{Key: HeaderDLQPartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
 		kgo.RecordHeader{Key: HeaderDLQOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
 	)
+	s.b.deadLetters++
 	s.b.tc.Logger().Warn("record failed to decode; sent to the dead-letter topic",
 		"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 	return s.b.tc.Produce(DeadLetterTopic(s.topic), r.Key, r.Value, r.Timestamp.UnixMilli(), headers)

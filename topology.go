@@ -192,6 +192,9 @@ type taskBuild struct {
 	// lateLogged is when the count was last logged.
 	lateDropped int64
 	lateLogged  time.Time
+	// deadLetters counts the records sent to a dead-letter topic since
+	// the task opened (those of aborted transactions too).
+	deadLetters int64
 }
 
 // countLate counts a late record, and logs the count at most every ten
@@ -209,6 +212,10 @@ func (b *taskBuild) countLate(op string, ts, streamTime int64) {
 // LateDropped returns how many records the task's windowed operations
 // dropped as late since it opened.
 func (b *taskBuild) LateDropped() int64 { return b.lateDropped }
+
+// DeadLetters returns how many records the task sent to a dead-letter
+// topic since it opened.
+func (b *taskBuild) DeadLetters() int64 { return b.deadLetters }
 
 func newTaskBuild(tc runtime.TaskContext, cfg *Config, nodes []*node) (_ *taskBuild, err error) {
 	b := &taskBuild{tc: tc, cfg: cfg, out: make(map[*node]any), sources: make(map[string]rawReceiver)}

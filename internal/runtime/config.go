@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/checkpoint"
+	"github.com/eddy-streams/eddy/metrics"
 	"github.com/eddy-streams/eddy/state"
 )
 
@@ -67,7 +68,9 @@ type Config struct {
 	// (see RestoreProgress); it runs in the worker's goroutine, so it
 	// must return quickly.
 	OnRestoreProgress func(RestoreProgress)
-	Logger            *slog.Logger
+	// Metrics receives the instance's metrics; New makes one when nil.
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 	// ClientOpts are added to every Kafka client (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 

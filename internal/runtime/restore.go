@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -139,6 +140,7 @@ type restoreProgress struct {
 	p        RestoreProgress
 	report   func(RestoreProgress)
 	log      *slog.Logger
+	gauge    prometheus.Gauge // the task's eddy_restore_remaining_records
 	start    time.Time
 	from     map[string]int64 // per topic (one partition per topic here)
 	passed   map[string]int64
@@ -153,7 +155,7 @@ func newRestoreProgress(report func(RestoreProgress), t *task, source string, to
 	now := time.Now()
 	rp := &restoreProgress{
 		p:      RestoreProgress{Task: t.id, Source: source, Offsets: total},
-		report: report, log: t.log, start: now, lastSent: now, lastLog: now,
+		report: report, log: t.log, gauge: t.m.h.RestoreRemaining, start: now, lastSent: now, lastLog: now,
 		board: t.w.board, status: t.status,
 		from: make(map[string]int64), passed: make(map[string]int64),
 	}
@@ -171,6 +173,9 @@ func (rp *restoreProgress) record(r *kgo.Record) {
 	if n := r.Offset + 1 - rp.from[r.Topic]; n > rp.passed[r.Topic] {
 		rp.p.OffsetsDone += n - rp.passed[r.Topic]
 		rp.passed[r.Topic] = n
+	}
+	if rp.p.Records%1024 == 0 {
+		rp.gauge.Set(float64(rp.p.Offsets - rp.p.OffsetsDone))
 	}
 	now := time.Now()
 	if now.Sub(rp.lastLog) >= 5*time.Second {
@@ -194,6 +199,7 @@ func (rp *restoreProgress) snapshot() RestoreProgress {
 func (rp *restoreProgress) send() {
 	p := rp.snapshot()
 	rp.board.progress(rp.status, p)
+	rp.gauge.Set(float64(rp.p.Offsets - rp.p.OffsetsDone))
 	if rp.report != nil {
 		rp.report(p)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -152,6 +153,7 @@ func (w *worker) route(fetches kgo.Fetches) error {
 			t.polled = true
 			w.polled = append(w.polled, t)
 		}
+		t.fetched(src, &fp)
 		t.pending[src] = append(t.pending[src], fp.Records...)
 	})
 	return err
@@ -165,6 +167,10 @@ func (w *worker) route(fetches kgo.Fetches) error {
 // does not hold the others back (max.task.idle.ms is not implemented).
 func (w *worker) processPolled() error {
 	for _, t := range w.polled {
+		// Timed per task and poll, not per record: see
+		// metrics.LatencyObserver. txnRecords counts the records
+		// processed (not those skipped as already in the state).
+		start, before := time.Now(), w.txnRecords
 		for {
 			r := t.nextPending()
 			if r == nil {
@@ -174,6 +180,7 @@ func (w *worker) processPolled() error {
 				return err
 			}
 		}
+		t.flushMetrics(time.Since(start), w.txnRecords-before)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/metrics"
 )
 
 // Instance is one process's share of an application: its workers, its
@@ -47,6 +48,9 @@ func New(cfg Config, topo Topology) (*Instance, error) {
 	p, err := newPlan(cfg.AppID, topo)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
 	}
 	in := &Instance{cfg: cfg, topo: topo, plan: p}
 	for i := 0; i < cfg.Workers; i++ {

@@ -75,6 +75,8 @@ type task struct {
 	// committed transaction (logged with the time since: how long a
 	// task that moved was unavailable once it arrived).
 	assignedAt time.Time
+	// m are the task's metrics (metrics.go).
+	m taskMetrics
 }
 
 func (t *task) ID() TaskID           { return t.id }
@@ -97,6 +99,7 @@ func (t *task) AdvanceStreamTime(ts int64) {
 func (t *task) GlobalStore(name string) (GlobalReader, error) { return t.w.globals.store(name) }
 
 func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
+	t.m.produced++
 	_, err := t.w.produceRecord(topic, -1, key, value, timestamp, headers)
 	return err
 }
@@ -124,6 +127,12 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 	t.skip = make([]int64, len(t.sources))
 	t.pending = make([][]*kgo.Record, len(t.sources))
 	t.pendingAt = make([]int, len(t.sources))
+	t.openMetrics()
+	defer func() {
+		if err != nil {
+			t.closeMetrics()
+		}
+	}()
 	if err := os.MkdirAll(t.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("runtime: task %s: %w", id, err)
 	}
@@ -162,6 +171,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 		return nil, permanent(fmt.Errorf("runtime: task %s: build processors: %w", id, err))
 	}
 	t.proc = proc
+	t.runMetrics()
 	return t, nil
 }
 
@@ -290,6 +300,7 @@ func (t *task) logChangelog() error {
 		}
 		t.logged, t.loggedStore = append(t.logged, r), append(t.loggedStore, si)
 	}
+	t.m.h.Changelog.Add(float64(len(t.logged)))
 	return nil
 }
 
@@ -374,6 +385,7 @@ func (t *task) close() error {
 	if t.proc != nil {
 		errs = append(errs, t.proc.Close())
 	}
+	t.closeMetrics() // before the database closes: a scrape may read it
 	errs = append(errs, t.db.Close())
 	if t.corrupt {
 		// Found corrupt while it ran (a damaged block read by a Get or

@@ -393,6 +393,7 @@ func (w *worker) commit() error {
 	if !w.inTxn {
 		return nil
 	}
+	start := time.Now()
 	ctx, cancel := w.endContext()
 	defer cancel()
 	tasks := w.sortedTasks()
@@ -437,6 +438,7 @@ func (w *worker) commit() error {
 		w.rollbackAll()
 	}
 	w.recycle()
+	w.cfg.Metrics.ObserveCommit(time.Since(start), committed)
 	if endErr != nil {
 		return fmt.Errorf("runtime: end transaction: %w", endErr)
 	}
@@ -489,6 +491,7 @@ func (w *worker) punctuate(now time.Time) error {
 			// again, so the app stops and the transaction aborts.
 			return permanent(fmt.Errorf("runtime: task %s: punctuate: %w", t.id, err))
 		}
+		t.flushMetrics(0, 0) // what punctuators produced
 		if t.dirty || len(w.produced) == produced && t.buf.Len() == 0 && t.streamTime == streamTime && !t.hasRanges() {
 			continue
 		}
@@ -558,6 +561,7 @@ func (w *worker) abort() {
 	w.inTxn, w.txnRecords = false, 0
 	w.rollbackAll()
 	w.recycle()
+	w.cfg.Metrics.ObserveAbort()
 }
 
 func (w *worker) rollbackAll() {

@@ -19,6 +19,7 @@ type db struct {
 	backend *Backend
 	dir     string
 	pdb     *pebbledb.DB // nil once closed; Pebble panics on use after Close
+	stalls  *stalls      // write stalls, counted from Pebble's events
 	// offsets caches what the metadata key holds: read at Open, replaced
 	// after each successful Apply.
 	offsets state.Offsets

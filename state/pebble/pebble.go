@@ -147,6 +147,7 @@ func (b *Backend) PrepareCheckpoint(dir string) (state.Offsets, error) {
 
 func (b *Backend) open1(dir string) (*db, error) {
 	logger := &pebbleLogger{l: b.opts.Logger.With("dir", dir)}
+	st := new(stalls)
 	po := &pebbledb.Options{
 		Cache:              b.cache,
 		FileCache:          b.fileCache,
@@ -161,12 +162,13 @@ func (b *Backend) open1(dir string) (*db, error) {
 			DataCorruption: func(info pebbledb.DataCorruptionInfo) { logger.Errorf("data corruption: %s", info) },
 		},
 	}
+	st.listen(po.EventListener)
 	b.opts.apply(po)
 	pdb, err := pebbledb.Open(dir, po)
 	if err != nil {
 		return nil, wrapErr("open", dir, err)
 	}
-	d := &db{backend: b, dir: dir, pdb: pdb}
+	d := &db{backend: b, dir: dir, pdb: pdb, stalls: st}
 	if d.offsets, err = d.readOffsets(); err != nil {
 		// The read error is the one worth returning; Close cannot make
 		// the database more usable.
