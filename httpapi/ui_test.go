@@ -183,7 +183,8 @@ func TestUIInChromium(t *testing.T) {
 	// from /metrics or /v1/status); throughput and state sizes are above zero.
 	metricsServed := served(t, base+"/metrics")
 	if metricsServed {
-		eval("throughput points", `document.getElementById("chart-throughput").dataset.points`, atLeast(5))
+		// Fifteen points: a screenshot with some history to look at.
+		eval("throughput points", `document.getElementById("chart-throughput").dataset.points`, atLeast(15))
 		eval("throughput peak", `document.getElementById("chart-throughput").dataset.max`, func(v string) bool { return atLeast(1)(v) })
 		eval("lag points", `document.getElementById("chart-lag").dataset.points`, atLeast(5))
 		eval("commit latency points", `document.getElementById("chart-commit").dataset.points`, atLeast(5))

@@ -187,7 +187,14 @@ class Chart {
     g.clearRect(0, 0, w, h);
     const left = 64, right = 12, top = 10, bottom = 22;
     const pw = w - left - right, ph = h - top - bottom;
-    const now = Date.now(), span = HISTORY * POLL_MS;
+    // The time axis spans the history held, at least 30 s, at most HISTORY
+    // points: a page just opened shows its first seconds across the chart.
+    const now = Date.now();
+    let oldest = now;
+    for (const s of this.series.values()) if (s.points.length) oldest = Math.min(oldest, s.points[0][0]);
+    const spanSec = Math.min(HISTORY * POLL_MS / 1000, Math.max(30, Math.ceil((now - oldest) / 1000)));
+    const span = spanSec * 1000;
+    const step = spanSec <= 60 ? 10 : spanSec <= 120 ? 30 : 60;
     const ymax = niceCeil(max > 0 ? max * 1.1 : 1);
     g.font = "11px system-ui, 'DejaVu Sans', sans-serif";
     g.textBaseline = "middle";
@@ -204,9 +211,10 @@ class Chart {
     // x labels: minutes ago.
     g.textAlign = "center";
     g.textBaseline = "top";
-    for (let sAgo = 0; sAgo <= span / 1000; sAgo += 60) {
+    for (let sAgo = 0; sAgo <= spanSec; sAgo += step) {
       const x = left + pw - (sAgo * 1000 * pw) / span;
-      g.fillText(sAgo === 0 ? "now" : "−" + sAgo / 60 + " min", Math.min(Math.max(x, left + 16), left + pw - 14), top + ph + 6);
+      const label = sAgo === 0 ? "now" : sAgo % 60 === 0 ? "−" + sAgo / 60 + " min" : "−" + sAgo + " s";
+      g.fillText(label, Math.min(Math.max(x, left + 16), left + pw - 14), top + ph + 6);
     }
     if (n === 0) {
       g.fillStyle = "#8b98a9"; g.textAlign = "center"; g.textBaseline = "middle";
@@ -239,13 +247,16 @@ class Chart {
     // The last values, top right.
     g.textAlign = "right"; g.textBaseline = "top";
     g.font = "600 12px system-ui, 'DejaVu Sans', sans-serif";
+    // As many as fit; the legend names every series.
     let x = left + pw - 4;
     for (const [name, s] of [...this.series.entries()].reverse()) {
       if (!s.points.length) continue;
       const label = (this.series.size > 1 ? name + " " : "") + this.fmt(s.points[s.points.length - 1][1]);
+      const w = g.measureText(label).width;
+      if (x - w < left + 8) break;
       g.fillStyle = s.color;
       g.fillText(label, x, top + 2);
-      x -= g.measureText(label).width + 14;
+      x -= w + 14;
     }
   }
 }
@@ -337,6 +348,7 @@ async function pollMetrics() {
     perStore.set(key, (perStore.get(key) || 0) + s.value);
   }
   if (perStore.size) {
+    if (!stateFromMetrics) charts.state.series.clear(); // drop what /v1/status gave
     stateFromMetrics = true;
     charts.state.available();
     let i = 0;
