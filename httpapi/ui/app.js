@@ -150,10 +150,12 @@ class Chart {
     this.fmt = fmt;
     this.series = new Map(); // name → {color, points: [[t, v]]}
   }
-  push(name, color, t, v) {
+  // push adds a point; dash, if given, draws the line dashed (so that
+  // two series that coincide both show).
+  push(name, color, t, v, dash) {
     if (v == null || !isFinite(v)) return;
     let s = this.series.get(name);
-    if (!s) { s = { color, points: [] }; this.series.set(name, s); }
+    if (!s) { s = { color, dash: dash || [], points: [] }; this.series.set(name, s); }
     s.points.push([t, v]);
     if (s.points.length > HISTORY) s.points.shift();
   }
@@ -239,7 +241,9 @@ class Chart {
       g.fillStyle = grad; g.fill();
       g.beginPath();
       xy.forEach(([x, y], i) => (i ? g.lineTo(x, y) : g.moveTo(x, y)));
+      g.setLineDash(s.dash);
       g.strokeStyle = s.color; g.lineWidth = 2; g.lineJoin = "round"; g.stroke();
+      g.setLineDash([]);
       const [lx, ly] = xy[xy.length - 1];
       g.beginPath(); g.arc(lx, ly, 3, 0, 2 * Math.PI); g.fillStyle = s.color; g.fill();
     }
@@ -322,7 +326,7 @@ async function pollMetrics() {
     const consumed = rate(cur.consumed, prevScrape.consumed);
     const produced = rate(cur.produced, prevScrape.produced);
     charts.throughput.push("consumed", COLORS.a, t, consumed);
-    charts.throughput.push("produced", COLORS.b, t, produced);
+    charts.throughput.push("produced", COLORS.b, t, produced, [6, 4]);
     $("kpi-consumed").textContent = fmtNum(consumed);
     $("kpi-produced").textContent = fmtNum(produced);
     const dc = cur.commitCount != null && prevScrape.commitCount != null ? cur.commitCount - prevScrape.commitCount : null;
