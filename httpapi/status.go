@@ -37,18 +37,18 @@ func serveReady(s StatusReporter) http.HandlerFunc {
 		if !ready {
 			code = http.StatusServiceUnavailable
 		}
-		writeJSON(w, code, readiness{Ready: ready, Reason: reason, Restoring: restoring})
+		writeStatusJSON(w, code, readiness{Ready: ready, Reason: reason, Restoring: restoring})
 	}
 }
 
 // serveJSON serves what get returns, freshly each request.
 func serveJSON(get func() any) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, get())
+		writeStatusJSON(w, http.StatusOK, get())
 	}
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+func writeStatusJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		http.Error(w, "encode: "+err.Error(), http.StatusInternalServerError)
