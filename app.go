@@ -264,6 +264,8 @@ type App struct {
 
 	// stores are the topology's store declarations, for queries.
 	stores map[string]*storeDecl
+	// desc is the topology's description (GET /v1/topology).
+	desc TopologyDescription
 	// metrics are the app's Prometheus metrics (app_metrics.go).
 	metrics *metrics.Metrics
 	// failpoints are armed by EDDY_FAILPOINTS (crash tests).
@@ -290,7 +292,7 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, rt: rt, stores: t.stores, metrics: metrics.New(), failpoints: fail}, nil
+	return &App{cfg: cfg, rt: rt, stores: t.stores, desc: t.Describe(cfg.AppID), metrics: metrics.New(), failpoints: fail}, nil
 }
 
 // Run runs the app until ctx is cancelled (commit, close the stores,
@@ -420,5 +422,13 @@ func createDeadLetterTopics(ctx context.Context, cfg *Config, sources, repartiti
 // UI. Serve it on an address of your choice, e.g. with http.Server; the
 // examples take --http ADDR.
 func (a *App) Handler() http.Handler {
-	return httpapi.New(httpapi.Options{Metrics: a.metrics.Handler(), Queries: httpQueries{a}, Token: a.cfg.HTTPToken, PeerTLS: a.cfg.HTTPPeerTLS})
+	return httpapi.New(httpapi.Options{
+		Metrics:  a.metrics.Handler(),
+		Status:   httpStatus{a},
+		Topology: httpStatus{a},
+		UI:       true,
+		Queries:  httpQueries{a},
+		Token:    a.cfg.HTTPToken,
+		PeerTLS:  a.cfg.HTTPPeerTLS,
+	})
 }

@@ -28,12 +28,26 @@ type Options struct {
 	// PeerTLS, when set, makes forwarded queries use HTTPS with this
 	// client configuration: set it when the instances serve TLS.
 	PeerTLS *tls.Config
+	// Status serves GET /readyz and GET /v1/status.
+	Status StatusReporter
+	// Topology serves GET /v1/topology.
+	Topology TopologyDescriber
+	// UI serves the web UI at GET / (and its assets under /ui/).
+	UI bool
 }
 
 // New returns the handler of an app's endpoints:
 //
-//	GET /healthz   200 while the process serves requests (liveness)
-//	GET /metrics   Options.Metrics
+//	GET /healthz      200 while the process serves requests (liveness)
+//	GET /metrics      Options.Metrics
+//	GET /readyz       200 when every assigned task is restored and running,
+//	                  503 otherwise, with the reason (JSON)
+//	GET /v1/status    Options.Status: the instance's workers and tasks (JSON)
+//	GET /v1/topology  Options.Topology: the topology's shape (JSON)
+//	GET /             the web UI (Options.UI), assets under /ui/
+//	GET /v1/stores/…  Options.Queries (queries.go)
+//
+// With Options.Token, every route but /healthz and /readyz needs it.
 func New(o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -42,6 +56,18 @@ func New(o Options) http.Handler {
 	})
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
+	}
+	if o.Status != nil {
+		mux.Handle("GET /readyz", serveReady(o.Status))
+		mux.Handle("GET /v1/status", serveJSON(o.Status.Status))
+	}
+	if o.Topology != nil {
+		mux.Handle("GET /v1/topology", serveJSON(o.Topology.Describe))
+	}
+	if o.UI {
+		index, assets := uiHandler()
+		mux.Handle("GET /{$}", index)
+		mux.Handle("GET /ui/", assets)
 	}
 	o.addQueryRoutes(mux)
 	if o.Token != "" {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/eddy-streams/eddy/httpapi"
 )
 
 func runQuery(ctx context.Context, args []string) error {
@@ -35,6 +39,7 @@ func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	limit := fs.Int("limit", 0, "most entries a scan returns (default: the server's, 100)")
 	windowFrom := fs.String("window-from", "", "windows of --key that start at or after this time: ms since the epoch or RFC 3339")
 	windowTo := fs.String("window-to", "", "windows of --key that start at or before this time: ms since the epoch or RFC 3339")
+	tlsCA := fs.String("tls-ca", "", "PEM file of the CA of the app's HTTPS certificate (with an https:// address; default: the system's)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long (a 503 during a rebalance is retried until then)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -88,7 +93,19 @@ func queryMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	body, err := getRetrying(ctx, u)
+	client := &http.Client{}
+	if *tlsCA != "" {
+		pem, err := os.ReadFile(*tlsCA)
+		if err != nil {
+			return fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--tls-ca %s: no PEM certificate in it", *tlsCA)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	body, err := getRetrying(ctx, client, u, os.Getenv(httpapi.TokenEnv))
 	if err != nil {
 		return err
 	}
@@ -110,14 +127,18 @@ func setIf(q url.Values, k, v string) {
 	}
 }
 
-// getRetrying GETs u, retrying a 503 after its Retry-After (1s default).
-func getRetrying(ctx context.Context, u string) ([]byte, error) {
+// getRetrying GETs u (with token as a bearer token, if any), retrying a
+// 503 after its Retry-After (1s default).
+func getRetrying(ctx context.Context, client *http.Client, u, token string) ([]byte, error) {
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
 			return nil, fmt.Errorf("--http: %w", err)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			return nil, fmt.Errorf("GET %s: %w; is the app running with --http at that address?", u, err)
 		}

@@ -69,6 +69,9 @@ type taskBalancer struct {
 	// routes, when set, receives the group's routes from each
 	// assignment.
 	routes routeSink
+	// onAssign, when set, receives the member's active tasks at every
+	// sync (the worker's status board).
+	onAssign func([]TaskID)
 }
 
 // routeSink takes the routes an assignment carries.
@@ -144,6 +147,9 @@ func (b *taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int3
 		// A leader of an older version sends none: queries then find
 		// no route until it is upgraded.
 		b.routes.setRoutes(info.Routes)
+	}
+	if b.onAssign != nil {
+		b.onAssign(b.plan.tasksOf(parts))
 	}
 	return parts, nil
 }

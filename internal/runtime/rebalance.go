@@ -36,6 +36,7 @@ func (w *worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 			w.revokePending = true
 		}
 	}
+	w.board.pending(ids)
 }
 
 // onRevoked closes the tasks that revoked or lost partitions belong to
@@ -51,7 +52,8 @@ func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.revokePending = true
-	for _, id := range w.plan.tasksOf(revoked) {
+	ids := w.plan.tasksOf(revoked)
+	for _, id := range ids {
 		if t := w.tasks[id]; t != nil {
 			if err := t.close(); err != nil {
 				w.log.Warn("close task", "task", t.id.String(), "err", err)
@@ -60,6 +62,7 @@ func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 			t.log.Info("task revoked")
 		}
 	}
+	w.board.drop(ids)
 }
 
 // onLost is onRevoked for partitions the member lost (its session expired,
@@ -156,6 +159,8 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		w.tasks[t.id] = t
 		w.queries.add(t)
 		t.assignedAt = time.Now()
+		t.status.streamTime.Store(t.committed.StreamTime)
+		w.board.set(t.status, TaskRunning)
 		t.log.Info("task assigned", "input_offsets", fmt.Sprint(t.committed.Input))
 	}
 	if len(opened) > 0 {
@@ -201,6 +206,7 @@ func (w *worker) balancers() []kgo.GroupBalancer {
 	if w.queries != nil {
 		tb.routes = w.queries
 	}
+	tb.onAssign = w.board.assign
 	if w.standbys != nil {
 		tb.host = w.standbys
 	}

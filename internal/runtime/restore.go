@@ -148,6 +148,9 @@ type restoreProgress struct {
 	passed   map[string]int64
 	lastSent time.Time
 	lastLog  time.Time
+	// board and status are where Status reads the progress.
+	board  *workerBoard
+	status *boardTask
 }
 
 func newRestoreProgress(report func(RestoreProgress), t *task, source string, total int64, spans map[string]map[int32]kafka.Span) *restoreProgress {
@@ -155,6 +158,7 @@ func newRestoreProgress(report func(RestoreProgress), t *task, source string, to
 	rp := &restoreProgress{
 		p:      RestoreProgress{Task: t.id, Source: source, Offsets: total},
 		report: report, log: t.log, gauge: t.m.h.RestoreRemaining, start: now, lastSent: now, lastLog: now,
+		board: t.w.board, status: t.status,
 		from: make(map[string]int64), passed: make(map[string]int64),
 	}
 	for topic, parts := range spans {
@@ -182,7 +186,7 @@ func (rp *restoreProgress) record(r *kgo.Record) {
 		rp.log.Info("restoring state", "source", p.Source, "records", p.Records, "bytes", p.Bytes,
 			"percent", fmt.Sprintf("%.1f", p.Percent()), "eta", p.ETA().Round(time.Second))
 	}
-	if rp.report != nil && now.Sub(rp.lastSent) >= time.Second {
+	if now.Sub(rp.lastSent) >= time.Second {
 		rp.lastSent = now
 		rp.send()
 	}
@@ -195,9 +199,11 @@ func (rp *restoreProgress) snapshot() RestoreProgress {
 }
 
 func (rp *restoreProgress) send() {
+	p := rp.snapshot()
+	rp.board.progress(rp.status, p)
 	rp.gauge.Set(float64(rp.p.Offsets - rp.p.OffsetsDone))
 	if rp.report != nil {
-		rp.report(rp.snapshot())
+		rp.report(p)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,7 +26,22 @@ type Instance struct {
 	// queries are the tasks that interactive queries may read, and the
 	// group's routes (query.go).
 	queries *queries
+
+	// What Status reads (status.go): each worker's board, the standbys,
+	// the phase (phaseStarting, phaseRunning, phaseStopped) and when Run
+	// started.
+	boards  []*workerBoard
+	sb      atomic.Pointer[standbys]
+	phase   atomic.Int32
+	started atomic.Pointer[time.Time]
 }
+
+// Phases of an instance, for Status.
+const (
+	phaseStarting int32 = iota
+	phaseRunning
+	phaseStopped
+)
 
 // New checks cfg and topo and returns an instance ready to Run.
 func New(cfg Config, topo Topology) (*Instance, error) {
@@ -39,7 +55,11 @@ func New(cfg Config, topo Topology) (*Instance, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
 	}
-	return &Instance{cfg: cfg, topo: topo, plan: p, queries: newQueries()}, nil
+	in := &Instance{cfg: cfg, topo: topo, plan: p, queries: newQueries()}
+	for i := 0; i < cfg.Workers; i++ {
+		in.boards = append(in.boards, newWorkerBoard(i, memberName(cfg, i)))
+	}
+	return in, nil
 }
 
 // Run runs topo with cfg until ctx is cancelled, then commits, closes the
@@ -57,6 +77,9 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 // tasks and returns. An instance runs once.
 func (in *Instance) Run(ctx context.Context) error {
 	cfg, topo, p := in.cfg, in.topo, in.plan
+	now := time.Now()
+	in.started.Store(&now)
+	defer in.phase.Store(phaseStopped)
 	if err := prepareTopics(ctx, cfg, p, topo.Repartitions, topo.Sinks); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing ran, nothing to commit
@@ -92,6 +115,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	// Every instance keeps the standbys its assignments give it, whatever
 	// its own StandbyReplicas: the leader's setting places them.
 	sb := newStandbys(cfg, p)
+	in.sb.Store(sb)
 	standbysDone := make(chan struct{})
 	go func() {
 		defer close(standbysDone)
@@ -100,6 +124,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(cfg, p, i)
 		w.globals, w.standbys = g, sb
+		w.board = in.boards[i]
 		w.ckpt = ckpt
 		w.queries = in.queries
 		wg.Add(1)
@@ -113,6 +138,7 @@ func (in *Instance) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	in.phase.Store(phaseRunning)
 	wg.Wait()
 	if ckpt != nil {
 		ckpt.close() // the final checkpoints' uploads

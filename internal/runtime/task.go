@@ -71,6 +71,8 @@ type task struct {
 	scratch []byte
 	// view is what queries read, set while the task is queryable.
 	view *taskView
+	// status is the task's entry on its worker's status board.
+	status *boardTask
 	// assignedAt is when the task was installed, until its first
 	// committed transaction (logged with the time since: how long a
 	// task that moved was unavailable once it arrived).
@@ -108,12 +110,18 @@ func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers
 // from the changelog and instantiates the processors.
 func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 	t := &task{
-		w:   w,
-		sub: &w.plan.subs[id.Subtopology],
-		id:  id,
-		dir: filepath.Join(w.cfg.StateDir, w.cfg.AppID, id.String()),
-		log: w.log.With("task", id.String()),
+		w:      w,
+		sub:    &w.plan.subs[id.Subtopology],
+		id:     id,
+		dir:    filepath.Join(w.cfg.StateDir, w.cfg.AppID, id.String()),
+		log:    w.log.With("task", id.String()),
+		status: w.board.open(id),
 	}
+	defer func() {
+		if err != nil {
+			w.board.closed(id, t.status)
+		}
+	}()
 	for _, topic := range t.sub.Sources {
 		t.sources = append(t.sources, state.TopicPartition{Topic: topic, Partition: id.Partition})
 	}
@@ -307,6 +315,7 @@ func (t *task) applyCommitted() error {
 		t.committed.Input[tp] = t.next[i]
 	}
 	t.committed.StreamTime = t.streamTime
+	t.status.streamTime.Store(t.streamTime)
 	for i, r := range t.logged {
 		store := t.sub.storeNames[t.loggedStore[i]]
 		if r.Offset+1 > t.committed.Changelog[store] {
@@ -374,6 +383,8 @@ func (t *task) reset() {
 
 // close drops uncommitted work and releases the processors and the database.
 func (t *task) close() error {
+	t.w.board.set(t.status, TaskClosing)
+	defer t.w.board.closed(t.id, t.status)
 	t.rollback()
 	var errs []error
 	if t.proc != nil {

@@ -41,7 +41,9 @@ type worker struct {
 	// queries is the instance's registry of queryable tasks (nil in
 	// tests that run a worker alone).
 	queries *queries
-	txnID   string
+	// board is what the worker publishes of its tasks for Status.
+	board *workerBoard
+	txnID string
 
 	sess *kgo.GroupTransactSession
 	cl   *kgo.Client
@@ -83,16 +85,22 @@ type worker struct {
 	prodErr  error
 }
 
+// memberName is worker idx's static group instance id.
+func memberName(cfg Config, idx int) string {
+	if cfg.Workers > 1 {
+		return fmt.Sprintf("%s-w%d", cfg.InstanceID, idx)
+	}
+	return cfg.InstanceID
+}
+
 func newWorker(cfg Config, p *plan, idx int) *worker {
 	w := &worker{
 		cfg:      cfg,
 		plan:     p,
-		memberID: cfg.InstanceID,
+		memberID: memberName(cfg, idx),
 		tasks:    make(map[TaskID]*task),
 	}
-	if cfg.Workers > 1 {
-		w.memberID = fmt.Sprintf("%s-w%d", cfg.InstanceID, idx)
-	}
+	w.board = newWorkerBoard(idx, w.memberID)
 	w.txnID = cfg.AppID + "-" + w.memberID
 	w.log = cfg.Logger.With("worker", idx)
 	w.promise = w.onProduced
@@ -214,6 +222,9 @@ func (w *worker) session(ctx context.Context) (err error) {
 	// stable offset fetch does not wait for the transaction timeout.
 	if w.sess != nil {
 		if _, _, err := w.cl.ProducerID(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting: nothing ran
+			}
 			return fmt.Errorf("runtime: init producer id %s: %w", w.txnID, err)
 		}
 	}
@@ -669,6 +680,7 @@ func (w *worker) closeSession() {
 	w.mu.Lock()
 	w.sessionGen++ // a restore still running installs nothing
 	w.closeTasks()
+	w.board.reset()
 	w.inTxn = false
 	w.mu.Unlock()
 	// A step that panicked (Pebble panics on a failed write-ahead log
