@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -131,18 +132,21 @@ const (
 
 // harness is one run's moving parts.
 type harness struct {
-	opts    Options
-	rng     *rand.Rand
-	broker  *brokerProc
-	proxy   *Proxy
-	apps    []*app
-	gen     *demo.Generator
-	clOpts  []kgo.Opt // the harness's own clients: straight to the broker
-	out     *watcher  // balances
-	totals  *watcher  // windowed totals, nil without it
-	rep     *Report
-	start   time.Time
-	current string // the fault being injected or recovered from
+	// shownFaults and shownRecovery are what the progress line shows of
+	// the report, which the fault loop alone writes.
+	shownFaults, shownRecovery atomic.Int64
+	opts                       Options
+	rng                        *rand.Rand
+	broker                     *brokerProc
+	proxy                      *Proxy
+	apps                       []*app
+	gen                        *demo.Generator
+	clOpts                     []kgo.Opt // the harness's own clients: straight to the broker
+	out                        *watcher  // balances
+	totals                     *watcher  // windowed totals, nil without it
+	rep                        *Report
+	start                      time.Time
+	current                    string // the fault being injected or recovered from
 }
 
 // Run runs the chaos harness and returns its report. An error means the
@@ -289,6 +293,8 @@ func (h *harness) run(ctx context.Context) error {
 			return err
 		}
 		h.rep.add(ev)
+		h.shownFaults.Store(int64(h.rep.faultCount()))
+		h.shownRecovery.Store(int64(h.rep.LongestRecovery))
 		fmt.Fprintf(h.opts.Out, "%6.0fs  fault %-14s %-40s recovered in %s\n", time.Since(h.start).Seconds(), ev.Kind, ev.Detail, ev.recoveryString())
 		h.current = ""
 		if err := h.supervise(ctx, time.Duration(1000+h.rng.IntN(2000))*time.Millisecond); err != nil {
@@ -414,7 +420,7 @@ func (h *harness) progress(done chan struct{}) {
 			if h.totals != nil {
 				line += fmt.Sprintf("  totals %6d", h.totals.count())
 			}
-			fmt.Fprintf(h.opts.Out, "%s  faults %d  longest recovery %.1fs\n", line, h.rep.faultCount(), h.rep.LongestRecovery.Seconds())
+			fmt.Fprintf(h.opts.Out, "%s  faults %d  longest recovery %.1fs\n", line, h.shownFaults.Load(), time.Duration(h.shownRecovery.Load()).Seconds())
 		}
 	}
 }
