@@ -98,6 +98,9 @@ func notTheRecords(err error) bool {
 func (b *taskBuild) processRecord(src rawReceiver, r *kgo.Record) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			if _, fatal := p.(state.Fatal); fatal {
+				panic(p) // the store's, not the record's: crash
+			}
 			// The stack goes to the log; the error (and a dead letter's
 			// header) names the panic only.
 			b.tc.Logger().Error("panic while processing a record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
@@ -138,8 +141,12 @@ func (b *taskBuild) recordFailed(r *kgo.Record, err error) error {
 	case ProcessErrorDeadLetter:
 		return b.deadLetter(r, stage, err)
 	}
-	return &recordFault{stage: stage, err: fmt.Errorf("eddy: %s %s/%d@%d: %w (Config.On%sError decides: fail, log and continue, or dead-letter)",
-		stage, r.Topic, r.Partition, r.Offset, err, map[string]string{"process": "Process", "produce": "Produce"}[stage])}
+	field := "OnProcessError"
+	if stage == "produce" {
+		field = "OnProduceError"
+	}
+	return &recordFault{stage: stage, err: fmt.Errorf("eddy: %s %s/%d@%d: %w (Config.%s decides: fail, log and continue, or dead-letter)",
+		stage, r.Topic, r.Partition, r.Offset, err, field)}
 }
 
 // deadLetter writes r, unchanged, to its topic's dead-letter topic with the

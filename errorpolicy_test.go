@@ -30,6 +30,8 @@ func (p *picky) Process(r eddy.Record[string, string]) error {
 		r.Value = strings.Repeat("x", 2000)
 	case "disk":
 		return fmt.Errorf("reading: %w", state.ErrRead)
+	case "fatal":
+		panic(state.Fatal{Msg: "wal write failed"})
 	}
 	return p.ctx.Forward(r)
 }
@@ -151,6 +153,19 @@ func TestStateErrorsAreNotDeadLettered(t *testing.T) {
 	if got := values(t, d, "in.dlq"); len(got) != 0 {
 		t.Fatalf("dead letters %v, want none", got)
 	}
+}
+
+// A backend's fatal panic is not a record's: it is never recovered.
+func TestStateFatalIsNotRecovered(t *testing.T) {
+	_, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.ProcessErrorDeadLetter})
+	defer func() {
+		if p := recover(); p == nil {
+			t.Fatal("no panic: a state.Fatal was recovered as a record's failure")
+		} else if _, ok := p.(state.Fatal); !ok {
+			t.Fatalf("panic %v, want the state.Fatal itself", p)
+		}
+	}()
+	_ = in.Pipe("k", "fatal", 1)
 }
 
 func TestDecodeErrorLogAndContinue(t *testing.T) {

@@ -21,6 +21,14 @@ import (
 // leave it alone.
 var ErrRead = errors.New("state: read failed")
 
+// Fatal is the value a backend panics with when its store cannot go on
+// (Pebble's fatal errors: a failed write-ahead-log write, a broken
+// invariant). It is never recovered as a record's failure: the process
+// must crash and restart on what is durable.
+type Fatal struct{ Msg string }
+
+func (f Fatal) Error() string { return f.Msg }
+
 // ErrClosed is returned by a DB used after Close.
 var ErrClosed = errors.New("state: database closed")
 

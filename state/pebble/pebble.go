@@ -259,5 +259,5 @@ func (p *pebbleLogger) Errorf(format string, args ...any) {
 func (p *pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	p.l.Error(msg, "fatal", true)
-	panic("state/pebble: pebble fatal error: " + msg)
+	panic(state.Fatal{Msg: "state/pebble: pebble fatal error: " + msg})
 }
