@@ -119,7 +119,19 @@ func (w *worker) run(ctx context.Context) error {
 	for {
 		err := w.session(ctx)
 		if ctx.Err() != nil {
-			return err
+			var perm permanentError
+			if errors.As(err, &perm) {
+				return perm.err
+			}
+			if err != nil {
+				// Stopping: a session that failed meanwhile (a fenced
+				// zombie's End timing out, a broker going away) left
+				// nothing half done: what committed is durable, what
+				// did not is processed again by the next owner. The
+				// stop is clean; the failure is logged.
+				w.log.Warn("session failed while the worker was stopping", "err", err)
+			}
+			return nil
 		}
 		if w.committedOnce {
 			failures = 0 // the session did useful work: count anew
