@@ -40,6 +40,13 @@ func (h *harness) verify(ctx context.Context) error {
 	}
 	rep.Ledger = verify.Ledger(payments, balances)
 	rep.IdenticalDuplicates = identicalDuplicates(balances)
+	if rep.Ledger.Missing > 0 && rep.BrokerKills > 0 {
+		unmarked, err := unmarkedBalances(ctx, h.clOpts, outputTopic)
+		if err != nil {
+			return err
+		}
+		rep.UnmarkedMissing = countMissing(payments, balances, unmarked)
+	}
 	apps := 1
 	if h.opts.Windowed {
 		apps++
@@ -73,6 +80,30 @@ func (h *harness) verify(ctx context.Context) error {
 	rep.State = finalState(payments, cl)
 	rep.Hanging, err = hangingTransactions(ctx, h.clOpts)
 	return err
+}
+
+// countMissing counts the valid payments without any balance whose id is
+// in ids.
+func countMissing(payments, balances []*kgo.Record, ids map[string]bool) int {
+	out := map[string]bool{}
+	for _, r := range balances {
+		var b ledger.Balance
+		if json.Unmarshal(r.Value, &b) == nil {
+			out[b.ID] = true
+		}
+	}
+	n := 0
+	for _, r := range payments {
+		var p ledger.Payment
+		if !validPayment(r.Value) || json.Unmarshal(r.Value, &p) != nil {
+			continue
+		}
+		if !out[p.ID] && ids[p.ID] {
+			n++
+			out[p.ID] = true // an input duplicated by the broker counts once
+		}
+	}
+	return n
 }
 
 // identicalDuplicates counts the outputs that repeat an earlier output of
