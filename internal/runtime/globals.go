@@ -48,7 +48,12 @@ type globalStore struct {
 func (g *globalStore) Get(key []byte) ([]byte, bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.db.Get(g.spec.Name, key)
+	v, ok, err := g.db.Get(g.spec.Name, key)
+	if err != nil {
+		// The store's trouble, never the record's (error policies).
+		return nil, false, fmt.Errorf("runtime: global store %s: %w: %w", g.spec.Name, state.ErrRead, err)
+	}
+	return v, ok, nil
 }
 
 // openGlobals opens the global stores and brings each up to its topic's
