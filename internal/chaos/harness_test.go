@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-streams/eddy/internal/testutil"
 )
 
 // eddyBin is the eddy binary the chaos run starts as broker and apps,
@@ -16,19 +17,14 @@ import (
 var eddyBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "eddy-chaos-bin-")
+	bin, cleanup, err := testutil.BuildEddy("eddy-chaos-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	eddyBin = filepath.Join(dir, "eddy")
-	build := exec.Command("go", "build", "-o", eddyBin, "github.com/eddy-streams/eddy/cmd/eddy")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build eddy: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	eddyBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/eddy-streams/eddy/internal/testutil"
 )
 
 // eddyBin is the eddy binary the crash tests run as broker and ledger
@@ -15,19 +16,14 @@ import (
 var eddyBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "eddy-test-bin-")
+	bin, cleanup, err := testutil.BuildEddy("eddy-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	eddyBin = filepath.Join(dir, "eddy")
-	build := exec.Command("go", "build", "-o", eddyBin, "github.com/eddy-streams/eddy/cmd/eddy")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build eddy: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	eddyBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

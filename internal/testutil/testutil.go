@@ -2,6 +2,10 @@
 package testutil
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 )
@@ -24,4 +28,21 @@ func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// BuildEddy builds the eddy binary into a new temporary directory (named
+// from prefix) for tests that run it as child processes, and returns its
+// path and a cleanup that removes the directory.
+func BuildEddy(prefix string) (bin string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	bin = filepath.Join(dir, "eddy")
+	build := exec.Command("go", "build", "-o", bin, "github.com/eddy-streams/eddy/cmd/eddy")
+	if out, err := build.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build eddy: %w\n%s", err, out)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
 }

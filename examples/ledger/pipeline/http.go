@@ -64,7 +64,7 @@ func (f *HTTPFlags) Open() (HTTP, error) {
 		addr = net.JoinHostPort("127.0.0.1", port) // localhost unless asked otherwise
 	}
 	var err error
-	if h.Endpoint, err = Endpoint(addr); err != nil {
+	if h.Endpoint, err = endpoint(addr); err != nil {
 		return h, err
 	}
 	var serverTLS *tls.Config
@@ -120,12 +120,12 @@ func RunApp(ctx context.Context, app *eddy.App, ln net.Listener) error {
 	return err
 }
 
-// Endpoint is the query endpoint an app serving HTTP on httpAddr
+// endpoint is the query endpoint an app serving HTTP on httpAddr
 // advertises to its group (eddy.Config.Endpoint): httpAddr itself, with
 // the machine's host name for an address that names no host
 // ("0.0.0.0:8080"). Port 0 is refused: the other instances could not
 // reach a port chosen at random.
-func Endpoint(httpAddr string) (string, error) {
+func endpoint(httpAddr string) (string, error) {
 	if httpAddr == "" {
 		return "", nil
 	}
