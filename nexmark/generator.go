@@ -1,0 +1,389 @@
+package nexmark
+
+import (
+	"math"
+	"strconv"
+)
+
+// Generator produces the Nexmark event stream. It is immutable after New and
+// safe for concurrent use: Event(i) depends only on the Config and i.
+type Generator struct {
+	cfg Config
+	// delayUs is the event-time distance between consecutive events.
+	delayUs float64
+	// auctionHorizon is how many events it takes to create
+	// NumInFlightAuctions auctions; auctions last twice that on average.
+	auctionHorizon int64
+	maxDelayMs     int64
+}
+
+// New validates cfg, fills its defaults and returns a generator. Every
+// problem is reported at once, each wrapping ErrConfig.
+func New(cfg Config) (*Generator, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Generator{
+		cfg:            cfg,
+		delayUs:        1e6 / cfg.EventsPerSecond,
+		auctionHorizon: int64(cfg.NumInFlightAuctions) * TotalProportion / AuctionProportion,
+		maxDelayMs:     cfg.MaxDelay.Milliseconds(),
+	}, nil
+}
+
+// Config returns the configuration with defaults filled in.
+func (g *Generator) Config() Config { return g.cfg }
+
+// KindOf returns the kind of event i without generating it, so a consumer
+// can skip events it does not need cheaply.
+func KindOf(i int64) Kind {
+	switch r := i % TotalProportion; {
+	case i < 0:
+		return 0
+	case r < PersonProportion:
+		return KindPerson
+	case r < PersonProportion+AuctionProportion:
+		return KindAuction
+	default:
+		return KindBid
+	}
+}
+
+// Timestamp is the undelayed event time of event i: BaseTime plus i
+// inter-event delays, in milliseconds.
+func (g *Generator) Timestamp(i int64) int64 {
+	return g.cfg.BaseTime + int64(float64(i)*g.delayUs)/1000
+}
+
+// Event returns event i (i ≥ 0). It is a pure function of the Config and i,
+// so replaying from any index reproduces the stream; a negative i returns
+// the zero Event rather than panicking.
+func (g *Generator) Event(i int64) Event {
+	var e Event
+	if i < 0 {
+		return e
+	}
+	r := newRNG(g.cfg.Seed, eventSalt, i)
+	ts := g.Timestamp(i)
+	if g.cfg.ProbDelayedEvent > 0 && r.float64() < g.cfg.ProbDelayedEvent {
+		ts -= 1 + r.int64N(g.maxDelayMs)
+	}
+	e.Kind = KindOf(i)
+	switch e.Kind {
+	case KindPerson:
+		g.person(&e.Person, i, &r, ts)
+	case KindAuction:
+		g.auction(&e.Auction, i, &r, ts)
+	case KindBid:
+		g.bid(&e.Bid, i, &r, ts)
+	}
+	return e
+}
+
+// lastBase0PersonID is the newest person id (counting from 0) that exists
+// at event i; it is i's own id when i is a person.
+func lastBase0PersonID(i int64) int64 {
+	epoch, off := i/TotalProportion, i%TotalProportion
+	if off >= PersonProportion {
+		off = PersonProportion - 1
+	}
+	return epoch*PersonProportion + off
+}
+
+// lastBase0AuctionID is the newest auction id (counting from 0) that exists
+// at event i; it is i's own id when i is an auction, and -1 before the
+// first auction.
+func lastBase0AuctionID(i int64) int64 {
+	epoch, off := i/TotalProportion, i%TotalProportion
+	switch {
+	case off < PersonProportion:
+		epoch--
+		off = AuctionProportion - 1
+	case off >= PersonProportion+AuctionProportion:
+		off = AuctionProportion - 1
+	default:
+		off -= PersonProportion
+	}
+	return epoch*AuctionProportion + off
+}
+
+// nextBase0PersonID picks a random person among the NumActivePeople newest,
+// or up to personIDLead not created yet.
+func (g *Generator) nextBase0PersonID(i int64, r *rng) int64 {
+	people := lastBase0PersonID(i) + 1
+	active := min(people, int64(g.cfg.NumActivePeople))
+	return people - active + r.int64N(active+personIDLead)
+}
+
+// nextBase0AuctionID picks a random auction among the NumInFlightAuctions
+// newest, or up to auctionIDLead not created yet.
+func (g *Generator) nextBase0AuctionID(i int64, r *rng) int64 {
+	last := lastBase0AuctionID(i)
+	first := max(last-int64(g.cfg.NumInFlightAuctions), 0)
+	return first + r.int64N(last-first+1+auctionIDLead)
+}
+
+// nextPrice is the reference's price distribution: log-uniform between 1
+// and 10^6 dollars, in cents.
+func nextPrice(r *rng) int64 {
+	return int64(math.Round(math.Pow(10, r.float64()*6) * 100))
+}
+
+// The reference vocabularies: few values, so that the filtering queries
+// (q3 selects by state) keep a useful fraction. They are functions over
+// array literals rather than package variables: eddy keeps no globals.
+const (
+	numUSStates    = 6
+	numUSCities    = 10
+	numFirstNames  = 11
+	numLastNames   = 9
+	numHotChannels = 4
+)
+
+func usState(k int) string { return [numUSStates]string{"AZ", "CA", "ID", "OR", "WA", "WY"}[k] }
+
+func usCity(k int) string {
+	return [numUSCities]string{"Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle", "Kent", "Cheyenne"}[k]
+}
+
+func firstName(k int) string {
+	return [numFirstNames]string{"Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter"}[k]
+}
+
+func lastName(k int) string {
+	return [numLastNames]string{"Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris"}[k]
+}
+
+// hotChannel names the channels that take half of all bids.
+func hotChannel(k int) string { return [numHotChannels]string{"Google", "Facebook", "Baidu", "Apple"}[k] }
+
+// The reference's channel model: half of the bids come through one of the
+// hot channels, the rest through one of numChannels others, a tenth of
+// whose URLs carry a channel_id parameter (q21 extracts it).
+const (
+	hotChannelRatio = 2
+	numChannels     = 10_000
+	channelIDRatio  = 10
+)
+
+// strBuf collects an event's strings in one buffer so that they cost one
+// allocation together: fields are cut from a single string afterwards.
+type strBuf struct {
+	b    []byte
+	ends [8]int
+	n    int
+}
+
+// end closes the current field.
+func (s *strBuf) end() {
+	s.ends[s.n] = len(s.b)
+	s.n++
+}
+
+// field returns field k cut from all, the buffer converted once.
+func (s *strBuf) field(all string, k int) string {
+	start := 0
+	if k > 0 {
+		start = s.ends[k-1]
+	}
+	return all[start:s.ends[k]]
+}
+
+// randString appends a string of 3 to maxLen-1 lowercase letters with
+// about one in thirteen a space, trimmed of outer spaces (the reference's
+// nextString).
+func (s *strBuf) randString(r *rng, maxLen int) {
+	const minLen = 3
+	start := len(s.b)
+	for n := minLen + r.intN(maxLen-minLen); n > 0; n-- {
+		// One draw per character: the modulo bias of 2^64 against 13·26
+		// is below 2^-55.
+		x := r.uint64()
+		if x%13 == 0 {
+			s.b = append(s.b, ' ')
+		} else {
+			s.b = append(s.b, byte('a'+(x/13)%26))
+		}
+	}
+	end := len(s.b)
+	for end > start && s.b[end-1] == ' ' {
+		end--
+	}
+	lead := 0
+	for start+lead < end && s.b[start+lead] == ' ' {
+		lead++
+	}
+	copy(s.b[start:], s.b[start+lead:end])
+	s.b = s.b[:end-lead]
+}
+
+// exactString appends n random lowercase letters, thirteen per draw.
+func (s *strBuf) exactString(r *rng, n int) {
+	for n > 0 {
+		x := r.uint64()
+		for k := 0; k < 13 && n > 0; k++ {
+			s.b = append(s.b, byte('a'+x%26))
+			x /= 26
+			n--
+		}
+	}
+}
+
+// extra appends padding so that size plus the padding averages avg, spread
+// ±20% (the reference's nextExtra).
+func (s *strBuf) extra(r *rng, size, avg int) {
+	if size > avg {
+		return
+	}
+	avg -= size
+	delta := int(math.Round(float64(avg) * 0.2))
+	n := avg - delta
+	if delta > 0 {
+		n += r.intN(2 * delta)
+	}
+	s.exactString(r, n)
+}
+
+// scratchSize covers the default sizes on the stack; larger configured
+// sizes grow the buffer on the heap.
+const scratchSize = 768
+
+func (g *Generator) person(p *Person, i int64, r *rng, ts int64) {
+	var scratch [scratchSize]byte
+	s := strBuf{b: scratch[:0]}
+	s.b = append(s.b, firstName(r.intN(numFirstNames))...)
+	s.b = append(s.b, ' ')
+	s.b = append(s.b, lastName(r.intN(numLastNames))...)
+	s.end()
+	s.randString(r, 7)
+	s.b = append(s.b, '@')
+	s.randString(r, 5)
+	s.b = append(s.b, ".com"...)
+	s.end()
+	for k := range 4 {
+		if k > 0 {
+			s.b = append(s.b, ' ')
+		}
+		n := r.intN(10000)
+		s.b = append(s.b, byte('0'+n/1000), byte('0'+n/100%10), byte('0'+n/10%10), byte('0'+n%10))
+	}
+	s.end()
+	s.b = append(s.b, usCity(r.intN(numUSCities))...)
+	s.end()
+	s.b = append(s.b, usState(r.intN(numUSStates))...)
+	s.end()
+	s.extra(r, 8+8+len(s.b), g.cfg.AvgPersonSize)
+	s.end()
+	all := string(s.b)
+	*p = Person{
+		ID:           lastBase0PersonID(i) + FirstPersonID,
+		Name:         s.field(all, 0),
+		EmailAddress: s.field(all, 1),
+		CreditCard:   s.field(all, 2),
+		City:         s.field(all, 3),
+		State:        s.field(all, 4),
+		DateTime:     ts,
+		Extra:        s.field(all, 5),
+	}
+}
+
+func (g *Generator) auction(a *Auction, i int64, r *rng, ts int64) {
+	var seller int64
+	if r.intN(g.cfg.HotSellersRatio) > 0 {
+		seller = lastBase0PersonID(i) / hotBatch * hotBatch
+	} else {
+		seller = g.nextBase0PersonID(i, r)
+	}
+	initial := nextPrice(r)
+	// Auctions last twice the time it takes to create NumInFlightAuctions
+	// more on average, so about that many are open at any time.
+	horizon := g.Timestamp(i+g.auctionHorizon) - g.Timestamp(i)
+	length := 1 + r.int64N(max(2*horizon, 1))
+
+	var scratch [scratchSize]byte
+	s := strBuf{b: scratch[:0]}
+	s.randString(r, 20)
+	s.end()
+	s.randString(r, 100)
+	s.end()
+	s.extra(r, 8*7+len(s.b), g.cfg.AvgAuctionSize)
+	s.end()
+	all := string(s.b)
+	*a = Auction{
+		ID:          lastBase0AuctionID(i) + FirstAuctionID,
+		ItemName:    s.field(all, 0),
+		Description: s.field(all, 1),
+		InitialBid:  initial,
+		Reserve:     initial + nextPrice(r),
+		DateTime:    ts,
+		Expires:     ts + length,
+		Seller:      seller + FirstPersonID,
+		Category:    FirstCategoryID + int64(r.intN(NumCategories)),
+		Extra:       s.field(all, 2),
+	}
+}
+
+func (g *Generator) bid(b *Bid, i int64, r *rng, ts int64) {
+	var auction, bidder int64
+	if r.intN(g.cfg.HotAuctionRatio) > 0 {
+		auction = lastBase0AuctionID(i) / hotBatch * hotBatch
+	} else {
+		auction = g.nextBase0AuctionID(i, r)
+	}
+	if r.intN(g.cfg.HotBiddersRatio) > 0 {
+		// The second of the batch, so hot bidders and hot sellers differ.
+		bidder = lastBase0PersonID(i)/hotBatch*hotBatch + 1
+	} else {
+		bidder = g.nextBase0PersonID(i, r)
+	}
+	price := nextPrice(r)
+
+	var scratch [scratchSize]byte
+	s := strBuf{b: scratch[:0]}
+	channel := -1 - r.intN(numHotChannels) // hot channels are -1..-4
+	if r.intN(hotChannelRatio) == 0 {
+		channel = r.intN(numChannels)
+	}
+	if channel < 0 {
+		s.b = append(s.b, hotChannel(-1 - channel)...)
+	} else {
+		s.b = append(s.b, "channel-"...)
+		s.b = strconv.AppendInt(s.b, int64(channel), 10)
+	}
+	s.end()
+	g.channelURL(&s, channel)
+	s.end()
+	// Unlike the reference, the channel and URL count towards the average
+	// size: AvgBidSize is then the size a bid really has.
+	s.extra(r, 8*4+len(s.b), g.cfg.AvgBidSize)
+	s.end()
+	all := string(s.b)
+	*b = Bid{
+		Auction:  auction + FirstAuctionID,
+		Bidder:   bidder + FirstPersonID,
+		Price:    price,
+		Channel:  s.field(all, 0),
+		URL:      s.field(all, 1),
+		DateTime: ts,
+		Extra:    s.field(all, 2),
+	}
+}
+
+// channelURL appends channel's URL. A channel's URL is fixed for the seed
+// (the reference caches one per channel); drawing it from the channel's own
+// stream gives the same without a cache.
+func (g *Generator) channelURL(s *strBuf, channel int) {
+	r := newRNG(g.cfg.Seed, channelSalt, int64(channel))
+	s.b = append(s.b, "https://www.nexmark.com/"...)
+	s.randString(&r, 5)
+	s.b = append(s.b, '/')
+	s.randString(&r, 5)
+	s.b = append(s.b, '/')
+	s.randString(&r, 5)
+	s.b = append(s.b, "/item.htm?query=1"...)
+	if channel >= 0 && r.intN(channelIDRatio) == 0 {
+		s.b = append(s.b, "&channel_id="...)
+		s.b = strconv.AppendInt(s.b, int64(channel), 10)
+	}
+}
