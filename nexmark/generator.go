@@ -156,7 +156,9 @@ func lastName(k int) string {
 }
 
 // hotChannel names the channels that take half of all bids.
-func hotChannel(k int) string { return [numHotChannels]string{"Google", "Facebook", "Baidu", "Apple"}[k] }
+func hotChannel(k int) string {
+	return [numHotChannels]string{"Google", "Facebook", "Baidu", "Apple"}[k]
+}
 
 // The reference's channel model: half of the bids come through one of the
 // hot channels, the rest through one of numChannels others, a tenth of
@@ -346,7 +348,7 @@ func (g *Generator) bid(b *Bid, i int64, r *rng, ts int64) {
 		channel = r.intN(numChannels)
 	}
 	if channel < 0 {
-		s.b = append(s.b, hotChannel(-1 - channel)...)
+		s.b = append(s.b, hotChannel(-1-channel)...)
 	} else {
 		s.b = append(s.b, "channel-"...)
 		s.b = strconv.AppendInt(s.b, int64(channel), 10)
