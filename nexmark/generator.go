@@ -169,74 +169,67 @@ const (
 	channelIDRatio  = 10
 )
 
-// strBuf collects an event's strings in one buffer so that they cost one
-// allocation together: fields are cut from a single string afterwards.
-type strBuf struct {
-	b    []byte
-	ends [8]int
-	n    int
-}
+// An event's strings are appended to one stack buffer and converted to a
+// single string at the end, so that they cost one allocation together; the
+// fields are cut from it by their end offsets. The helpers take and return
+// the slice (rather than working through a pointer) so that escape analysis
+// keeps the buffer on the stack.
 
-// end closes the current field.
-func (s *strBuf) end() {
-	s.ends[s.n] = len(s.b)
-	s.n++
-}
-
-// field returns field k cut from all, the buffer converted once.
-func (s *strBuf) field(all string, k int) string {
+// field returns field k of all, whose fields end at ends.
+func field(all string, ends []int, k int) string {
 	start := 0
 	if k > 0 {
-		start = s.ends[k-1]
+		start = ends[k-1]
 	}
-	return all[start:s.ends[k]]
+	return all[start:ends[k]]
 }
 
-// randString appends a string of 3 to maxLen-1 lowercase letters with
+// appendRandString appends a string of 3 to maxLen-1 lowercase letters with
 // about one in thirteen a space, trimmed of outer spaces (the reference's
 // nextString).
-func (s *strBuf) randString(r *rng, maxLen int) {
+func appendRandString(b []byte, r *rng, maxLen int) []byte {
 	const minLen = 3
-	start := len(s.b)
+	start := len(b)
 	for n := minLen + r.intN(maxLen-minLen); n > 0; n-- {
 		// One draw per character: the modulo bias of 2^64 against 13·26
 		// is below 2^-55.
 		x := r.uint64()
 		if x%13 == 0 {
-			s.b = append(s.b, ' ')
+			b = append(b, ' ')
 		} else {
-			s.b = append(s.b, byte('a'+(x/13)%26))
+			b = append(b, byte('a'+(x/13)%26))
 		}
 	}
-	end := len(s.b)
-	for end > start && s.b[end-1] == ' ' {
+	end := len(b)
+	for end > start && b[end-1] == ' ' {
 		end--
 	}
 	lead := 0
-	for start+lead < end && s.b[start+lead] == ' ' {
+	for start+lead < end && b[start+lead] == ' ' {
 		lead++
 	}
-	copy(s.b[start:], s.b[start+lead:end])
-	s.b = s.b[:end-lead]
+	copy(b[start:], b[start+lead:end])
+	return b[:end-lead]
 }
 
-// exactString appends n random lowercase letters, thirteen per draw.
-func (s *strBuf) exactString(r *rng, n int) {
+// appendExactString appends n random lowercase letters, thirteen per draw.
+func appendExactString(b []byte, r *rng, n int) []byte {
 	for n > 0 {
 		x := r.uint64()
 		for k := 0; k < 13 && n > 0; k++ {
-			s.b = append(s.b, byte('a'+x%26))
+			b = append(b, byte('a'+x%26))
 			x /= 26
 			n--
 		}
 	}
+	return b
 }
 
-// extra appends padding so that size plus the padding averages avg, spread
-// ±20% (the reference's nextExtra).
-func (s *strBuf) extra(r *rng, size, avg int) {
+// appendExtra appends padding so that size plus the padding averages avg,
+// spread ±20% (the reference's nextExtra).
+func appendExtra(b []byte, r *rng, size, avg int) []byte {
 	if size > avg {
-		return
+		return b
 	}
 	avg -= size
 	delta := int(math.Round(float64(avg) * 0.2))
@@ -244,7 +237,7 @@ func (s *strBuf) extra(r *rng, size, avg int) {
 	if delta > 0 {
 		n += r.intN(2 * delta)
 	}
-	s.exactString(r, n)
+	return appendExactString(b, r, n)
 }
 
 // scratchSize covers the default sizes on the stack; larger configured
@@ -253,40 +246,40 @@ const scratchSize = 768
 
 func (g *Generator) person(p *Person, i int64, r *rng, ts int64) {
 	var scratch [scratchSize]byte
-	s := strBuf{b: scratch[:0]}
-	s.b = append(s.b, firstName(r.intN(numFirstNames))...)
-	s.b = append(s.b, ' ')
-	s.b = append(s.b, lastName(r.intN(numLastNames))...)
-	s.end()
-	s.randString(r, 7)
-	s.b = append(s.b, '@')
-	s.randString(r, 5)
-	s.b = append(s.b, ".com"...)
-	s.end()
+	b, ends, n := scratch[:0], [6]int{}, 0
+	b = append(b, firstName(r.intN(numFirstNames))...)
+	b = append(b, ' ')
+	b = append(b, lastName(r.intN(numLastNames))...)
+	ends[n], n = len(b), n+1
+	b = appendRandString(b, r, 7)
+	b = append(b, '@')
+	b = appendRandString(b, r, 5)
+	b = append(b, ".com"...)
+	ends[n], n = len(b), n+1
 	for k := range 4 {
 		if k > 0 {
-			s.b = append(s.b, ' ')
+			b = append(b, ' ')
 		}
 		n := r.intN(10000)
-		s.b = append(s.b, byte('0'+n/1000), byte('0'+n/100%10), byte('0'+n/10%10), byte('0'+n%10))
+		b = append(b, byte('0'+n/1000), byte('0'+n/100%10), byte('0'+n/10%10), byte('0'+n%10))
 	}
-	s.end()
-	s.b = append(s.b, usCity(r.intN(numUSCities))...)
-	s.end()
-	s.b = append(s.b, usState(r.intN(numUSStates))...)
-	s.end()
-	s.extra(r, 8+8+len(s.b), g.cfg.AvgPersonSize)
-	s.end()
-	all := string(s.b)
+	ends[n], n = len(b), n+1
+	b = append(b, usCity(r.intN(numUSCities))...)
+	ends[n], n = len(b), n+1
+	b = append(b, usState(r.intN(numUSStates))...)
+	ends[n], n = len(b), n+1
+	b = appendExtra(b, r, 8+8+len(b), g.cfg.AvgPersonSize)
+	ends[n], n = len(b), n+1
+	all := string(b)
 	*p = Person{
 		ID:           lastBase0PersonID(i) + FirstPersonID,
-		Name:         s.field(all, 0),
-		EmailAddress: s.field(all, 1),
-		CreditCard:   s.field(all, 2),
-		City:         s.field(all, 3),
-		State:        s.field(all, 4),
+		Name:         field(all, ends[:], 0),
+		EmailAddress: field(all, ends[:], 1),
+		CreditCard:   field(all, ends[:], 2),
+		City:         field(all, ends[:], 3),
+		State:        field(all, ends[:], 4),
 		DateTime:     ts,
-		Extra:        s.field(all, 5),
+		Extra:        field(all, ends[:], 5),
 	}
 }
 
@@ -304,29 +297,29 @@ func (g *Generator) auction(a *Auction, i int64, r *rng, ts int64) {
 	length := 1 + r.int64N(max(2*horizon, 1))
 
 	var scratch [scratchSize]byte
-	s := strBuf{b: scratch[:0]}
-	s.randString(r, 20)
-	s.end()
-	s.randString(r, 100)
-	s.end()
-	s.extra(r, 8*7+len(s.b), g.cfg.AvgAuctionSize)
-	s.end()
-	all := string(s.b)
+	b, ends, n := scratch[:0], [4]int{}, 0
+	b = appendRandString(b, r, 20)
+	ends[n], n = len(b), n+1
+	b = appendRandString(b, r, 100)
+	ends[n], n = len(b), n+1
+	b = appendExtra(b, r, 8*7+len(b), g.cfg.AvgAuctionSize)
+	ends[n], n = len(b), n+1
+	all := string(b)
 	*a = Auction{
 		ID:          lastBase0AuctionID(i) + FirstAuctionID,
-		ItemName:    s.field(all, 0),
-		Description: s.field(all, 1),
+		ItemName:    field(all, ends[:], 0),
+		Description: field(all, ends[:], 1),
 		InitialBid:  initial,
 		Reserve:     initial + nextPrice(r),
 		DateTime:    ts,
 		Expires:     ts + length,
 		Seller:      seller + FirstPersonID,
 		Category:    FirstCategoryID + int64(r.intN(NumCategories)),
-		Extra:       s.field(all, 2),
+		Extra:       field(all, ends[:], 2),
 	}
 }
 
-func (g *Generator) bid(b *Bid, i int64, r *rng, ts int64) {
+func (g *Generator) bid(out *Bid, i int64, r *rng, ts int64) {
 	var auction, bidder int64
 	if r.intN(g.cfg.HotAuctionRatio) > 0 {
 		auction = lastBase0AuctionID(i) / hotBatch * hotBatch
@@ -342,50 +335,51 @@ func (g *Generator) bid(b *Bid, i int64, r *rng, ts int64) {
 	price := nextPrice(r)
 
 	var scratch [scratchSize]byte
-	s := strBuf{b: scratch[:0]}
+	b, ends, n := scratch[:0], [4]int{}, 0
 	channel := -1 - r.intN(numHotChannels) // hot channels are -1..-4
 	if r.intN(hotChannelRatio) == 0 {
 		channel = r.intN(numChannels)
 	}
 	if channel < 0 {
-		s.b = append(s.b, hotChannel(-1-channel)...)
+		b = append(b, hotChannel(-1-channel)...)
 	} else {
-		s.b = append(s.b, "channel-"...)
-		s.b = strconv.AppendInt(s.b, int64(channel), 10)
+		b = append(b, "channel-"...)
+		b = strconv.AppendInt(b, int64(channel), 10)
 	}
-	s.end()
-	g.channelURL(&s, channel)
-	s.end()
+	ends[n], n = len(b), n+1
+	b = g.appendChannelURL(b, channel)
+	ends[n], n = len(b), n+1
 	// Unlike the reference, the channel and URL count towards the average
 	// size: AvgBidSize is then the size a bid really has.
-	s.extra(r, 8*4+len(s.b), g.cfg.AvgBidSize)
-	s.end()
-	all := string(s.b)
-	*b = Bid{
+	b = appendExtra(b, r, 8*4+len(b), g.cfg.AvgBidSize)
+	ends[n], n = len(b), n+1
+	all := string(b)
+	*out = Bid{
 		Auction:  auction + FirstAuctionID,
 		Bidder:   bidder + FirstPersonID,
 		Price:    price,
-		Channel:  s.field(all, 0),
-		URL:      s.field(all, 1),
+		Channel:  field(all, ends[:], 0),
+		URL:      field(all, ends[:], 1),
 		DateTime: ts,
-		Extra:    s.field(all, 2),
+		Extra:    field(all, ends[:], 2),
 	}
 }
 
-// channelURL appends channel's URL. A channel's URL is fixed for the seed
+// appendChannelURL appends channel's URL. A channel's URL is fixed for the seed
 // (the reference caches one per channel); drawing it from the channel's own
 // stream gives the same without a cache.
-func (g *Generator) channelURL(s *strBuf, channel int) {
+func (g *Generator) appendChannelURL(b []byte, channel int) []byte {
 	r := newRNG(g.cfg.Seed, channelSalt, int64(channel))
-	s.b = append(s.b, "https://www.nexmark.com/"...)
-	s.randString(&r, 5)
-	s.b = append(s.b, '/')
-	s.randString(&r, 5)
-	s.b = append(s.b, '/')
-	s.randString(&r, 5)
-	s.b = append(s.b, "/item.htm?query=1"...)
+	b = append(b, "https://www.nexmark.com/"...)
+	b = appendRandString(b, &r, 5)
+	b = append(b, '/')
+	b = appendRandString(b, &r, 5)
+	b = append(b, '/')
+	b = appendRandString(b, &r, 5)
+	b = append(b, "/item.htm?query=1"...)
 	if channel >= 0 && r.intN(channelIDRatio) == 0 {
-		s.b = append(s.b, "&channel_id="...)
-		s.b = strconv.AppendInt(s.b, int64(channel), 10)
+		b = append(b, "&channel_id="...)
+		b = strconv.AppendInt(b, int64(channel), 10)
 	}
+	return b
 }
