@@ -56,6 +56,16 @@ func (g *Generator) Timestamp(i int64) int64 {
 	return g.cfg.BaseTime + int64(float64(i)*g.delayUs)/1000
 }
 
+// Watermark is a lower bound on the DateTime of every event at index i or
+// later: the undelayed time of i less the longest delay. A source replaying
+// the stream by index can publish it as its watermark.
+func (g *Generator) Watermark(i int64) int64 {
+	if g.cfg.ProbDelayedEvent == 0 {
+		return g.Timestamp(i)
+	}
+	return g.Timestamp(i) - g.maxDelayMs
+}
+
 // Event returns event i (i ≥ 0). It is a pure function of the Config and i,
 // so replaying from any index reproduces the stream; a negative i returns
 // the zero Event rather than panicking.

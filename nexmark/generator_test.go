@@ -1,7 +1,6 @@
 package nexmark
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -161,6 +160,9 @@ func TestGeneratorTimes(t *testing.T) {
 		if d < 0 || d > DefaultMaxDelay.Milliseconds() {
 			t.Fatalf("event %d delayed by %dms", i, d)
 		}
+		if e.DateTime() < g.Watermark(i) {
+			t.Fatalf("event %d at %d, before the watermark %d", i, e.DateTime(), g.Watermark(i))
+		}
 		if d > 0 {
 			late++
 			maxLate = max(maxLate, d)
@@ -218,21 +220,6 @@ func TestGeneratorChannelURLStable(t *testing.T) {
 			t.Fatalf("channel %s has URLs %q and %q", e.Bid.Channel, u, e.Bid.URL)
 		}
 		urls[e.Bid.Channel] = e.Bid.URL
-	}
-}
-
-func TestNewConfigErrors(t *testing.T) {
-	_, err := New(Config{EventsPerSecond: -1, HotAuctionRatio: -2, AvgBidSize: 1 << 30, ProbDelayedEvent: 2})
-	if !errors.Is(err, ErrConfig) {
-		t.Fatalf("err %v, want ErrConfig", err)
-	}
-	for _, want := range []string{"EventsPerSecond", "HotAuctionRatio", "AvgBidSize", "ProbDelayedEvent"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error does not mention %s: %v", want, err)
-		}
-	}
-	if g := newGen(t, Config{}); g.Event(-1).Kind != 0 {
-		t.Fatal("negative index gave an event")
 	}
 }
 

@@ -18,12 +18,14 @@ const (
 	channelSalt = 0x6e65786d61726b32 // "nexmark2"
 )
 
-// newRNG returns the source for stream (seed, salt, i). The inputs go
-// through splitmix64 first so that neighbouring indexes and seeds start
-// from unrelated PCG states.
+// newRNG returns the source for stream (seed, salt, i). Seed and salt are
+// hashed in turn rather than combined first (seed^salt would make seed 2's
+// events seed 1's channel URLs), and the index goes through splitmix64 so
+// that neighbouring indexes start from unrelated PCG states.
 func newRNG(seed, salt uint64, i int64) rng {
+	h := splitmix64(splitmix64(seed) ^ salt)
 	var r rng
-	r.p.Seed(splitmix64(seed^salt), splitmix64(uint64(i)^splitmix64(seed+salt)))
+	r.p.Seed(h, splitmix64(uint64(i)^splitmix64(h)))
 	return r
 }
 
