@@ -1,0 +1,404 @@
+package nexmark
+
+import (
+	"math"
+	"strconv"
+)
+
+// Generator produces the Nexmark event stream. It is immutable after New and
+// safe for concurrent use: Event(i) depends only on the Config and i.
+type Generator struct {
+	cfg Config
+	// delayUs is the event-time distance between consecutive events.
+	delayUs float64
+	// auctionHorizon is how many events it takes to create
+	// NumInFlightAuctions auctions; auctions last twice that on average.
+	auctionHorizon int64
+	maxDelayMs     int64
+}
+
+// New validates cfg, fills its defaults and returns a generator. Every
+// problem is reported at once, each wrapping ErrConfig.
+func New(cfg Config) (*Generator, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Generator{
+		cfg:            cfg,
+		delayUs:        1e6 / cfg.EventsPerSecond,
+		auctionHorizon: int64(cfg.NumInFlightAuctions) * TotalProportion / AuctionProportion,
+		maxDelayMs:     cfg.MaxDelay.Milliseconds(),
+	}, nil
+}
+
+// Config returns the configuration with defaults filled in.
+func (g *Generator) Config() Config { return g.cfg }
+
+// KindOf returns the kind of event i without generating it, so a consumer
+// can skip events it does not need cheaply.
+func KindOf(i int64) Kind {
+	switch r := i % TotalProportion; {
+	case i < 0:
+		return 0
+	case r < PersonProportion:
+		return KindPerson
+	case r < PersonProportion+AuctionProportion:
+		return KindAuction
+	default:
+		return KindBid
+	}
+}
+
+// Timestamp is the undelayed event time of event i: BaseTime plus i
+// inter-event delays, in milliseconds.
+func (g *Generator) Timestamp(i int64) int64 {
+	return g.cfg.BaseTime + int64(float64(i)*g.delayUs)/1000
+}
+
+// Watermark is a lower bound on the DateTime of every event at index i or
+// later: the undelayed time of i less the longest delay. A source replaying
+// the stream by index can publish it as its watermark.
+func (g *Generator) Watermark(i int64) int64 {
+	if g.cfg.ProbDelayedEvent == 0 {
+		return g.Timestamp(i)
+	}
+	return g.Timestamp(i) - g.maxDelayMs
+}
+
+// Event returns event i (i ≥ 0). It is a pure function of the Config and i,
+// so replaying from any index reproduces the stream; a negative i returns
+// the zero Event rather than panicking.
+func (g *Generator) Event(i int64) Event {
+	var e Event
+	if i < 0 {
+		return e
+	}
+	r := newRNG(g.cfg.Seed, eventSalt, i)
+	ts := g.Timestamp(i)
+	if g.cfg.ProbDelayedEvent > 0 && r.float64() < g.cfg.ProbDelayedEvent {
+		ts -= 1 + r.int64N(g.maxDelayMs)
+	}
+	e.Kind = KindOf(i)
+	switch e.Kind {
+	case KindPerson:
+		g.person(&e.Person, i, &r, ts)
+	case KindAuction:
+		g.auction(&e.Auction, i, &r, ts)
+	case KindBid:
+		g.bid(&e.Bid, i, &r, ts)
+	}
+	return e
+}
+
+// lastBase0PersonID is the newest person id (counting from 0) that exists
+// at event i; it is i's own id when i is a person.
+func lastBase0PersonID(i int64) int64 {
+	epoch, off := i/TotalProportion, i%TotalProportion
+	if off >= PersonProportion {
+		off = PersonProportion - 1
+	}
+	return epoch*PersonProportion + off
+}
+
+// lastBase0AuctionID is the newest auction id (counting from 0) that exists
+// at event i; it is i's own id when i is an auction, and -1 before the
+// first auction.
+func lastBase0AuctionID(i int64) int64 {
+	epoch, off := i/TotalProportion, i%TotalProportion
+	switch {
+	case off < PersonProportion:
+		epoch--
+		off = AuctionProportion - 1
+	case off >= PersonProportion+AuctionProportion:
+		off = AuctionProportion - 1
+	default:
+		off -= PersonProportion
+	}
+	return epoch*AuctionProportion + off
+}
+
+// nextBase0PersonID picks a random person among the NumActivePeople newest,
+// or up to personIDLead not created yet.
+func (g *Generator) nextBase0PersonID(i int64, r *rng) int64 {
+	people := lastBase0PersonID(i) + 1
+	active := min(people, int64(g.cfg.NumActivePeople))
+	return people - active + r.int64N(active+personIDLead)
+}
+
+// nextBase0AuctionID picks a random auction among the NumInFlightAuctions
+// newest, or up to auctionIDLead not created yet.
+func (g *Generator) nextBase0AuctionID(i int64, r *rng) int64 {
+	last := lastBase0AuctionID(i)
+	first := max(last-int64(g.cfg.NumInFlightAuctions), 0)
+	return first + r.int64N(last-first+1+auctionIDLead)
+}
+
+// nextPrice is the reference's price distribution, 10^(6u) dollars in
+// cents for uniform u: log-uniform between $1 and $10^6. Exp of a scaled
+// argument is the same value as Pow(10, ·) at a third of the cost.
+func nextPrice(r *rng) int64 {
+	return int64(math.Round(math.Exp(r.float64()*6*math.Ln10) * 100))
+}
+
+// The reference vocabularies: few values, so that the filtering queries
+// (q3 selects by state) keep a useful fraction. They are functions over
+// array literals rather than package variables: eddy keeps no globals.
+const (
+	numUSStates    = 6
+	numUSCities    = 10
+	numFirstNames  = 11
+	numLastNames   = 9
+	numHotChannels = 4
+)
+
+func usState(k int) string { return [numUSStates]string{"AZ", "CA", "ID", "OR", "WA", "WY"}[k] }
+
+func usCity(k int) string {
+	return [numUSCities]string{"Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle", "Kent", "Cheyenne"}[k]
+}
+
+func firstName(k int) string {
+	return [numFirstNames]string{"Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter"}[k]
+}
+
+func lastName(k int) string {
+	return [numLastNames]string{"Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris"}[k]
+}
+
+// hotChannel names the channels that take half of all bids.
+func hotChannel(k int) string {
+	return [numHotChannels]string{"Google", "Facebook", "Baidu", "Apple"}[k]
+}
+
+// The reference's channel model: half of the bids come through one of the
+// hot channels, the rest through one of numChannels others, a tenth of
+// whose URLs carry a channel_id parameter (q21 extracts it).
+const (
+	hotChannelRatio = 2
+	numChannels     = 10_000
+	channelIDRatio  = 10
+)
+
+// An event's strings are appended to one stack buffer and converted to a
+// single string at the end, so that they cost one allocation together; the
+// fields are cut from it by their end offsets (ends[n], n = len(b), n+1
+// closes a field). The helpers take and return
+// the slice (rather than working through a pointer) so that escape analysis
+// keeps the buffer on the stack.
+
+// field returns field k of all, whose fields end at ends.
+func field(all string, ends []int, k int) string {
+	start := 0
+	if k > 0 {
+		start = ends[k-1]
+	}
+	return all[start:ends[k]]
+}
+
+// appendRandString appends a string of 3 to maxLen-1 lowercase letters with
+// about one in thirteen a space, trimmed of outer spaces (the reference's
+// nextString).
+func appendRandString(b []byte, r *rng, maxLen int) []byte {
+	const minLen = 3
+	start := len(b)
+	// Three characters per draw, 21 bits each: the modulo bias of 2^21
+	// against 13·26 is below 2^-12, invisible in the queries.
+	var x uint64
+	for n, k := minLen+r.intN(maxLen-minLen), 0; n > 0; n, k = n-1, k-1 {
+		if k == 0 {
+			x, k = r.uint64(), 3
+		}
+		v := x & (1<<21 - 1)
+		x >>= 21
+		if v%13 == 0 {
+			b = append(b, ' ')
+		} else {
+			b = append(b, byte('a'+(v/13)%26))
+		}
+	}
+	end := len(b)
+	for end > start && b[end-1] == ' ' {
+		end--
+	}
+	lead := 0
+	for start+lead < end && b[start+lead] == ' ' {
+		lead++
+	}
+	copy(b[start:], b[start+lead:end])
+	return b[:end-lead]
+}
+
+// appendExactString appends n random lowercase letters, eleven per draw:
+// 2^64 holds 26^11 about 5,000 times, so the last letter of a draw is
+// biased by under 0.02% (thirteen would fit, with 7% bias on the last).
+func appendExactString(b []byte, r *rng, n int) []byte {
+	for n > 0 {
+		x := r.uint64()
+		for k := 0; k < 11 && n > 0; k++ {
+			b = append(b, byte('a'+x%26))
+			x /= 26
+			n--
+		}
+	}
+	return b
+}
+
+// appendExtra appends padding so that size plus the padding averages avg,
+// spread ±20% (the reference's nextExtra).
+func appendExtra(b []byte, r *rng, size, avg int) []byte {
+	if size > avg {
+		return b
+	}
+	avg -= size
+	delta := int(math.Round(float64(avg) * 0.2))
+	n := avg - delta
+	if delta > 0 {
+		n += r.intN(2 * delta)
+	}
+	return appendExactString(b, r, n)
+}
+
+// scratchSize covers the default sizes on the stack; larger configured
+// sizes grow the buffer on the heap.
+const scratchSize = 768
+
+func (g *Generator) person(p *Person, i int64, r *rng, ts int64) {
+	var scratch [scratchSize]byte
+	b, ends, n := scratch[:0], [6]int{}, 0
+	b = append(b, firstName(r.intN(numFirstNames))...)
+	b = append(b, ' ')
+	b = append(b, lastName(r.intN(numLastNames))...)
+	ends[n], n = len(b), n+1
+	b = appendRandString(b, r, 7)
+	b = append(b, '@')
+	b = appendRandString(b, r, 5)
+	b = append(b, ".com"...)
+	ends[n], n = len(b), n+1
+	for k := range 4 {
+		if k > 0 {
+			b = append(b, ' ')
+		}
+		d := r.intN(10000)
+		b = append(b, byte('0'+d/1000), byte('0'+d/100%10), byte('0'+d/10%10), byte('0'+d%10))
+	}
+	ends[n], n = len(b), n+1
+	b = append(b, usCity(r.intN(numUSCities))...)
+	ends[n], n = len(b), n+1
+	b = append(b, usState(r.intN(numUSStates))...)
+	ends[n], n = len(b), n+1
+	b = appendExtra(b, r, 8+8+len(b), g.cfg.AvgPersonSize)
+	ends[n], n = len(b), n+1
+	all := string(b)
+	*p = Person{
+		ID:           lastBase0PersonID(i) + FirstPersonID,
+		Name:         field(all, ends[:], 0),
+		EmailAddress: field(all, ends[:], 1),
+		CreditCard:   field(all, ends[:], 2),
+		City:         field(all, ends[:], 3),
+		State:        field(all, ends[:], 4),
+		DateTime:     ts,
+		Extra:        field(all, ends[:], 5),
+	}
+}
+
+func (g *Generator) auction(a *Auction, i int64, r *rng, ts int64) {
+	var seller int64
+	if r.intN(g.cfg.HotSellersRatio) > 0 {
+		seller = lastBase0PersonID(i) / hotBatch * hotBatch
+	} else {
+		seller = g.nextBase0PersonID(i, r)
+	}
+	initial := nextPrice(r)
+	// Auctions last twice the time it takes to create NumInFlightAuctions
+	// more on average, so about that many are open at any time.
+	horizon := g.Timestamp(i+g.auctionHorizon) - g.Timestamp(i)
+	length := 1 + r.int64N(max(2*horizon, 1))
+
+	var scratch [scratchSize]byte
+	b, ends, n := scratch[:0], [4]int{}, 0
+	b = appendRandString(b, r, 20)
+	ends[n], n = len(b), n+1
+	b = appendRandString(b, r, 100)
+	ends[n], n = len(b), n+1
+	b = appendExtra(b, r, 8*7+len(b), g.cfg.AvgAuctionSize)
+	ends[n], n = len(b), n+1
+	all := string(b)
+	*a = Auction{
+		ID:          lastBase0AuctionID(i) + FirstAuctionID,
+		ItemName:    field(all, ends[:], 0),
+		Description: field(all, ends[:], 1),
+		InitialBid:  initial,
+		Reserve:     initial + nextPrice(r),
+		DateTime:    ts,
+		Expires:     ts + length,
+		Seller:      seller + FirstPersonID,
+		Category:    FirstCategoryID + int64(r.intN(NumCategories)),
+		Extra:       field(all, ends[:], 2),
+	}
+}
+
+func (g *Generator) bid(out *Bid, i int64, r *rng, ts int64) {
+	var auction, bidder int64
+	if r.intN(g.cfg.HotAuctionRatio) > 0 {
+		auction = lastBase0AuctionID(i) / hotBatch * hotBatch
+	} else {
+		auction = g.nextBase0AuctionID(i, r)
+	}
+	if r.intN(g.cfg.HotBiddersRatio) > 0 {
+		// The second of the batch, so hot bidders and hot sellers differ.
+		bidder = lastBase0PersonID(i)/hotBatch*hotBatch + 1
+	} else {
+		bidder = g.nextBase0PersonID(i, r)
+	}
+	price := nextPrice(r)
+
+	var scratch [scratchSize]byte
+	b, ends, n := scratch[:0], [4]int{}, 0
+	channel := -1 - r.intN(numHotChannels) // hot channels are -1..-4
+	if r.intN(hotChannelRatio) == 0 {
+		channel = r.intN(numChannels)
+	}
+	if channel < 0 {
+		b = append(b, hotChannel(-1-channel)...)
+	} else {
+		b = append(b, "channel-"...)
+		b = strconv.AppendInt(b, int64(channel), 10)
+	}
+	ends[n], n = len(b), n+1
+	b = g.appendChannelURL(b, channel)
+	ends[n], n = len(b), n+1
+	// Unlike the reference, the channel and URL count towards the average
+	// size: AvgBidSize is then the size a bid really has.
+	b = appendExtra(b, r, 8*4+len(b), g.cfg.AvgBidSize)
+	ends[n], n = len(b), n+1
+	all := string(b)
+	*out = Bid{
+		Auction:  auction + FirstAuctionID,
+		Bidder:   bidder + FirstPersonID,
+		Price:    price,
+		Channel:  field(all, ends[:], 0),
+		URL:      field(all, ends[:], 1),
+		DateTime: ts,
+		Extra:    field(all, ends[:], 2),
+	}
+}
+
+// appendChannelURL appends channel's URL. A channel's URL is fixed for the seed
+// (the reference caches one per channel); drawing it from the channel's own
+// stream gives the same without a cache.
+func (g *Generator) appendChannelURL(b []byte, channel int) []byte {
+	r := newRNG(g.cfg.Seed, channelSalt, int64(channel))
+	b = append(b, "https://www.nexmark.com/"...)
+	b = appendRandString(b, &r, 5)
+	b = append(b, '/')
+	b = appendRandString(b, &r, 5)
+	b = append(b, '/')
+	b = appendRandString(b, &r, 5)
+	b = append(b, "/item.htm?query=1"...)
+	if channel >= 0 && r.intN(channelIDRatio) == 0 {
+		b = append(b, "&channel_id="...)
+		b = strconv.AppendInt(b, int64(channel), 10)
+	}
+	return b
+}
