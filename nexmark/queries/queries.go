@@ -1,0 +1,41 @@
+// Package queries holds the Nexmark queries written with eddy's public DSL,
+// each with a check that compares its output with a straightforward
+// reference computation over the same events. The queries follow the SQL of
+// the nexmark/nexmark repository (the Flink suite whose per-core figures
+// eddy is compared with); where eddy's semantics differ (no end-of-input
+// watermark, emit modes), the query's doc comment says how, and its
+// reference computes what eddy is meant to produce.
+package queries
+
+import (
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/nexmark"
+)
+
+// Query is one Nexmark query.
+type Query struct {
+	// Name is the suite's name: "q0" … "q12".
+	Name string
+	// Title is what the suite calls it ("pass through", "hot items").
+	Title string
+	// Build adds the query to t. It reads the event topics it needs from in
+	// (keys serde.Int64, values nexmark's binary serdes, record timestamps
+	// the events' DateTime) and writes its result to the topic out.
+	Build func(t *eddy.Topology, in nexmark.Topics, out string)
+	// NewCheck returns the check of the query's output for events [0, n)
+	// of g.
+	NewCheck func(g *nexmark.Generator, n int64) Check
+}
+
+// Check collects a query's output and compares it with the reference. Add
+// runs inside the measured process, once per output record, so it must be
+// cheap (a digest, or the last value per key for an updating result), not
+// a copy of every record.
+type Check interface {
+	// Add sees one output record, in the order the query produced it;
+	// key and value are valid only during the call.
+	Add(key, value []byte, timestamp int64)
+	// Verify computes the reference result and compares; nil means the
+	// output matched. The error describes the first differences.
+	Verify() error
+}
