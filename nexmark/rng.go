@@ -16,6 +16,7 @@ type rng struct{ p rand.PCG }
 const (
 	eventSalt   = 0x6e65786d61726b31 // "nexmark1"
 	channelSalt = 0x6e65786d61726b32 // "nexmark2"
+	lettersSalt = 0x6e65786d61726b33 // "nexmark3"
 )
 
 // newRNG returns the source for stream (seed, salt, i). Seed and salt are
