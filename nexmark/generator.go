@@ -99,14 +99,19 @@ func (g *Generator) Watermark(i int64) int64 {
 // the zero Event rather than panicking.
 func (g *Generator) Event(i int64) Event {
 	var e Event
+	g.Fill(&e, i)
+	return e
+}
+
+// Fill sets *e to event i, as Event does, without copying the event
+// through the result (a hot loop reuses one Event).
+func (g *Generator) Fill(e *Event, i int64) {
 	if i < 0 {
-		return e
+		*e = Event{}
+		return
 	}
 	r := newRNG(g.cfg.Seed, eventSalt, i)
-	ts := g.Timestamp(i)
-	if g.cfg.ProbDelayedEvent > 0 && r.float64() < g.cfg.ProbDelayedEvent {
-		ts -= 1 + r.int64N(g.maxDelayMs)
-	}
+	ts := g.eventTime(i, &r)
 	e.Kind = KindOf(i)
 	switch e.Kind {
 	case KindPerson:
@@ -116,7 +121,16 @@ func (g *Generator) Event(i int64) Event {
 	case KindBid:
 		g.bid(&e.Bid, i, &r, ts)
 	}
-	return e
+}
+
+// eventTime is event i's DateTime: its place in the stream, or earlier
+// for a delayed event. It is the first draw of every event.
+func (g *Generator) eventTime(i int64, r *rng) int64 {
+	ts := g.Timestamp(i)
+	if g.cfg.ProbDelayedEvent > 0 && r.float64() < g.cfg.ProbDelayedEvent {
+		ts -= 1 + r.int64N(g.maxDelayMs)
+	}
+	return ts
 }
 
 // lastBase0PersonID is the newest person id (counting from 0) that exists
@@ -295,9 +309,15 @@ func appendExtra(b []byte, r *rng, letters []byte, size, avg int) []byte {
 // sizes grow the buffer on the heap.
 const scratchSize = 768
 
-func (g *Generator) person(p *Person, i int64, r *rng, ts int64) {
-	var scratch [scratchSize]byte
-	b, ends, n := scratch[:0], [6]int{}, 0
+// Each kind is drawn in two steps: draw<Kind> sets the numeric fields and
+// appends the string fields to a buffer, noting where each ends; then
+// <kind> cuts strings from one copy of the buffer (Fill), or the Source
+// encodes straight from the buffer (no string at all). Both see the same
+// draws in the same order, so both give the same event.
+
+func (g *Generator) drawPerson(p *Person, b []byte, i int64, r *rng, ts int64) ([]byte, [6]int) {
+	var ends [6]int
+	n := 0
 	b = append(b, firstName(r.intN(numFirstNames))...)
 	b = append(b, ' ')
 	b = append(b, lastName(r.intN(numLastNames))...)
@@ -320,21 +340,24 @@ func (g *Generator) person(p *Person, i int64, r *rng, ts int64) {
 	b = append(b, usState(r.intN(numUSStates))...)
 	ends[n], n = len(b), n+1
 	b = appendExtra(b, r, g.letters, 8+8+len(b), g.cfg.AvgPersonSize)
-	ends[n], n = len(b), n+1
-	all := string(b)
-	*p = Person{
-		ID:           lastBase0PersonID(i) + FirstPersonID,
-		Name:         field(all, ends[:], 0),
-		EmailAddress: field(all, ends[:], 1),
-		CreditCard:   field(all, ends[:], 2),
-		City:         field(all, ends[:], 3),
-		State:        field(all, ends[:], 4),
-		DateTime:     ts,
-		Extra:        field(all, ends[:], 5),
-	}
+	ends[n] = len(b)
+	*p = Person{ID: lastBase0PersonID(i) + FirstPersonID, DateTime: ts}
+	return b, ends
 }
 
-func (g *Generator) auction(a *Auction, i int64, r *rng, ts int64) {
+func (g *Generator) person(p *Person, i int64, r *rng, ts int64) {
+	var scratch [scratchSize]byte
+	b, ends := g.drawPerson(p, scratch[:0], i, r, ts)
+	all := string(b)
+	p.Name = field(all, ends[:], 0)
+	p.EmailAddress = field(all, ends[:], 1)
+	p.CreditCard = field(all, ends[:], 2)
+	p.City = field(all, ends[:], 3)
+	p.State = field(all, ends[:], 4)
+	p.Extra = field(all, ends[:], 5)
+}
+
+func (g *Generator) drawAuction(a *Auction, b []byte, i int64, r *rng, ts int64) ([]byte, [3]int) {
 	var seller int64
 	if r.intN(g.cfg.HotSellersRatio) > 0 {
 		seller = lastBase0PersonID(i) / hotBatch * hotBatch
@@ -347,30 +370,37 @@ func (g *Generator) auction(a *Auction, i int64, r *rng, ts int64) {
 	horizon := g.Timestamp(i+g.auctionHorizon) - g.Timestamp(i)
 	length := 1 + r.int64N(max(2*horizon, 1))
 
-	var scratch [scratchSize]byte
-	b, ends, n := scratch[:0], [4]int{}, 0
+	var ends [3]int
+	n := 0
 	b = appendRandString(b, r, 20)
 	ends[n], n = len(b), n+1
 	b = appendRandString(b, r, 100)
 	ends[n], n = len(b), n+1
 	b = appendExtra(b, r, g.letters, 8*7+len(b), g.cfg.AvgAuctionSize)
-	ends[n], n = len(b), n+1
-	all := string(b)
+	ends[n] = len(b)
+	reserve := initial + nextPrice(r)
 	*a = Auction{
-		ID:          lastBase0AuctionID(i) + FirstAuctionID,
-		ItemName:    field(all, ends[:], 0),
-		Description: field(all, ends[:], 1),
-		InitialBid:  initial,
-		Reserve:     initial + nextPrice(r),
-		DateTime:    ts,
-		Expires:     ts + length,
-		Seller:      seller + FirstPersonID,
-		Category:    FirstCategoryID + int64(r.intN(NumCategories)),
-		Extra:       field(all, ends[:], 2),
+		ID:         lastBase0AuctionID(i) + FirstAuctionID,
+		InitialBid: initial,
+		Reserve:    reserve,
+		DateTime:   ts,
+		Expires:    ts + length,
+		Seller:     seller + FirstPersonID,
+		Category:   FirstCategoryID + int64(r.intN(NumCategories)),
 	}
+	return b, ends
 }
 
-func (g *Generator) bid(out *Bid, i int64, r *rng, ts int64) {
+func (g *Generator) auction(a *Auction, i int64, r *rng, ts int64) {
+	var scratch [scratchSize]byte
+	b, ends := g.drawAuction(a, scratch[:0], i, r, ts)
+	all := string(b)
+	a.ItemName = field(all, ends[:], 0)
+	a.Description = field(all, ends[:], 1)
+	a.Extra = field(all, ends[:], 2)
+}
+
+func (g *Generator) drawBid(v *Bid, b []byte, i int64, r *rng, ts int64) ([]byte, [3]int) {
 	var auction, bidder int64
 	if r.intN(g.cfg.HotAuctionRatio) > 0 {
 		auction = lastBase0AuctionID(i) / hotBatch * hotBatch
@@ -385,8 +415,8 @@ func (g *Generator) bid(out *Bid, i int64, r *rng, ts int64) {
 	}
 	price := nextPrice(r)
 
-	var scratch [scratchSize]byte
-	b, ends, n := scratch[:0], [4]int{}, 0
+	var ends [3]int
+	n := 0
 	channel := -1 - r.intN(numHotChannels) // hot channels are -1..-4
 	if r.intN(hotChannelRatio) == 0 {
 		channel = r.intN(numChannels)
@@ -399,17 +429,18 @@ func (g *Generator) bid(out *Bid, i int64, r *rng, ts int64) {
 	// Unlike the reference, the channel and URL count towards the average
 	// size: AvgBidSize is then the size a bid really has.
 	b = appendExtra(b, r, g.letters, 8*4+len(b), g.cfg.AvgBidSize)
-	ends[n], n = len(b), n+1
+	ends[n] = len(b)
+	*v = Bid{Auction: auction + FirstAuctionID, Bidder: bidder + FirstPersonID, Price: price, DateTime: ts}
+	return b, ends
+}
+
+func (g *Generator) bid(v *Bid, i int64, r *rng, ts int64) {
+	var scratch [scratchSize]byte
+	b, ends := g.drawBid(v, scratch[:0], i, r, ts)
 	all := string(b)
-	*out = Bid{
-		Auction:  auction + FirstAuctionID,
-		Bidder:   bidder + FirstPersonID,
-		Price:    price,
-		Channel:  field(all, ends[:], 0),
-		URL:      field(all, ends[:], 1),
-		DateTime: ts,
-		Extra:    field(all, ends[:], 2),
-	}
+	v.Channel = field(all, ends[:], 0)
+	v.URL = field(all, ends[:], 1)
+	v.Extra = field(all, ends[:], 2)
 }
 
 // appendChannelURL appends channel's URL. A channel's URL is fixed for the seed

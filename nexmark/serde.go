@@ -46,46 +46,58 @@ type (
 
 func appendInt(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }
 
-func appendString(b []byte, s string) []byte {
+func appendString[S string | []byte](b []byte, s S) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
 }
 
 func appendPerson(b []byte, p *Person) []byte {
+	return appendPersonWith(b, p, p.Name, p.EmailAddress, p.CreditCard, p.City, p.State, p.Extra)
+}
+
+// appendPersonWith encodes p with the string fields given apart, so that
+// the Source can encode from its draw buffer without making strings.
+func appendPersonWith[S string | []byte](b []byte, p *Person, name, email, card, city, state, extra S) []byte {
 	b = append(b, byte(KindPerson))
 	b = appendInt(b, p.ID)
-	b = appendString(b, p.Name)
-	b = appendString(b, p.EmailAddress)
-	b = appendString(b, p.CreditCard)
-	b = appendString(b, p.City)
-	b = appendString(b, p.State)
+	b = appendString(b, name)
+	b = appendString(b, email)
+	b = appendString(b, card)
+	b = appendString(b, city)
+	b = appendString(b, state)
 	b = appendInt(b, p.DateTime)
-	return appendString(b, p.Extra)
+	return appendString(b, extra)
 }
 
 func appendAuction(b []byte, a *Auction) []byte {
+	return appendAuctionWith(b, a, a.ItemName, a.Description, a.Extra)
+}
+
+func appendAuctionWith[S string | []byte](b []byte, a *Auction, item, desc, extra S) []byte {
 	b = append(b, byte(KindAuction))
 	b = appendInt(b, a.ID)
-	b = appendString(b, a.ItemName)
-	b = appendString(b, a.Description)
+	b = appendString(b, item)
+	b = appendString(b, desc)
 	b = appendInt(b, a.InitialBid)
 	b = appendInt(b, a.Reserve)
 	b = appendInt(b, a.DateTime)
 	b = appendInt(b, a.Expires)
 	b = appendInt(b, a.Seller)
 	b = appendInt(b, a.Category)
-	return appendString(b, a.Extra)
+	return appendString(b, extra)
 }
 
-func appendBid(b []byte, v *Bid) []byte {
+func appendBid(b []byte, v *Bid) []byte { return appendBidWith(b, v, v.Channel, v.URL, v.Extra) }
+
+func appendBidWith[S string | []byte](b []byte, v *Bid, channel, url, extra S) []byte {
 	b = append(b, byte(KindBid))
 	b = appendInt(b, v.Auction)
 	b = appendInt(b, v.Bidder)
 	b = appendInt(b, v.Price)
-	b = appendString(b, v.Channel)
-	b = appendString(b, v.URL)
+	b = appendString(b, channel)
+	b = appendString(b, url)
 	b = appendInt(b, v.DateTime)
-	return appendString(b, v.Extra)
+	return appendString(b, extra)
 }
 
 // decoder reads the encoding from a string, so that string fields are

@@ -14,7 +14,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/versitygw"
 )
 
-const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failover [flags]
+const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failover|nexmark [flags]
 
   ledger        the ledger exactly-once vs at-least-once vs the broker's raw rate
   windowed      the same for the windowed totals (examples/windowed)
@@ -23,6 +23,8 @@ const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failo
                 from a remote checkpoint (directory, S3) + tail, from local state
   failover      time from SIGKILL of a ledger instance to its tasks' first committed
                 output elsewhere, with and without standbys
+  nexmark       the Nexmark queries (q0-q5, q7, q8, q11, q12): events per CPU-second,
+                peak RSS, state size, and whether the output matched the reference
 
 Run 'eddy bench <name> -h' for the flags.`
 
@@ -40,6 +42,8 @@ func runBench(ctx context.Context, args []string) error {
 		return runRestore(ctx, args[1:])
 	case "failover":
 		return runFailover(ctx, args[1:])
+	case "nexmark":
+		return runNexmark(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q\n%s", args[0], benchUsage)
 }

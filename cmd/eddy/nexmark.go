@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/eddy-streams/eddy/internal/bench"
+	"github.com/eddy-streams/eddy/nexmark/queries"
+)
+
+// runNexmark is `eddy bench nexmark`: one Nexmark query, or several, each in
+// a process of its own (re-running this binary with one --query), so that
+// every query's CPU time and peak RSS are its own.
+func runNexmark(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("eddy bench nexmark", flag.ContinueOnError)
+	query := fs.String("query", "all", "the query to run: "+strings.Join(queryNames(), ", ")+", a comma-separated list, or all")
+	events := fs.Int64("events", 10_000_000, "events to generate and process")
+	source := fs.String("source", "generator", "where events come from: generator (in-process, replayed by index) or kafka")
+	seed := fs.Uint64("seed", 0, "the generator's seed")
+	commitInterval := fs.Duration("commit-interval", time.Second, "time between commits")
+	stateDir := fs.String("state-dir", "", "directory for the state (default: a temporary directory, removed after)")
+	cacheSize := fs.Int64("cache-size", 0, "Pebble block cache in bytes (default eddy's, 64 MiB)")
+	memtableSize := fs.Uint64("memtable-size", 0, "Pebble memtable size in bytes (default eddy's, 16 MiB)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (one query only)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *events < 1 {
+		return errors.New("--events must be at least 1")
+	}
+	if *commitInterval <= 0 {
+		return errors.New("--commit-interval must be positive, e.g. 1s")
+	}
+	if *source != "generator" && *source != "kafka" {
+		return fmt.Errorf("--source %q: want generator or kafka", *source)
+	}
+	var qs []queries.Query
+	names := strings.Split(*query, ",")
+	if *query == "all" {
+		names = queryNames()
+	}
+	for _, name := range names {
+		q, ok := queries.Lookup(strings.TrimSpace(name))
+		if !ok {
+			return fmt.Errorf("--query %q: no such query; want one of %s, or all", name, strings.Join(queryNames(), ", "))
+		}
+		qs = append(qs, q)
+	}
+	if len(qs) > 1 {
+		if *cpuprofile != "" {
+			return errors.New("--cpuprofile profiles one query: pass a single --query")
+		}
+		return runNexmarkEach(ctx, qs, args)
+	}
+	if *source == "kafka" {
+		return errors.New("--source kafka: not built yet")
+	}
+	res, err := bench.Nexmark(ctx, bench.NexmarkOptions{
+		Query: qs[0], Events: *events, Seed: *seed, CommitInterval: *commitInterval, Dir: *stateDir,
+		CacheSize: *cacheSize, MemTableSize: *memtableSize, Progress: os.Stderr, CPUProfile: *cpuprofile,
+	})
+	if err != nil {
+		return err
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		return err
+	}
+	if !res.Verified {
+		return fmt.Errorf("%s: the output does not match the reference: %s", res.Query, res.VerifyError)
+	}
+	return nil
+}
+
+// runNexmarkEach runs each query in a child process with the same flags,
+// passing its JSON line through, and fails if any query failed.
+func runNexmarkEach(ctx context.Context, qs []queries.Query, args []string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var rest []string // args without --query
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--query" || a == "-query" {
+			i++
+			continue
+		}
+		if strings.HasPrefix(a, "--query=") || strings.HasPrefix(a, "-query=") {
+			continue
+		}
+		rest = append(rest, a)
+	}
+	var failed []string
+	for _, q := range qs {
+		cmd := exec.CommandContext(ctx, self, append([]string{"bench", "nexmark", "--query", q.Name}, rest...)...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		lines := bufio.NewScanner(out)
+		for lines.Scan() {
+			fmt.Println(lines.Text())
+		}
+		if err := cmd.Wait(); err != nil {
+			failed = append(failed, q.Name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("nexmark: %s failed (see above)", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+func queryNames() []string {
+	var names []string
+	for _, q := range queries.All() {
+		names = append(names, q.Name)
+	}
+	return names
+}

@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"time"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/local"
+	"github.com/eddy-streams/eddy/nexmark"
+	"github.com/eddy-streams/eddy/nexmark/queries"
+	"github.com/eddy-streams/eddy/state/pebble"
+)
+
+// NexmarkOptions configure one Nexmark query run.
+type NexmarkOptions struct {
+	Query  queries.Query
+	Events int64
+	Seed   uint64
+	// CommitInterval is the generator source's commit interval (default
+	// 1 s, as the issue and Flink's checkpoint interval in the suite).
+	CommitInterval time.Duration
+	// Dir holds the state; empty means a temporary directory, removed
+	// after the run.
+	Dir string
+	// CacheSize and MemTableSize are Pebble's (zero: eddy's defaults).
+	CacheSize    int64
+	MemTableSize uint64
+	// Progress receives a progress bar, redrawn at each commit.
+	Progress   io.Writer
+	CPUProfile string
+}
+
+// NexmarkResult is the JSON line `eddy bench nexmark` prints per query.
+type NexmarkResult struct {
+	Query  string `json:"query"`
+	Events int64  `json:"events"`
+	// Seconds and CPUSeconds cover the run from the first event to the
+	// last commit, not the verification after it. CPU is the whole
+	// process's user + system time: generator, engine, Pebble's
+	// background work, the garbage collector.
+	Seconds            float64 `json:"seconds"`
+	CPUSeconds         float64 `json:"cpu_seconds"`
+	EventsPerSecond    float64 `json:"events_per_second"`
+	EventsPerCPUSecond float64 `json:"events_per_cpu_second"`
+	// PeakRSSBytes is the process's peak resident set (VmHWM) when the
+	// run ended.
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// StateBytes is the size of the state directory on disk after the
+	// last commit.
+	StateBytes int64 `json:"state_bytes"`
+	Outputs    int64 `json:"outputs"`
+	Commits    int   `json:"commits"`
+	Verified   bool  `json:"verified"`
+	// VerifyError says how the output differed from the reference.
+	VerifyError string `json:"verify_error,omitempty"`
+}
+
+// nexmarkOutput is the topic every query writes its result to.
+const nexmarkOutput = "nexmark-out"
+
+// Nexmark runs one query over events [0, opts.Events) of the generator,
+// in-process (internal/local): state in Pebble, a commit every
+// CommitInterval, the result counted and checked by the query's Check.
+func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
+	q := opts.Query
+	res := NexmarkResult{Query: q.Name, Events: opts.Events}
+	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed})
+	if err != nil {
+		return res, err
+	}
+	topo := eddy.NewTopology()
+	topics := nexmark.DefaultTopics()
+	q.Build(topo, topics, nexmarkOutput)
+	rt, err := topo.Build(eddy.Config{AppID: "nexmark-" + q.Name})
+	if err != nil {
+		return res, fmt.Errorf("bench: nexmark %s: %w", q.Name, err)
+	}
+	dir := opts.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "eddy-nexmark-"); err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(dir)
+	}
+	check := q.NewCheck(g, opts.Events)
+	var other int64
+	sink := func(topic string, key, value []byte, ts int64) {
+		if topic != nexmarkOutput {
+			other++
+			return
+		}
+		res.Outputs++
+		check.Add(key, value, ts)
+	}
+	backend := pebble.New(pebble.Options{CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize})
+	runner, err := local.New(rt, g.Source(topics), local.Config{Backend: backend, Dir: dir, CommitInterval: opts.CommitInterval, Sink: sink})
+	if err != nil {
+		return res, err
+	}
+	defer runner.Close()
+	bar := progressBar{w: opts.Progress, name: q.Name, total: opts.Events}
+	if opts.CPUProfile != "" {
+		f, err := os.Create(opts.CPUProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	runtime.GC()
+	cpu0, start := cpuSeconds(), time.Now()
+	bar.start = start
+	if err := runner.Run(ctx, opts.Events, bar.draw); err != nil {
+		return res, fmt.Errorf("bench: nexmark %s: %w", q.Name, err)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.CPUSeconds = cpuSeconds() - cpu0
+	pprof.StopCPUProfile()
+	bar.done()
+	res.EventsPerSecond = float64(opts.Events) / res.Seconds
+	res.EventsPerCPUSecond = float64(opts.Events) / res.CPUSeconds
+	res.PeakRSSBytes = peakRSS()
+	res.Commits = runner.Commits
+	if res.StateBytes, err = dirSize(dir); err != nil {
+		return res, err
+	}
+	if other > 0 {
+		res.VerifyError = fmt.Sprintf("%d records written to topics other than the result (dead letters?)", other)
+		return res, nil
+	}
+	if err := check.Verify(); err != nil {
+		res.VerifyError = err.Error()
+		return res, nil
+	}
+	res.Verified = true
+	return res, nil
+}
+
+// progressBar draws "q3 [#####.....]  45% 900000/2000000 events  812K events/s"
+// on one line, redrawn in place.
+type progressBar struct {
+	w     io.Writer
+	name  string
+	total int64
+	start time.Time
+}
+
+func (b *progressBar) draw(done int64) {
+	if b.w == nil || b.total == 0 {
+		return
+	}
+	const width = 30
+	filled := int(done * width / b.total)
+	rate := float64(done) / time.Since(b.start).Seconds()
+	fmt.Fprintf(b.w, "\r%-4s [%s%s] %3d%% %d/%d events  %.0fK events/s ",
+		b.name, bytes.Repeat([]byte{'#'}, filled), bytes.Repeat([]byte{'.'}, width-filled),
+		done*100/b.total, done, b.total, rate/1000)
+}
+
+func (b *progressBar) done() {
+	if b.w != nil {
+		fmt.Fprintln(b.w)
+	}
+}
+
+// peakRSS reads the process's peak resident set size (VmHWM) from
+// /proc/self/status, or 0 where there is none.
+func peakRSS() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		line := s.Text()
+		if rest, ok := bytes.CutPrefix([]byte(line), []byte("VmHWM:")); ok {
+			kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(rest), []byte("kB")))), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// dirSize is the total size of the files under dir.
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	return n, err
+}
