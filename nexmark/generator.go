@@ -400,7 +400,7 @@ func (g *Generator) auction(a *Auction, i int64, r *rng, ts int64) {
 	a.Extra = field(all, ends[:], 2)
 }
 
-func (g *Generator) drawBid(v *Bid, b []byte, i int64, r *rng, ts int64) ([]byte, [3]int) {
+func (g *Generator) drawBid(v *Bid, b []byte, i int64, r *rng, ts int64) ([]byte, *channel) {
 	var auction, bidder int64
 	if r.intN(g.cfg.HotAuctionRatio) > 0 {
 		auction = lastBase0AuctionID(i) / hotBatch * hotBatch
@@ -415,32 +415,23 @@ func (g *Generator) drawBid(v *Bid, b []byte, i int64, r *rng, ts int64) ([]byte
 	}
 	price := nextPrice(r)
 
-	var ends [3]int
-	n := 0
 	channel := -1 - r.intN(numHotChannels) // hot channels are -1..-4
 	if r.intN(hotChannelRatio) == 0 {
 		channel = r.intN(numChannels)
 	}
 	ch := &g.channels[channel+numHotChannels]
-	b = append(b, ch.name...)
-	ends[n], n = len(b), n+1
-	b = append(b, ch.url...)
-	ends[n], n = len(b), n+1
 	// Unlike the reference, the channel and URL count towards the average
-	// size: AvgBidSize is then the size a bid really has.
-	b = appendExtra(b, r, g.letters, 8*4+len(b), g.cfg.AvgBidSize)
-	ends[n] = len(b)
+	// size: AvgBidSize is then the size a bid really has. Only the padding
+	// is appended to b: the channel's strings are shared.
+	b = appendExtra(b, r, g.letters, 8*4+len(ch.name)+len(ch.url), g.cfg.AvgBidSize)
 	*v = Bid{Auction: auction + FirstAuctionID, Bidder: bidder + FirstPersonID, Price: price, DateTime: ts}
-	return b, ends
+	return b, ch
 }
 
 func (g *Generator) bid(v *Bid, i int64, r *rng, ts int64) {
 	var scratch [scratchSize]byte
-	b, ends := g.drawBid(v, scratch[:0], i, r, ts)
-	all := string(b)
-	v.Channel = field(all, ends[:], 0)
-	v.URL = field(all, ends[:], 1)
-	v.Extra = field(all, ends[:], 2)
+	b, ch := g.drawBid(v, scratch[:0], i, r, ts)
+	v.Channel, v.URL, v.Extra = ch.name, ch.url, string(b)
 }
 
 // appendChannelURL appends channel's URL. A channel's URL is fixed for the seed

@@ -3,6 +3,7 @@ package nexmark
 import (
 	"encoding/binary"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -78,9 +79,10 @@ func (s *Source) Read(i int64, rec *kgo.Record) bool {
 		s.buf = appendAuctionWith(s.buf[:0], &e.Auction, b[:ends[0]], b[ends[0]:ends[1]], b[ends[1]:ends[2]])
 		s.draw = b
 	case KindBid:
-		b, ends := g.drawBid(&e.Bid, s.draw[:0], i, &r, ts)
+		b, ch := g.drawBid(&e.Bid, s.draw[:0], i, &r, ts)
 		rec.Topic, key = s.topics.Bids, e.Bid.Auction
-		s.buf = appendBidWith(s.buf[:0], &e.Bid, b[:ends[0]], b[ends[0]:ends[1]], b[ends[1]:ends[2]])
+		// The padding is viewed as a string only to be copied into buf.
+		s.buf = appendBidWith(s.buf[:0], &e.Bid, ch.name, ch.url, unsafe.String(unsafe.SliceData(b), len(b)))
 		s.draw = b
 	}
 	binary.BigEndian.PutUint64(s.key[:], uint64(key))
