@@ -60,13 +60,21 @@ func runNexmark(ctx context.Context, args []string) error {
 		}
 		return runNexmarkEach(ctx, qs, args)
 	}
-	if *source == "kafka" {
-		return errors.New("--source kafka: not built yet")
-	}
-	res, err := bench.Nexmark(ctx, bench.NexmarkOptions{
+	opts := bench.NexmarkOptions{
 		Query: qs[0], Events: *events, Seed: *seed, CommitInterval: *commitInterval, Dir: *stateDir,
 		CacheSize: *cacheSize, MemTableSize: *memtableSize, Progress: os.Stderr, CPUProfile: *cpuprofile,
-	})
+	}
+	var res bench.NexmarkResult
+	var err error
+	if *source == "kafka" {
+		self, serr := os.Executable()
+		if serr != nil {
+			return serr
+		}
+		res, err = bench.NexmarkKafka(ctx, opts, self)
+	} else {
+		res, err = bench.Nexmark(ctx, opts)
+	}
 	if err != nil {
 		return err
 	}

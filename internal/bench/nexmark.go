@@ -43,6 +43,7 @@ type NexmarkOptions struct {
 // NexmarkResult is the JSON line `eddy bench nexmark` prints per query.
 type NexmarkResult struct {
 	Query  string `json:"query"`
+	Source string `json:"source"`
 	Events int64  `json:"events"`
 	// Seconds and CPUSeconds cover the run from the first event to the
 	// last commit, not the verification after it. CPU is the whole
@@ -58,6 +59,9 @@ type NexmarkResult struct {
 	// StateBytes is the size of the state directory on disk after the
 	// last commit.
 	StateBytes int64 `json:"state_bytes"`
+	// BrokerCPUSeconds is the broker process's CPU time over the run
+	// (Kafka source only; not in CPUSeconds).
+	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
 	Outputs    int64 `json:"outputs"`
 	Commits    int   `json:"commits"`
 	Verified   bool  `json:"verified"`
@@ -73,7 +77,7 @@ const nexmarkOutput = "nexmark-out"
 // CommitInterval, the result counted and checked by the query's Check.
 func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	q := opts.Query
-	res := NexmarkResult{Query: q.Name, Events: opts.Events}
+	res := NexmarkResult{Query: q.Name, Events: opts.Events, Source: "generator"}
 	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed})
 	if err != nil {
 		return res, err
@@ -156,12 +160,17 @@ type progressBar struct {
 	name  string
 	total int64
 	start time.Time
+	// last and drawn are the count and time of the last drawing: it is
+	// redrawn on change, at most five times a second.
+	last  int64
+	drawn time.Time
 }
 
 func (b *progressBar) draw(done int64) {
-	if b.w == nil || b.total == 0 {
+	if b.w == nil || b.total == 0 || done == b.last && done != 0 || time.Since(b.drawn) < 200*time.Millisecond && done < b.total {
 		return
 	}
+	b.last, b.drawn = done, time.Now()
 	const width = 30
 	filled := int(done * width / b.total)
 	rate := float64(done) / time.Since(b.start).Seconds()

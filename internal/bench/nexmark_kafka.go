@@ -1,0 +1,271 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/nexmark"
+	"github.com/eddy-streams/eddy/nexmark/queries"
+	"github.com/eddy-streams/eddy/state/pebble"
+)
+
+// NexmarkKafka runs one query as a Kafka application, exactly once: the
+// events are first written to their topics (one partition each, unmeasured)
+// on an `eddy broker` child process, then the app runs until its group has
+// committed every input offset. CPU is this process's (the app's); the
+// broker's is reported apart. The output topic is read back (read_committed)
+// for the check once the run is measured.
+func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (NexmarkResult, error) {
+	q := opts.Query
+	res := NexmarkResult{Query: q.Name, Events: opts.Events, Source: "kafka"}
+	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed})
+	if err != nil {
+		return res, err
+	}
+	dir := opts.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "eddy-nexmark-"); err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(dir)
+	}
+	broker, addr, err := startBrokerProcess(ctx, eddyBinary, filepath.Join(dir, "broker"))
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		broker.Process.Kill()
+		broker.Wait()
+	}()
+	seeds := []string{addr}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(100_000))
+	if err != nil {
+		return res, err
+	}
+	defer cl.Close()
+	topics := nexmark.DefaultTopics()
+	specs := []kafka.TopicSpec{{Name: topics.Persons, Partitions: 1}, {Name: topics.Auctions, Partitions: 1},
+		{Name: topics.Bids, Partitions: 1}, {Name: nexmarkOutput, Partitions: 1}}
+	if err := kafka.CreateTopics(ctx, cl, specs...); err != nil {
+		return res, err
+	}
+	if opts.Progress != nil {
+		fmt.Fprintf(opts.Progress, "%s: writing %d events to the broker (not measured)\n", q.Name, opts.Events)
+	}
+	if err := g.Produce(ctx, cl, topics, opts.Events); err != nil {
+		return res, err
+	}
+
+	appID := "nexmark-" + q.Name
+	topo := eddy.NewTopology()
+	q.Build(topo, topics, nexmarkOutput)
+	rt, err := topo.Build(eddy.Config{AppID: appID})
+	if err != nil {
+		return res, fmt.Errorf("bench: nexmark %s: %w", q.Name, err)
+	}
+	read := map[string]bool{}
+	for _, sub := range rt.Subtopologies {
+		for _, s := range sub.Sources {
+			if s == topics.Persons || s == topics.Auctions || s == topics.Bids {
+				read[s] = true
+			}
+		}
+	}
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, slicesOf(read)...)
+	if err != nil {
+		return res, err
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	if opts.CPUProfile != "" {
+		f, err := os.Create(opts.CPUProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	bar := progressBar{w: opts.Progress, name: q.Name, total: total}
+	runtime.GC()
+	brokerCPU0 := processCPU(broker.Process.Pid)
+	cpu0, start := cpuSeconds(), time.Now()
+	bar.start = start
+	go func() {
+		done <- eddy.Run(runCtx, topo, eddy.Config{
+			AppID: appID, Brokers: seeds, StateDir: filepath.Join(dir, "state"), Guarantee: eddy.ExactlyOnce,
+			CommitInterval: opts.CommitInterval,
+			Backend:        pebble.New(pebble.Options{CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize}),
+			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+	}()
+	for {
+		select {
+		case err := <-done:
+			return res, fmt.Errorf("bench: nexmark %s: the app stopped: %w", q.Name, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		offs, err := adm.FetchOffsets(ctx, appID)
+		if err != nil {
+			continue
+		}
+		var committed int64
+		offs.Each(func(o kadm.OffsetResponse) {
+			if read[o.Topic] && o.Err == nil {
+				committed += o.At
+			}
+		})
+		bar.draw(committed)
+		if committed >= total {
+			break
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.CPUSeconds = cpuSeconds() - cpu0
+	res.BrokerCPUSeconds = processCPU(broker.Process.Pid) - brokerCPU0
+	pprof.StopCPUProfile()
+	bar.done()
+	res.PeakRSSBytes = peakRSS()
+	cancel()
+	if err := <-done; err != nil {
+		return res, fmt.Errorf("bench: nexmark %s: %w", q.Name, err)
+	}
+	res.EventsPerSecond = float64(opts.Events) / res.Seconds
+	res.EventsPerCPUSecond = float64(opts.Events) / res.CPUSeconds
+	if res.StateBytes, err = dirSize(filepath.Join(dir, "state")); err != nil {
+		return res, err
+	}
+	check := q.NewCheck(g, opts.Events)
+	if res.Outputs, err = readOutput(ctx, seeds, check); err != nil {
+		return res, err
+	}
+	if err := check.Verify(); err != nil {
+		res.VerifyError = err.Error()
+		return res, nil
+	}
+	res.Verified = true
+	return res, nil
+}
+
+// readOutput feeds every committed record of the output topic to check.
+func readOutput(ctx context.Context, seeds []string, check queries.Check) (int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(nexmarkOutput),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	// The app committed everything before this runs, so the topic is
+	// complete: it is read until a poll finds nothing for three seconds.
+	var n int64
+	for {
+		pollCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		f := cl.PollFetches(pollCtx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		if f.NumRecords() == 0 {
+			break
+		}
+		for _, e := range f.Errors() {
+			if !errors.Is(e.Err, context.DeadlineExceeded) {
+				return n, fmt.Errorf("bench: read %s: %w", nexmarkOutput, e.Err)
+			}
+		}
+		f.EachRecord(func(r *kgo.Record) {
+			n++
+			check.Add(r.Key, r.Value, r.Timestamp.UnixMilli())
+		})
+	}
+	return n, nil
+}
+
+// startBrokerProcess runs `eddy broker` on a free loopback port with its
+// data in dir and waits until it accepts connections.
+func startBrokerProcess(ctx context.Context, eddyBinary, dir string) (*exec.Cmd, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.CommandContext(ctx, eddyBinary, "broker", "--addr", addr, "--data-dir", dir,
+		"--sync-writes=false", "--partitions", "1", "--log-level", "error")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("bench: start the broker: %w", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return cmd, addr, nil
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, "", fmt.Errorf("bench: the broker did not listen on %s within 30s: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// processCPU is the user + system CPU time of process pid so far, from
+// /proc/pid/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
+func processCPU(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is parenthesized and may hold spaces:
+	// fields are counted after its closing parenthesis.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0
+	}
+	return float64(utime+stime) / 100
+}
+
+func slicesOf(m map[string]bool) []string {
+	var s []string
+	for k := range m {
+		s = append(s, k)
+	}
+	return s
+}
