@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+
+	"github.com/google/btree"
 )
 
 // A store buffer keeps the slots of keys it has seen across transactions, so
@@ -157,6 +159,13 @@ type StoreBuffer struct {
 	// tells whether it is in ascending key order.
 	dirty  []int
 	sorted bool
+	// ordered holds the dirty slots in key order once a Scan needed them
+	// so while dirty was unsorted (indexed): a scan per record (a session
+	// store) would otherwise sort the whole transaction's keys each time.
+	// probe is the key that slot index -1 stands for in its searches.
+	ordered *btree.BTreeG[int]
+	indexed bool
+	probe   []byte
 	// retained approximates the bytes held by slots, for the limits.
 	retained int
 	// scratch is reused by the outermost Scan to snapshot the dirty range.
@@ -399,23 +408,14 @@ func (s *StoreBuffer) gap(lo, upper []byte) (gapLo, gapHi []byte, ok bool) {
 // fixed when it starts, while the DB side follows the DB's own rules. A range
 // that fn deletes hides the keys the scan has not reached yet.
 func (s *StoreBuffer) Scan(lower, upper []byte, fn func(key, value []byte) error) error {
-	s.sortDirty()
-	lo, _ := slices.BinarySearchFunc(s.dirty, lower, s.cmpSlot)
-	hi := len(s.dirty)
-	if upper != nil {
-		hi, _ = slices.BinarySearchFunc(s.dirty, upper, s.cmpSlot)
-	}
-	if hi < lo {
-		hi = lo // upper <= lower: an empty range
-	}
-	// Snapshot the range, because fn may write (appending to s.dirty) or
-	// start another scan (sorting s.dirty in place).
+	// Snapshot the buffered keys in range, because fn may write (adding
+	// dirty keys) or start another scan (sorting s.dirty in place).
 	var pending []int
 	if s.scanning == 0 {
-		pending = append(s.scratch[:0], s.dirty[lo:hi]...)
+		pending = s.dirtyRange(s.scratch[:0], lower, upper)
 		defer func() { s.scratch = pending[:0] }()
 	} else {
-		pending = slices.Clone(s.dirty[lo:hi])
+		pending = s.dirtyRange(nil, lower, upper)
 	}
 	s.scanning++
 	defer func() { s.scanning-- }()
@@ -527,6 +527,9 @@ func (s *StoreBuffer) slot(key []byte) *slot {
 		if n := len(s.dirty); s.sorted && n > 1 && bytes.Compare(s.slots[s.dirty[n-2]].key, sl.key) > 0 {
 			s.sorted = false
 		}
+		if s.indexed {
+			s.ordered.ReplaceOrInsert(i)
+		}
 	}
 	return sl
 }
@@ -542,6 +545,50 @@ func (s *StoreBuffer) newSlot(key []byte) int {
 	s.index[string(key)] = i
 	s.retained += 2 * len(key)
 	return i
+}
+
+// dirtyRange appends the dirty slots with keys in [lower, upper) to dst, in
+// key order.
+func (s *StoreBuffer) dirtyRange(dst []int, lower, upper []byte) []int {
+	if s.sorted && !s.indexed {
+		lo, _ := slices.BinarySearchFunc(s.dirty, lower, s.cmpSlot)
+		hi := len(s.dirty)
+		if upper != nil {
+			hi, _ = slices.BinarySearchFunc(s.dirty, upper, s.cmpSlot)
+		}
+		if hi < lo {
+			hi = lo // upper <= lower: an empty range
+		}
+		return append(dst, s.dirty[lo:hi]...)
+	}
+	if !s.indexed {
+		if s.ordered == nil {
+			s.ordered = btree.NewG(32, func(a, b int) bool { return bytes.Compare(s.keyOf(a), s.keyOf(b)) < 0 })
+		}
+		for _, i := range s.dirty {
+			s.ordered.ReplaceOrInsert(i)
+		}
+		s.indexed = true
+	}
+	s.probe = lower
+	visit := func(i int) bool {
+		if upper != nil && bytes.Compare(s.slots[i].key, upper) >= 0 {
+			return false
+		}
+		dst = append(dst, i)
+		return true
+	}
+	s.ordered.AscendGreaterOrEqual(-1, visit)
+	s.probe = nil
+	return dst
+}
+
+// keyOf is slot i's key, or the probe for -1.
+func (s *StoreBuffer) keyOf(i int) []byte {
+	if i < 0 {
+		return s.probe
+	}
+	return s.slots[i].key
 }
 
 func (s *StoreBuffer) sortDirty() {
@@ -580,6 +627,10 @@ func (s *StoreBuffer) reset(committed bool) {
 	}
 	s.dirty = s.dirty[:0]
 	s.sorted = true
+	if s.indexed {
+		s.ordered.Clear(true) // keeps its nodes for the next transaction
+		s.indexed = false
+	}
 	if len(s.slots) > maxRetainedSlots || s.retained > maxRetainedBytes {
 		// clear keeps the map's buckets, which saves regrowing them when
 		// the next transaction is as big; past twice the limit (one huge

@@ -1067,3 +1067,50 @@ func TestStoreBufferDeleteRangeAllocs(t *testing.T) {
 		t.Errorf("reads with pending ranges: %v allocs; want 0", n)
 	}
 }
+
+// Scans interleaved with writes inside a transaction: once a scan has
+// ordered the unsorted dirty keys, later writes must join that order (a
+// session store scans on every record).
+func TestStoreBufferScanModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	db := newDB(t)
+	b := state.NewBuffer(db)
+	s := b.Store("s")
+	key := func() string { return fmt.Sprintf("k%03d", rng.IntN(200)) }
+	committed := map[string]string{}
+	for round := range 200 {
+		view := maps.Clone(committed)
+		for range rng.IntN(60) {
+			switch k := key(); rng.IntN(5) {
+			case 0, 1:
+				v := fmt.Sprintf("r%d-%d", round, rng.IntN(1000))
+				s.Put([]byte(k), []byte(v))
+				view[k] = v
+			case 2:
+				s.Delete([]byte(k))
+				delete(view, k)
+			default:
+				lower, upper := k, key()
+				var want []KV
+				for m, v := range view {
+					if m >= lower && m < upper {
+						want = append(want, KV{m, v})
+					}
+				}
+				slices.SortFunc(want, func(a, b KV) int { return strings.Compare(a.Key, b.Key) })
+				if got := scanAll(t, s, []byte(lower), []byte(upper)); !reflect.DeepEqual(got, want) {
+					t.Fatalf("round %d: Scan(%s, %s) = %q; want %q", round, lower, upper, got, want)
+				}
+			}
+		}
+		if rng.IntN(4) == 0 {
+			b.Reset()
+			continue
+		}
+		if err := db.Apply(&state.Batch{Writes: b.Writes(nil)}); err != nil {
+			t.Fatal(err)
+		}
+		b.Commit()
+		committed = view
+	}
+}

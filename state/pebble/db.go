@@ -25,6 +25,15 @@ type db struct {
 	offsets state.Offsets
 	key     []byte // scratch for Get and Apply keys
 	meta    []byte // scratch for encoded offsets
+	// it is Scan's iterator, kept from scan to scan until the next Apply:
+	// the database changes only through Apply, so it sees what a new one
+	// would, and repositioning it costs much less than creating one (a
+	// session store scans several times per record). iterBusy marks it in
+	// use by a scan whose fn scans again; that one gets its own. lo and
+	// hi are the scratch bounds (SetBounds copies them).
+	it       *pebbledb.Iterator
+	iterBusy bool
+	lo, hi   []byte
 }
 
 var _ state.DB = (*db)(nil)
@@ -63,7 +72,64 @@ func (d *db) get(k []byte) ([]byte, bool, error) {
 }
 
 func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) error) error {
-	return d.scan(store, lower, upper, fn)
+	if d.iterBusy || d.pdb == nil {
+		return d.scan(store, lower, upper, fn)
+	}
+	if err := state.CheckStoreName(store); err != nil {
+		return fmt.Errorf("state/pebble: scan: %w", err)
+	}
+	if upper != nil && bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
+	d.lo = keys.Append(d.lo[:0], store, lower)
+	if upper != nil {
+		d.hi = keys.Append(d.hi[:0], store, upper)
+	} else {
+		d.hi = keys.AppendStoreEnd(d.hi[:0], store)
+	}
+	if d.it == nil {
+		// The first scan since the last Apply: the iterator keeps its
+		// bounds' slices, so they are its own.
+		it, err := d.pdb.NewIter(&pebbledb.IterOptions{LowerBound: bytes.Clone(d.lo), UpperBound: bytes.Clone(d.hi)})
+		if err != nil {
+			return wrapErr("scan", d.dir, err)
+		}
+		d.it = it
+	} else {
+		d.it.SetBounds(d.lo, d.hi)
+	}
+	d.iterBusy = true
+	defer func() { d.iterBusy = false }()
+	it, prefixLen := d.it, keys.PrefixLen(store)
+	var fnErr error
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			break // it.Error reports it
+		}
+		if fnErr = fn(it.Key()[prefixLen:], v); fnErr != nil {
+			break
+		}
+	}
+	if err := it.Error(); err != nil {
+		d.closeIter()
+		if fnErr != nil {
+			return fnErr
+		}
+		return wrapErr("scan", d.dir, err)
+	}
+	return fnErr
+}
+
+// closeIter drops Scan's iterator: before an Apply, which it would not see,
+// and at Close.
+func (d *db) closeIter() error {
+	if d.it == nil {
+		return nil
+	}
+	err := d.it.Close()
+	d.it = nil
+	return err
 }
 
 var _ state.SharedReader = (*db)(nil)
@@ -137,6 +203,9 @@ func (d *db) Apply(b *state.Batch) error {
 	}
 	if b == nil {
 		return fmt.Errorf("state/pebble: apply to %s: nil batch", d.dir)
+	}
+	if err := d.closeIter(); err != nil {
+		return wrapErr("apply to", d.dir, err)
 	}
 	batch := d.pdb.NewBatch()
 	defer batch.Close()
@@ -223,7 +292,8 @@ func (d *db) Close() error {
 	if d.pdb == nil {
 		return fmt.Errorf("state/pebble: close: %w", state.ErrClosed)
 	}
-	err := d.pdb.Close()
+	iterErr := d.closeIter()
+	err := errors.Join(iterErr, d.pdb.Close())
 	d.pdb = nil
 	d.backend.closed1(d.dir)
 	if err != nil {

@@ -30,6 +30,8 @@ func Run(t *testing.T, newBackend func(t *testing.T) state.Backend) {
 		{"Scan", testScan},
 		{"ScanStopsOnError", testScanStopsOnError},
 		{"ScanCallsGet", testScanCallsGet},
+		{"ScanAfterApply", testScanAfterApply},
+		{"ScanInScan", testScanInScan},
 		{"BinaryKeys", testBinaryKeys},
 		{"StoreIsolation", testStoreIsolation},
 		{"InvalidStoreName", testInvalidStoreName},
@@ -217,6 +219,42 @@ func testScanCallsGet(t *testing.T, b state.Backend, dir string) {
 	if want := []KV{{"a", "1"}, {"b", "2"}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("scan = %q; want %q", got, want)
 	}
+}
+
+// A backend may keep what it needs for scans between them (Pebble keeps its
+// iterator); every scan must still see every Apply before it.
+func testScanAfterApply(t *testing.T, b state.Backend, dir string) {
+	db := open(t, b, dir)
+	apply(t, db, put("s", "a", "1"), put("s", "c", "3"))
+	wantScan(t, db, "s", nil, nil, []KV{{"a", "1"}, {"c", "3"}})
+	wantScan(t, db, "s", []byte("b"), nil, []KV{{"c", "3"}})
+	apply(t, db, put("s", "b", "2"), del("s", "c"))
+	wantScan(t, db, "s", nil, nil, []KV{{"a", "1"}, {"b", "2"}})
+	apply(t, db, put("t", "x", "9"))
+	wantScan(t, db, "t", nil, nil, []KV{{"x", "9"}})
+	wantScan(t, db, "s", []byte("a"), []byte("b"), []KV{{"a", "1"}})
+}
+
+// A scan's callback may scan again (a session store looks up a session's
+// value while it walks its index).
+func testScanInScan(t *testing.T, b state.Backend, dir string) {
+	db := open(t, b, dir)
+	apply(t, db, put("s", "a", "1"), put("s", "b", "2"), put("t", "x", "8"), put("t", "y", "9"))
+	var got []KV
+	err := db.Scan("s", nil, nil, func(k, v []byte) error {
+		got = append(got, KV{string(k), string(v)})
+		return db.Scan("t", nil, nil, func(k, v []byte) error {
+			got = append(got, KV{string(k), string(v)})
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []KV{{"a", "1"}, {"x", "8"}, {"y", "9"}, {"b", "2"}, {"x", "8"}, {"y", "9"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("scans = %q; want %q", got, want)
+	}
+	wantScan(t, db, "s", []byte("b"), nil, []KV{{"b", "2"}})
 }
 
 func testBinaryKeys(t *testing.T, b state.Backend, dir string) {
