@@ -78,7 +78,7 @@ func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values ser
 		b.out[n] = out
 		real := topicName(b.cfg.AppID, topic)
 		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: sc.timestamp, table: sc.table,
-			internal: real != topic}
+			wallClock: sc.wallClock, internal: real != topic}
 		return nil
 	}
 	return Stream[K, V]{t: t, n: n, values: values}
@@ -117,6 +117,41 @@ func Repartition[K, V any](s Stream[K, V], name string, keys serde.Serde[K], val
 	return source(t, topic, keys, values)
 }
 
+// Merge combines streams of the same types into one that carries every
+// record of each, in the order the task processes them (Kafka Streams'
+// merge): e.g. two kinds of events mapped to one type and keyed alike, to
+// aggregate them together. The streams' topics end up in one task, so they
+// must be co-partitioned (as for a join); a stream whose key changed is
+// repartitioned before a grouping or a join as usual.
+func Merge[K, V any](first Stream[K, V], more ...Stream[K, V]) Stream[K, V] {
+	streams := append([]Stream[K, V]{first}, more...)
+	t := first.t
+	parents := make([]*node, len(streams))
+	merged := Stream[K, V]{t: t, values: streams[0].values}
+	for i, s := range streams {
+		if s.t != t {
+			t.fail("eddy: Merge of streams of different topologies; build them in one")
+			return first
+		}
+		parents[i] = s.n
+		merged.keyChanged = merged.keyChanged || s.keyChanged
+		if s.values == nil {
+			merged.values = nil // one side's values cannot be encoded
+		}
+	}
+	merged.n = t.add("merge", parents...)
+	merged.n.build = func(b *taskBuild) error {
+		out := &emitter[K, V]{}
+		b.out[merged.n] = out
+		for _, p := range parents {
+			in := output[K, V](b, p)
+			in.children = append(in.children, receiverFunc[K, V](out.emit))
+		}
+		return nil
+	}
+	return merged
+}
+
 // SelectKey replaces each record's key with fn's result; the records stay
 // on their partition until a Repartition (automatic in GroupBy).
 func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) K2) Stream[K2, V] {
@@ -134,6 +169,8 @@ type SourceOption[K, V any] func(*sourceConfig[K, V])
 
 type sourceConfig[K, V any] struct {
 	timestamp func(key K, value V, recordTimestamp int64) int64
+	// wallClock stamps records with processing time (ProcessingTime).
+	wallClock bool
 	table     bool // null values are tombstones
 }
 
@@ -144,7 +181,20 @@ func asTable[K, V any]() SourceOption[K, V] { return func(c *sourceConfig[K, V])
 // record's event time in ms since the epoch, from the decoded key and value
 // and the Kafka record timestamp (Kafka Streams' TimestampExtractor).
 func TimestampFrom[K, V any](fn func(key K, value V, recordTimestamp int64) int64) SourceOption[K, V] {
-	return func(c *sourceConfig[K, V]) { c.timestamp = fn }
+	return func(c *sourceConfig[K, V]) { c.timestamp, c.wallClock = fn, false }
+}
+
+// ProcessingTime makes the source's event time the wall clock at which the
+// task reads each record (Kafka Streams' WallclockTimestampExtractor,
+// Flink's PROCTIME()): windows, grace and stream time downstream then run
+// on processing time, and a record crossing a repartition topic keeps the
+// time it was read at. The clock is read once per poll, not per record, so
+// the records of one poll share a timestamp. Results depend on when the
+// records were processed: a replay after a crash puts them in other
+// windows (exactly once still holds for what was committed). It replaces
+// TimestampFrom, and the other way round: the last option given wins.
+func ProcessingTime[K, V any]() SourceOption[K, V] {
+	return func(c *sourceConfig[K, V]) { c.timestamp, c.wallClock = nil, true }
 }
 
 type sourceNode[K, V any] struct {
@@ -155,6 +205,8 @@ type sourceNode[K, V any] struct {
 	out    *emitter[K, V]
 	ts     func(K, V, int64) int64
 	table  bool // null values are tombstones
+	// wallClock stamps each record with the task's wall clock.
+	wallClock bool
 	// internal marks a repartition topic: eddy wrote it, so a record
 	// that fails to decode there is a bug, never dead-lettered.
 	internal bool
@@ -178,6 +230,8 @@ func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
 	rec.Timestamp = r.Timestamp.UnixMilli()
 	if s.ts != nil {
 		rec.Timestamp = s.ts(rec.Key, rec.Value, rec.Timestamp)
+	} else if s.wallClock {
+		rec.Timestamp = s.b.tc.WallClock()
 	}
 	if rec.Timestamp < 0 {
 		return s.decodeFailed(r, fmt.Errorf("timestamp: %d is negative; an event time is ms since the Unix epoch", rec.Timestamp))

@@ -273,6 +273,10 @@ func (d *Driver) openTask(i int, sub runtime.Subtopology) (*task, error) {
 func (t *task) ID() runtime.TaskID   { return t.id }
 func (t *task) Logger() *slog.Logger { return t.log }
 func (t *task) StreamTime() int64    { return t.streamTime }
+
+// WallClock is the driver's wall clock, which only AdvanceWallClock moves:
+// processing-time topologies run deterministically.
+func (t *task) WallClock() int64 { return t.d.now.UnixMilli() }
 func (t *task) AdvanceStreamTime(ts int64) {
 	if ts > t.streamTime {
 		t.streamTime = ts

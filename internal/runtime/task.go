@@ -92,6 +92,8 @@ func (t *task) Store(name string) (*state.StoreBuffer, error) {
 
 func (t *task) StreamTime() int64 { return t.streamTime }
 
+func (t *task) WallClock() int64 { return t.w.wallClock }
+
 func (t *task) AdvanceStreamTime(ts int64) {
 	if ts > t.streamTime {
 		t.streamTime = ts

@@ -105,6 +105,11 @@ type TaskContext interface {
 	// AdvanceStreamTime moves stream time to ts if ts is later. It is part
 	// of the open transaction: an abort moves it back.
 	AdvanceStreamTime(ts int64)
+	// WallClock is the wall clock in ms since the Unix epoch as of the
+	// current poll (or punctuation): read once per poll, as Kafka Streams
+	// caches the system time per loop, so that stamping records with
+	// processing time costs no clock read per record.
+	WallClock() int64
 	// Produce sends a record to topic within the open transaction. It
 	// copies key, value and headers, so the caller may reuse its buffers.
 	// The partition is Kafka's default partitioner of the key (or spread

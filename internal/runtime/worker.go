@@ -73,6 +73,9 @@ type worker struct {
 	probeAt atomic.Int64
 	// lastPunctuate is when the tasks were last punctuated.
 	lastPunctuate time.Time
+	// wallClock is the wall clock (ms) read at the start of the current
+	// poll's processing or punctuation: what TaskContext.WallClock says.
+	wallClock int64
 	// polled are the tasks that the current poll routed records to.
 	polled []*task
 
@@ -339,6 +342,7 @@ func (w *worker) step(fetches kgo.Fetches) error {
 		}
 	}
 	defer w.clearPolled()
+	w.wallClock = time.Now().UnixMilli()
 	err := w.route(fetches)
 	if err == nil {
 		err = w.processPolled()
@@ -525,7 +529,7 @@ func (w *worker) ensureTxn() error {
 // range deletes), the worker's produced records and the stream time are
 // compared before and after.
 func (w *worker) punctuate(now time.Time) error {
-	w.lastPunctuate = now
+	w.lastPunctuate, w.wallClock = now, now.UnixMilli()
 	for _, t := range w.sortedTasks() {
 		produced, streamTime := len(w.produced), t.streamTime
 		if err := t.punctuate(now); err != nil {
