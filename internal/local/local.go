@@ -73,6 +73,9 @@ type Runner struct {
 	queue []queued
 	arena []byte
 	rec   kgo.Record
+	// now is the wall clock (ms) that tasks read, refreshed once per
+	// batch of records, as the runtime refreshes it once per poll.
+	now int64
 	// Commits counts the commits made.
 	Commits int
 }
@@ -143,6 +146,7 @@ func (r *Runner) Next() int64 { return r.next }
 // work is dropped: the state stays at the last commit.
 func (r *Runner) Run(ctx context.Context, end int64, progress func(committed int64)) error {
 	last := time.Now()
+	r.now = last.UnixMilli()
 	for r.next < end {
 		// The clock and the context are checked once per batch of
 		// records, not per record.
@@ -157,7 +161,9 @@ func (r *Runner) Run(ctx context.Context, end int64, progress func(committed int
 			r.rollback()
 			return err
 		}
-		if now := time.Now(); now.Sub(last) >= r.cfg.CommitInterval {
+		now := time.Now()
+		r.now = now.UnixMilli()
+		if now.Sub(last) >= r.cfg.CommitInterval {
 			if err := r.commit(now); err != nil {
 				return err
 			}
@@ -238,6 +244,7 @@ func (r *Runner) produce(topic string, key, value []byte, timestamp int64) {
 // commit runs the wall-clock punctuators, then applies each task's writes
 // with the source index and stream time they reflect.
 func (r *Runner) commit(now time.Time) error {
+	r.now = now.UnixMilli()
 	for _, t := range r.tasks {
 		if err := t.proc.Punctuate(now); err != nil {
 			r.rollback()
@@ -322,6 +329,7 @@ func (r *Runner) openTask(i int, sub runtime.Subtopology) (*task, error) {
 func (t *task) ID() runtime.TaskID   { return t.id }
 func (t *task) Logger() *slog.Logger { return t.log }
 func (t *task) StreamTime() int64    { return t.streamTime }
+func (t *task) WallClock() int64     { return t.r.now }
 func (t *task) AdvanceStreamTime(ts int64) {
 	if ts > t.streamTime {
 		t.streamTime = ts
