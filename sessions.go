@@ -255,10 +255,15 @@ func (s SessionStoreSpec[K, V]) View(buf *state.StoreBuffer) *SStore[K, V] {
 }
 
 // SStore is a task's typed view of a session store. A session is written
-// twice: under [segment of its end][key length][key][end][start], so a
-// key's sessions near a time are a few prefix scans, and under an index
-// [0xfe][end][key][start], so the sessions that ended in a time range are
-// one scan. Expiry drops whole segments of both.
+// twice: under [segment of its end][key length][key][start] with its end
+// before its value, so a key's sessions near a time are a few prefix
+// scans, and under an index [0xfe][end][key][start], so the sessions that
+// ended in a time range are one scan. Expiry drops whole segments of both.
+// The end is not in the data key because a session grows at its end with
+// nearly every record: a key that changed each time would leave a deleted
+// key per record in the transaction's write buffer, which every later scan
+// of that key must step over (a hot key's scans grew with the
+// transaction).
 type SStore[K, V any] struct {
 	buf                              *state.StoreBuffer
 	keys                             serde.Serde[K]
@@ -290,7 +295,6 @@ func (s *SStore[K, V]) keyPrefix(dst []byte, segStart int64) []byte {
 
 func (s *SStore[K, V]) keys2(w Window) (data, index []byte) {
 	s.kbuf = s.keyPrefix(s.kbuf[:0], w.End-w.End%s.segment)
-	s.kbuf = binary.BigEndian.AppendUint64(s.kbuf, uint64(w.End))
 	s.kbuf = binary.BigEndian.AppendUint64(s.kbuf, uint64(w.Start))
 	s.ibuf = append(s.ibuf[:0], sessionIndexPrefix)
 	s.ibuf = binary.BigEndian.AppendUint64(s.ibuf, uint64(w.End))
@@ -309,7 +313,7 @@ func (s *SStore[K, V]) Put(k K, w Window, v V) error {
 		return err
 	}
 	var err error
-	if s.vbuf, err = s.values.Serialize(s.vbuf[:0], v); err != nil {
+	if s.vbuf, err = s.values.Serialize(binary.BigEndian.AppendUint64(s.vbuf[:0], uint64(w.End)), v); err != nil {
 		return fmt.Errorf("eddy: store %s: encode value: %w", s.buf.Name(), err)
 	}
 	data, index := s.keys2(w)
@@ -346,14 +350,17 @@ func (s *SStore[K, V]) Find(k K, earliest, latest, maxEnd int64, fn func(w Windo
 		prefix = s.keyPrefix(prefix[:0], seg)
 		err := s.buf.PrefixScan(prefix, func(kb, vb []byte) error {
 			rest := kb[len(prefix):]
-			if len(rest) != 16 {
+			if len(rest) != 8 {
 				return nil // a longer key that shares the prefix
 			}
-			w := Window{End: int64(binary.BigEndian.Uint64(rest)), Start: int64(binary.BigEndian.Uint64(rest[8:]))}
+			if len(vb) < 8 {
+				return fmt.Errorf("eddy: store %s: session value of %d bytes has no end", s.buf.Name(), len(vb))
+			}
+			w := Window{Start: int64(binary.BigEndian.Uint64(rest)), End: int64(binary.BigEndian.Uint64(vb))}
 			if w.End < earliest || w.Start > latest {
 				return nil
 			}
-			v, err := s.values.Deserialize(vb)
+			v, err := s.values.Deserialize(vb[8:])
 			if err != nil {
 				return fmt.Errorf("eddy: store %s: decode value: %w", s.buf.Name(), err)
 			}
@@ -410,10 +417,10 @@ func (s *SStore[K, V]) FetchEnded(from, to int64, fn func(k K, w Window, v V) bo
 		if err != nil {
 			return err
 		}
-		if !ok {
+		if !ok || len(vb) < 8 || int64(binary.BigEndian.Uint64(vb)) != e.w.End {
 			return fmt.Errorf("eddy: store %s: session index names a missing session", s.buf.Name())
 		}
-		v, err := s.values.Deserialize(vb)
+		v, err := s.values.Deserialize(vb[8:])
 		if err != nil {
 			return fmt.Errorf("eddy: store %s: decode value: %w", s.buf.Name(), err)
 		}
