@@ -62,9 +62,9 @@ type NexmarkResult struct {
 	// BrokerCPUSeconds is the broker process's CPU time over the run
 	// (Kafka source only; not in CPUSeconds).
 	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
-	Outputs    int64 `json:"outputs"`
-	Commits    int   `json:"commits"`
-	Verified   bool  `json:"verified"`
+	Outputs          int64   `json:"outputs"`
+	Commits          int     `json:"commits"`
+	Verified         bool    `json:"verified"`
 	// VerifyError says how the output differed from the reference.
 	VerifyError string `json:"verify_error,omitempty"`
 }
