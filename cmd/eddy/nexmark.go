@@ -25,6 +25,7 @@ func runNexmark(ctx context.Context, args []string) error {
 	events := fs.Int64("events", 10_000_000, "events to generate and process")
 	source := fs.String("source", "generator", "where events come from: generator (in-process, replayed by index) or kafka")
 	seed := fs.Uint64("seed", 0, "the generator's seed")
+	eventRate := fs.Float64("event-rate", 0, "events per second of event time (default the model's 10000); higher packs more events, and state, into each window")
 	commitInterval := fs.Duration("commit-interval", time.Second, "time between commits")
 	stateDir := fs.String("state-dir", "", "directory for the state (default: a temporary directory, removed after)")
 	cacheSize := fs.Int64("cache-size", 0, "Pebble block cache in bytes (default eddy's, 64 MiB)")
@@ -35,6 +36,9 @@ func runNexmark(ctx context.Context, args []string) error {
 	}
 	if *events < 1 {
 		return errors.New("--events must be at least 1")
+	}
+	if *eventRate < 0 {
+		return fmt.Errorf("--event-rate %v: want a positive rate, or 0 for the default", *eventRate)
 	}
 	if *commitInterval <= 0 {
 		return errors.New("--commit-interval must be positive, e.g. 1s")
@@ -61,7 +65,7 @@ func runNexmark(ctx context.Context, args []string) error {
 		return runNexmarkEach(ctx, qs, args)
 	}
 	opts := bench.NexmarkOptions{
-		Query: qs[0], Events: *events, Seed: *seed, CommitInterval: *commitInterval, Dir: *stateDir,
+		Query: qs[0], Events: *events, Seed: *seed, EventRate: *eventRate, CommitInterval: *commitInterval, Dir: *stateDir,
 		CacheSize: *cacheSize, MemTableSize: *memtableSize, Progress: os.Stderr, CPUProfile: *cpuprofile,
 	}
 	var res bench.NexmarkResult

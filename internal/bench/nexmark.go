@@ -26,6 +26,10 @@ type NexmarkOptions struct {
 	Query  queries.Query
 	Events int64
 	Seed   uint64
+	// EventRate is the generator's event-time rate in events per second
+	// (zero: the model's 10,000). It does not throttle anything; a higher
+	// rate packs more events into each window, and so more state.
+	EventRate float64
 	// CommitInterval is the generator source's commit interval (default
 	// 1 s, as the issue and Flink's checkpoint interval in the suite).
 	CommitInterval time.Duration
@@ -78,7 +82,7 @@ const nexmarkOutput = "nexmark-out"
 func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	q := opts.Query
 	res := NexmarkResult{Query: q.Name, Events: opts.Events, Source: "generator"}
-	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed})
+	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed, EventsPerSecond: opts.EventRate})
 	if err != nil {
 		return res, err
 	}

@@ -35,7 +35,7 @@ import (
 func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (NexmarkResult, error) {
 	q := opts.Query
 	res := NexmarkResult{Query: q.Name, Events: opts.Events, Source: "kafka"}
-	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed})
+	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed, EventsPerSecond: opts.EventRate})
 	if err != nil {
 		return res, err
 	}

@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/eddy-streams/eddy/internal/testutil"
+	"github.com/eddy-streams/eddy/nexmark/queries"
+)
+
+// Every query runs through the in-process runner with Pebble state and
+// frequent commits, and its output must match the reference: the queries'
+// own tests use eddytest's memory stores and a commit per record.
+func TestNexmarkGeneratorSourceVerifies(t *testing.T) {
+	all := queries.All()
+	if len(all) == 0 {
+		t.Fatal("no queries")
+	}
+	for _, q := range all {
+		t.Run(q.Name, func(t *testing.T) {
+			res, err := Nexmark(t.Context(), NexmarkOptions{Query: q, Events: 60_000, Seed: 3, CommitInterval: 5 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Verified {
+				t.Fatalf("not verified: %s", res.VerifyError)
+			}
+			if res.Outputs == 0 || res.Commits < 2 || res.CPUSeconds <= 0 || res.PeakRSSBytes <= 0 {
+				t.Fatalf("implausible result %+v", res)
+			}
+		})
+	}
+}
+
+// The Kafka source: the same query over an `eddy broker` process, exactly
+// once, its output read back and checked.
+func TestNexmarkKafkaSourceVerifies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the eddy binary and runs a broker")
+	}
+	bin, cleanup, err := testutil.BuildEddy("eddy-nexmark-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	for _, name := range []string{"q0", "q5"} {
+		q, ok := queries.Lookup(name)
+		if !ok {
+			t.Fatalf("no query %s", name)
+		}
+		res, err := NexmarkKafka(t.Context(), NexmarkOptions{Query: q, Events: 50_000, CommitInterval: 100 * time.Millisecond, Progress: os.Stderr}, bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Verified || res.Outputs == 0 {
+			t.Fatalf("%s: not verified (%d outputs): %s", name, res.Outputs, res.VerifyError)
+		}
+	}
+}
