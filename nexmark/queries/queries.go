@@ -42,5 +42,5 @@ type Check interface {
 
 // All returns the queries in the suite's order.
 func All() []Query {
-	return []Query{q0(), q1(), q2(), q3(), q5()}
+	return []Query{q0(), q1(), q2(), q3(), q4(), q5()}
 }
