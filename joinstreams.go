@@ -332,16 +332,12 @@ func drain[K, V any](s *WStore[K, []V], recs *SStore[K, []V], d *drained, before
 // appendAt adds v to the values of k at time ts in a session store used as
 // a per-key time index.
 func appendAt[K, V any](s *SStore[K, []V], k K, ts int64, v V) error {
-	var vs []V
-	if err := s.Find(k, ts, ts, ts, func(w Window, old []V) bool {
-		if w.Start == ts {
-			vs = old
-		}
-		return true
-	}); err != nil {
+	w := Window{Start: ts, End: ts}
+	vs, _, err := s.get(k, w)
+	if err != nil {
 		return err
 	}
-	return s.Put(k, Window{Start: ts, End: ts}, append(vs, v))
+	return s.Put(k, w, append(vs, v))
 }
 
 func appendWindow[K, V any](s *WStore[K, []V], k K, ts int64, v V) error {

@@ -336,6 +336,26 @@ func (s *SStore[K, V]) Remove(k K, w Window) error {
 	return nil
 }
 
+// get returns k's session w, if the store has it: one point read, where
+// Find scans all of the key's sessions in w's segment (the stream-stream
+// join adds each record to the list at its key and timestamp with it).
+func (s *SStore[K, V]) get(k K, w Window) (V, bool, error) {
+	var zero V
+	if err := s.encodeKey(k); err != nil {
+		return zero, false, err
+	}
+	data, _ := s.keys2(w)
+	vb, ok, err := s.buf.Get(data)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	v, err := s.values.Deserialize(vb)
+	if err != nil {
+		return zero, false, fmt.Errorf("eddy: store %s: decode value: %w", s.buf.Name(), err)
+	}
+	return v, true, nil
+}
+
 // Find calls fn for k's sessions that end at or after earliest and start
 // at or before latest, in end order. maxEnd bounds the ends the store
 // holds (the stream time), so the scan knows where to stop.

@@ -1,6 +1,8 @@
 package eddy
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/eddy-streams/eddy/serde"
@@ -143,4 +145,177 @@ func (s reducedSerde[V, R]) Deserialize(b []byte) (R, error) {
 func mapTableValues[K, A, B any](t Table[K, A], fn func(A) B) *node {
 	s := MapValues(Stream[K, A]{t: t.t, n: t.n}, func(_ K, a A) B { return fn(a) })
 	return s.n
+}
+
+// GroupedTable is a table regrouped by a new key (Kafka Streams'
+// KGroupedTable), ready to aggregate with an adder and a subtractor: its
+// records are the changes of the original table, each value either joining
+// or leaving its new key's group.
+type GroupedTable[K, V any] struct {
+	s    Stream[K, tableChange[V]]
+	keys serde.Serde[K]
+}
+
+// tableChange is one half of a table update after a regrouping: v joins
+// its group (add) or leaves it (!add).
+type tableChange[V any] struct {
+	v   V
+	add bool
+}
+
+// GroupTableBy regroups a table by a new key: fn maps each row to its new
+// key and value. A table row is a current value, not an event, so when a
+// row changes the aggregation downstream must forget its old value before
+// it counts the new one: each update sends the old (key, value), if any,
+// as a subtraction and the new one as an addition (a tombstone only
+// subtracts), through the repartition topic "<app-id>-<name>-repartition",
+// subtraction first. That is Kafka Streams' KTable.groupBy, and what an
+// aggregation of an updating result (an average of per-key maxima) needs.
+//
+// The old value comes from the store "<name>-prior", which keeps each
+// row's last (new key, new value); an update whose new key and value
+// encode as the old ones sends nothing (Kafka Streams' emit-on-change), so
+// an aggregate that did not change costs no repartitioned records. tb must
+// be kept in a key-value store (an aggregation, TableFrom): its key serde
+// encodes the prior store's keys.
+func GroupTableBy[K, V, K2, V2 any](tb Table[K, V], fn func(K, V) (K2, V2), name string, keys serde.Serde[K2], values serde.Serde[V2]) GroupedTable[K2, V2] {
+	t := tb.t
+	changes := tableChangeSerde[V2]{values: values}
+	if tb.kv == nil {
+		t.fail("eddy: GroupTableBy %s: the table is not kept in a key-value store (a windowed table or a join result); aggregate it or read it with TableFrom", name)
+		return GroupedTable[K2, V2]{s: Stream[K2, tableChange[V2]]{t: t, n: tb.n}, keys: keys}
+	}
+	prior := KeyValueStore(name+"-prior", tb.kv.keys, serde.Bytes())
+	n := t.add("group-table-by-"+name, tb.n)
+	t.addStore(prior.name, n, 0, prior)
+	n.build = func(b *taskBuild) error {
+		out := &emitter[K2, tableChange[V2]]{}
+		b.out[n] = out
+		buf, err := b.tc.Store(prior.name)
+		if err != nil {
+			return err
+		}
+		g := &tableRegrouper[K, V, K2, V2]{out: out, prior: prior.view(buf, b.tc.StreamTime), fn: fn, keys: keys, values: values}
+		in := output[K, V](b, tb.n)
+		in.children = append(in.children, receiverFunc[K, V](g.receive))
+		return nil
+	}
+	s := Repartition(Stream[K2, tableChange[V2]]{t: t, n: n}, name, keys, changes)
+	return GroupedTable[K2, V2]{s: s, keys: keys}
+}
+
+// tableRegrouper is one task's instance of GroupTableBy.
+type tableRegrouper[K, V, K2, V2 any] struct {
+	out    *emitter[K2, tableChange[V2]]
+	prior  *KVStore[K, []byte]
+	fn     func(K, V) (K2, V2)
+	keys   serde.Serde[K2]
+	values serde.Serde[V2]
+	enc    []byte // the new row's encoding, reused
+	kbuf   []byte // the new key's encoding, reused
+}
+
+// A prior row is stored as the uvarint length of the encoded new key, the
+// key, then the encoded new value.
+func (g *tableRegrouper[K, V, K2, V2]) receive(r Record[K, V]) error {
+	old, hadOld, err := g.prior.Get(r.Key)
+	if err != nil {
+		return err
+	}
+	var k2 K2
+	var v2 V2
+	if !r.Tombstone {
+		k2, v2 = g.fn(r.Key, r.Value)
+		if g.enc, err = g.encode(g.enc[:0], k2, v2); err != nil {
+			return err
+		}
+		if hadOld && bytes.Equal(old, g.enc) {
+			return nil // unchanged: nothing leaves or joins a group
+		}
+	}
+	if hadOld {
+		ok, ov, err := g.decode(old)
+		if err != nil {
+			return err
+		}
+		if err := g.out.emit(Record[K2, tableChange[V2]]{Key: ok, Value: tableChange[V2]{v: ov}, Timestamp: r.Timestamp, Headers: r.Headers}); err != nil {
+			return err
+		}
+	}
+	if r.Tombstone {
+		if !hadOld {
+			return nil
+		}
+		return g.prior.Delete(r.Key)
+	}
+	if err := g.prior.Put(r.Key, g.enc); err != nil {
+		return err
+	}
+	return g.out.emit(Record[K2, tableChange[V2]]{Key: k2, Value: tableChange[V2]{v: v2, add: true}, Timestamp: r.Timestamp, Headers: r.Headers})
+}
+
+func (g *tableRegrouper[K, V, K2, V2]) encode(dst []byte, k K2, v V2) ([]byte, error) {
+	var err error
+	if g.kbuf, err = g.keys.Serialize(g.kbuf[:0], k); err != nil {
+		return nil, fmt.Errorf("eddy: GroupTableBy: encode key: %w", err)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(g.kbuf)))
+	dst = append(dst, g.kbuf...)
+	if dst, err = g.values.Serialize(dst, v); err != nil {
+		return nil, fmt.Errorf("eddy: GroupTableBy: encode value: %w", err)
+	}
+	return dst, nil
+}
+
+func (g *tableRegrouper[K, V, K2, V2]) decode(b []byte) (k K2, v V2, err error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) < n {
+		return k, v, fmt.Errorf("eddy: GroupTableBy: prior row of %d bytes is corrupt", len(b))
+	}
+	if k, err = g.keys.Deserialize(b[w : w+int(n)]); err != nil {
+		return k, v, fmt.Errorf("eddy: GroupTableBy: decode prior key: %w", err)
+	}
+	if v, err = g.values.Deserialize(b[w+int(n):]); err != nil {
+		return k, v, fmt.Errorf("eddy: GroupTableBy: decode prior value: %w", err)
+	}
+	return k, v, nil
+}
+
+// tableChangeSerde encodes a change as one byte (1 add, 0 subtract) and
+// the value.
+type tableChangeSerde[V any] struct{ values serde.Serde[V] }
+
+func (s tableChangeSerde[V]) Serialize(dst []byte, c tableChange[V]) ([]byte, error) {
+	flag := byte(0)
+	if c.add {
+		flag = 1
+	}
+	return s.values.Serialize(append(dst, flag), c.v)
+}
+
+func (s tableChangeSerde[V]) Deserialize(b []byte) (tableChange[V], error) {
+	if len(b) == 0 || b[0] > 1 {
+		return tableChange[V]{}, fmt.Errorf("eddy: table change: missing or bad flag byte")
+	}
+	v, err := s.values.Deserialize(b[1:])
+	if err != nil {
+		return tableChange[V]{}, fmt.Errorf("eddy: table change: %w", err)
+	}
+	return tableChange[V]{v: v, add: b[0] == 1}, nil
+}
+
+// AggregateTable folds each group of a regrouped table into an aggregate,
+// kept in the store named store: init gives a group's first aggregate, add
+// folds a value that joined the group in, sub takes out one that left it
+// (Kafka Streams' KGroupedTable.aggregate with an adder and a subtractor).
+// Every change is forwarded downstream, so an update of a row shows as
+// two updates of its group, the subtraction's then the addition's; the
+// last one per key is the current aggregate.
+func AggregateTable[K, V, A any](g GroupedTable[K, V], store string, init func() A, add, sub func(key K, value V, agg A) A, aggs serde.Serde[A]) Table[K, A] {
+	return Aggregate(GroupedStream[K, tableChange[V]]{s: g.s, keys: g.keys}, store, init, func(k K, c tableChange[V], agg A) A {
+		if c.add {
+			return add(k, c.v, agg)
+		}
+		return sub(k, c.v, agg)
+	}, aggs)
 }

@@ -16,7 +16,7 @@ import (
 // the default delays (up to 3 s).
 var testConfig = nexmark.Config{Seed: 7, EventsPerSecond: 100}
 
-const testOut = "out"
+const driveOut = "out"
 
 // driveQuery runs q through eddytest over events [0, n) of g, in index
 // order, piping each event whose topic in names (only those the query
@@ -25,7 +25,7 @@ const testOut = "out"
 func driveQuery(t *testing.T, q Query, g *nexmark.Generator, n int64, in nexmark.Topics, before func(d *eddytest.Driver, i int64)) []eddy.Record[[]byte, []byte] {
 	t.Helper()
 	topo := eddy.NewTopology()
-	q.Build(topo, in, testOut)
+	q.Build(topo, in, driveOut)
 	d, err := eddytest.New(topo, eddytest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func driveQuery(t *testing.T, q Query, g *nexmark.Generator, n int64, in nexmark
 	if late := d.LateRecordsDropped(); late != 0 {
 		t.Errorf("%d records dropped as late; the generator's delays are within the grace", late)
 	}
-	recs, err := eddytest.Output(d, testOut, serde.Bytes(), serde.Bytes()).ReadAll()
+	recs, err := eddytest.Output(d, driveOut, serde.Bytes(), serde.Bytes()).ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func driveQuery(t *testing.T, q Query, g *nexmark.Generator, n int64, in nexmark
 }
 
 // verify feeds recs to a new check and verifies.
-func verify(newCheck func() Check, recs []eddy.Record[[]byte, []byte]) error {
+func verifyRecords(newCheck func() Check, recs []eddy.Record[[]byte, []byte]) error {
 	c := newCheck()
 	for _, r := range recs {
 		c.Add(r.Key, r.Value, r.Timestamp)
@@ -86,7 +86,7 @@ func requireChecked(t *testing.T, newCheck func() Check, recs []eddy.Record[[]by
 	if len(recs) < 10 {
 		t.Fatalf("%d outputs: too few for a meaningful test", len(recs))
 	}
-	if err := verify(newCheck, recs); err != nil {
+	if err := verifyRecords(newCheck, recs); err != nil {
 		t.Fatalf("check of the query's output: %v", err)
 	}
 	mid := len(recs) / 2
@@ -97,7 +97,7 @@ func requireChecked(t *testing.T, newCheck func() Check, recs []eddy.Record[[]by
 	v[len(v)-1] ^= 1
 	changed[mid].Value = v
 	for name, wrong := range map[string][]eddy.Record[[]byte, []byte]{"dropped": dropped, "duplicated": duplicated, "changed": changed} {
-		err := verify(newCheck, wrong)
+		err := verifyRecords(newCheck, wrong)
 		if err == nil {
 			t.Errorf("check passed with one output %s", name)
 		} else {

@@ -74,8 +74,8 @@ func (windowCountSerde) Serialize(dst []byte, c windowCount) ([]byte, error) {
 
 func (windowCountSerde) Deserialize(b []byte) (windowCount, error) {
 	r := reader{b: b}
-	c := windowCount{Count: r.int("count"), Start: r.int("start"), End: r.int("end")}
-	return c, r.done("window count")
+	c := windowCount{Count: r.int(), Start: r.int(), End: r.int()}
+	return c, r.done()
 }
 
 // q11Check digests the output per bidder.

@@ -88,9 +88,9 @@ func (q7BidSerde) Serialize(dst []byte, b q7Bid) ([]byte, error) { return append
 
 func (q7BidSerde) Deserialize(b []byte) (q7Bid, error) {
 	r := reader{b: b}
-	v := q7Bid{Auction: r.int("auction"), Price: r.int("price"), Bidder: r.int("bidder"), DateTime: r.int("dateTime")}
+	v := q7Bid{Auction: r.int(), Price: r.int(), Bidder: r.int(), DateTime: r.int()}
 	v.Extra = r.rest()
-	return v, r.done("q7 bid")
+	return v, r.done()
 }
 
 // q7Top is a window's aggregate: the highest price so far and the bids
@@ -124,13 +124,13 @@ func appendQ7Entry(dst []byte, b *q7Bid) []byte {
 // nextQ7Bid decodes the first entry of a q7Top's bids.
 func nextQ7Bid(entries []byte) (q7Bid, []byte, error) {
 	r := reader{b: entries}
-	b := q7Bid{Auction: r.int("auction"), Price: r.int("price"), Bidder: r.int("bidder"), DateTime: r.int("dateTime")}
+	b := q7Bid{Auction: r.int(), Price: r.int(), Bidder: r.int(), DateTime: r.int()}
 	if r.err != nil {
 		return b, nil, r.err
 	}
 	l, n := binary.Uvarint(r.b)
 	if n <= 0 || uint64(len(r.b)-n) < l {
-		return b, nil, fmt.Errorf("%w: q7 top bids: bad extra length", errResult)
+		return b, nil, fmt.Errorf("%w: q7 top bids: bad extra length", errCorrupt)
 	}
 	b.Extra = string(r.b[n : n+int(l)])
 	return b, r.b[n+int(l):], nil
@@ -146,7 +146,7 @@ func (q7TopSerde) Serialize(dst []byte, a q7Top) ([]byte, error) {
 func (q7TopSerde) Deserialize(b []byte) (q7Top, error) {
 	max, n := binary.Varint(b)
 	if n <= 0 {
-		return q7Top{}, fmt.Errorf("%w: q7 top: bad maximum", errResult)
+		return q7Top{}, fmt.Errorf("%w: q7 top: bad maximum", errCorrupt)
 	}
 	// A copy: the aggregate outlives b, and q7Add appends to it.
 	return q7Top{max: max, bids: append([]byte(nil), b[n:]...)}, nil
@@ -167,10 +167,10 @@ func newQ7Check(g *nexmark.Generator, n int64) Check {
 
 func (c *q7Check) Add(key, value []byte, _ int64) {
 	r := reader{b: value}
-	r.int("auction")
-	r.int("price")
-	r.int("bidder")
-	group := windowStart(r.int("dateTime"), q7Size.Milliseconds())
+	r.int()
+	r.int()
+	r.int()
+	group := windowStart(r.int(), q7Size.Milliseconds())
 	if r.err != nil {
 		group = -1 // no window of the reference: reported as extra
 	}

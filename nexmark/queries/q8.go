@@ -88,7 +88,7 @@ func (q8SeenSerde) Serialize(dst []byte, s q8Seen) ([]byte, error) {
 
 func (q8SeenSerde) Deserialize(b []byte) (q8Seen, error) {
 	if len(b) == 0 || b[0] > 3 {
-		return q8Seen{}, fmt.Errorf("%w: q8 seen: bad flags", errResult)
+		return q8Seen{}, fmt.Errorf("%w: q8 seen: bad flags", errCorrupt)
 	}
 	s := q8Seen{person: b[0]&1 != 0, auction: b[0]&2 != 0}
 	if len(b) > 1 {
@@ -118,9 +118,9 @@ func (q8UserSerde) Serialize(dst []byte, u q8User) ([]byte, error) { return appe
 
 func (q8UserSerde) Deserialize(b []byte) (q8User, error) {
 	r := reader{b: b}
-	u := q8User{ID: r.int("id"), Start: r.int("starttime")}
+	u := q8User{ID: r.int(), Start: r.int()}
 	u.Name = r.rest()
-	return u, r.done("q8 user")
+	return u, r.done()
 }
 
 // q8Check digests the output per window start.
@@ -138,8 +138,8 @@ func newQ8Check(g *nexmark.Generator, n int64) Check {
 
 func (c *q8Check) Add(key, value []byte, _ int64) {
 	r := reader{b: value}
-	r.int("id")
-	group := r.int("starttime")
+	r.int()
+	group := r.int()
 	if r.err != nil {
 		group = -1 // no window of the reference: reported as extra
 	}

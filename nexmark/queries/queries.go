@@ -39,3 +39,8 @@ type Check interface {
 	// output matched. The error describes the first differences.
 	Verify() error
 }
+
+// All returns the queries in the suite's order.
+func All() []Query {
+	return []Query{q0(), q1(), q2(), q3(), q4(), q5(), q7(), q8(), q11(), q12()}
+}

@@ -7,11 +7,11 @@ import (
 	"github.com/eddy-streams/eddy/nexmark"
 )
 
-// TestQueriesBBuild builds every query of the batch into its own topology:
-// names match, and the DSL reports no problem.
-func TestQueriesBBuild(t *testing.T) {
-	want := []string{"q7", "q8", "q11", "q12"}
-	qs := queriesB()
+// TestAllBuild builds every query into its own topology: the suite's names
+// in order, each with a title and a check, and the DSL reports no problem.
+func TestAllBuild(t *testing.T) {
+	want := []string{"q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8", "q11", "q12"}
+	qs := All()
 	if len(qs) != len(want) {
 		t.Fatalf("%d queries, want %d", len(qs), len(want))
 	}
@@ -20,10 +20,16 @@ func TestQueriesBBuild(t *testing.T) {
 			t.Errorf("query %d: %+v, want %s with a title, Build and NewCheck", i, q, want[i])
 			continue
 		}
+		if got, ok := Lookup(q.Name); !ok || got.Name != q.Name {
+			t.Errorf("Lookup(%s) = %v, %v", q.Name, got.Name, ok)
+		}
 		topo := eddy.NewTopology()
 		q.Build(topo, nexmark.DefaultTopics(), "out")
 		if _, err := topo.Build(eddy.Config{AppID: "nexmark-" + q.Name}); err != nil {
 			t.Errorf("%s: %v", q.Name, err)
 		}
+	}
+	if _, ok := Lookup("q6"); ok {
+		t.Error("Lookup found q6, which the suite does not run")
 	}
 }

@@ -1,0 +1,146 @@
+package queries
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/eddytest"
+	"github.com/eddy-streams/eddy/nexmark"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// output is one record a query wrote.
+type output struct {
+	key, value []byte
+	ts         int64
+}
+
+const testOut = "out"
+
+// run runs q over events [0, n) of g through eddytest (one task per
+// sub-topology, repartitions followed in order, as the benchmark runs it)
+// and returns what q wrote. Each event goes to its kind's topic, in index
+// order, keyed and encoded as nexmark.Produce writes it; kinds whose topic
+// q does not read are skipped.
+func run(t *testing.T, q Query, g *nexmark.Generator, n int64) []output {
+	t.Helper()
+	topics := nexmark.DefaultTopics()
+	topo := eddy.NewTopology()
+	q.Build(topo, topics, testOut)
+	d, err := eddytest.New(topo, eddytest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	reads := map[string]bool{}
+	rt, err := topo.Build(eddy.Config{AppID: "eddytest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range rt.Subtopologies {
+		for _, s := range sub.Sources {
+			reads[s] = true
+		}
+	}
+	var key, value []byte
+	for i := range n {
+		e := g.Event(i)
+		var topic string
+		switch e.Kind {
+		case nexmark.KindPerson:
+			topic, key = topics.Persons, int64Key(key[:0], e.Person.ID)
+			value, _ = nexmark.PersonSerde().Serialize(value[:0], e.Person)
+		case nexmark.KindAuction:
+			topic, key = topics.Auctions, int64Key(key[:0], e.Auction.ID)
+			value, _ = nexmark.AuctionSerde().Serialize(value[:0], e.Auction)
+		case nexmark.KindBid:
+			topic, key = topics.Bids, int64Key(key[:0], e.Bid.Auction)
+			value, _ = nexmark.BidSerde().Serialize(value[:0], e.Bid)
+		}
+		if !reads[topic] {
+			continue
+		}
+		if err := d.PipeRaw(topic, key, value, e.DateTime()); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	if late := d.LateRecordsDropped(); late > 0 {
+		t.Errorf("%d records dropped as late", late)
+	}
+	recs, err := eddytest.Output(d, testOut, serde.Bytes(), serde.Bytes()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := make([]output, len(recs))
+	for i, r := range recs {
+		outs[i] = output{key: r.Key, value: r.Value, ts: r.Timestamp}
+	}
+	return outs
+}
+
+// verify feeds outs to a new check of q and returns its verdict.
+func verify(q Query, g *nexmark.Generator, n int64, outs []output) error {
+	c := q.NewCheck(g, n)
+	for _, o := range outs {
+		c.Add(o.key, o.value, o.ts)
+	}
+	return c.Verify()
+}
+
+// corruption damages a query's output in a way its check must notice.
+type corruption struct {
+	name string
+	fn   func(outs []output) []output
+}
+
+// dropOne and changeOne are corruptions every check must catch.
+func dropOne(i func(n int) int) corruption {
+	return corruption{"one record dropped", func(outs []output) []output {
+		k := i(len(outs))
+		return append(outs[:k:k], outs[k+1:]...)
+	}}
+}
+
+// testQuery runs q over n events of a generator made from cfg, requires
+// at least minOut outputs and its check to pass, then requires the check
+// to fail on each corruption of the output.
+func testQuery(t *testing.T, q Query, cfg nexmark.Config, n int64, minOut int, corruptions ...corruption) []output {
+	t.Helper()
+	g, err := nexmark.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := run(t, q, g, n)
+	if len(outs) < minOut {
+		t.Fatalf("%s wrote %d records over %d events, want at least %d (a check over too little output proves little)", q.Name, len(outs), n, minOut)
+	}
+	if err := verify(q, g, n, outs); err != nil {
+		t.Fatalf("%s over %d events: %v", q.Name, n, err)
+	}
+	for _, c := range corruptions {
+		bad := c.fn(append([]output(nil), outs...))
+		if err := verify(q, g, n, bad); err == nil {
+			t.Errorf("%s: the check passed with %s", q.Name, c.name)
+		} else {
+			t.Logf("%s: %s: %v", q.Name, c.name, err)
+		}
+	}
+	return outs
+}
+
+// withValue returns outs with record i's value replaced.
+func withValue(outs []output, i int, value []byte) []output {
+	outs[i].value = value
+	return outs
+}
+
+// last returns the index of the last output with key k, or -1.
+func last(outs []output, k int64) int {
+	for i := len(outs) - 1; i >= 0; i-- {
+		if len(outs[i].key) == 8 && int64(binary.BigEndian.Uint64(outs[i].key)) == k {
+			return i
+		}
+	}
+	return -1
+}
