@@ -349,7 +349,13 @@ func (s *SStore[K, V]) get(k K, w Window) (V, bool, error) {
 	if err != nil || !ok {
 		return zero, false, err
 	}
-	v, err := s.values.Deserialize(vb)
+	if len(vb) < 8 {
+		return zero, false, fmt.Errorf("eddy: store %s: session value of %d bytes has no end", s.buf.Name(), len(vb))
+	}
+	if int64(binary.BigEndian.Uint64(vb)) != w.End {
+		return zero, false, nil // k's session that starts at w.Start ends elsewhere
+	}
+	v, err := s.values.Deserialize(vb[8:])
 	if err != nil {
 		return zero, false, fmt.Errorf("eddy: store %s: decode value: %w", s.buf.Name(), err)
 	}
