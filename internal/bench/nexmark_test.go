@@ -58,3 +58,13 @@ func TestNexmarkKafkaSourceVerifies(t *testing.T) {
 		}
 	}
 }
+
+func TestNexmarkGeneratorCeiling(t *testing.T) {
+	res, err := NexmarkGenerator(NexmarkOptions{Events: 100_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outputs != 100_000 || res.CPUSeconds <= 0 || res.EventsPerCPUSecond <= 0 {
+		t.Fatalf("implausible result %+v", res)
+	}
+}
