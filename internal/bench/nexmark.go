@@ -119,17 +119,11 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	}
 	defer runner.Close()
 	bar := progressBar{w: opts.Progress, name: q.Name, total: opts.Events}
-	if opts.CPUProfile != "" {
-		f, err := os.Create(opts.CPUProfile)
-		if err != nil {
-			return res, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return res, err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(opts.CPUProfile)
+	if err != nil {
+		return res, err
 	}
+	defer stopProfile()
 	runtime.GC()
 	cpu0, start := cpuSeconds(), time.Now()
 	bar.start = start
@@ -138,7 +132,7 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.CPUSeconds = cpuSeconds() - cpu0
-	pprof.StopCPUProfile()
+	stopProfile()
 	bar.done()
 	res.EventsPerSecond = float64(opts.Events) / res.Seconds
 	res.EventsPerCPUSecond = float64(opts.Events) / res.CPUSeconds
@@ -188,6 +182,30 @@ func NexmarkGenerator(opts NexmarkOptions) (NexmarkResult, error) {
 		return res, fmt.Errorf("bench: the generator produced no bytes")
 	}
 	return res, nil
+}
+
+// startCPUProfile starts a CPU profile into path (none if path is empty)
+// and returns what stops it; calling the stop twice is harmless.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	stopped := false
+	return func() {
+		if !stopped {
+			stopped = true
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+	}, nil
 }
 
 // progressBar draws "q3 [#####.....]  45% 900000/2000000 events  812K events/s"

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -100,17 +99,11 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	if opts.CPUProfile != "" {
-		f, err := os.Create(opts.CPUProfile)
-		if err != nil {
-			return res, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return res, err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(opts.CPUProfile)
+	if err != nil {
+		return res, err
 	}
+	defer stopProfile()
 	bar := progressBar{w: opts.Progress, name: q.Name, total: total}
 	runtime.GC()
 	brokerCPU0 := processCPU(broker.Process.Pid)
@@ -148,7 +141,7 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	res.Seconds = time.Since(start).Seconds()
 	res.CPUSeconds = cpuSeconds() - cpu0
 	res.BrokerCPUSeconds = processCPU(broker.Process.Pid) - brokerCPU0
-	pprof.StopCPUProfile()
+	stopProfile()
 	bar.done()
 	res.PeakRSSBytes = peakRSS()
 	cancel()
