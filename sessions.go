@@ -263,7 +263,11 @@ func (s SessionStoreSpec[K, V]) View(buf *state.StoreBuffer) *SStore[K, V] {
 // nearly every record: a key that changed each time would leave a deleted
 // key per record in the transaction's write buffer, which every later scan
 // of that key must step over (a hot key's scans grew with the
-// transaction).
+// transaction). A key's sessions must therefore have distinct starts, as
+// session windows (disjoint per key), sliding windows and stream-stream
+// joins (start = end) have: a Put with the start of another of the key's
+// sessions in the same segment replaces that session's value (Remove the
+// old session first, as the aggregations do).
 type SStore[K, V any] struct {
 	buf                              *state.StoreBuffer
 	keys                             serde.Serde[K]
@@ -304,7 +308,8 @@ func (s *SStore[K, V]) keys2(w Window) (data, index []byte) {
 	return s.kbuf, s.ibuf
 }
 
-// Put sets the value of k's session w.
+// Put sets the value of k's session w. k's sessions must have distinct
+// starts (see SStore).
 func (s *SStore[K, V]) Put(k K, w Window, v V) error {
 	if w.Start < 0 || w.End < w.Start {
 		return fmt.Errorf("eddy: store %s: session [%d, %d] is not a valid window", s.buf.Name(), w.Start, w.End)

@@ -297,6 +297,9 @@ func (s *StoreBuffer) DeleteRange(lower, upper []byte) {
 			sl := &s.slots[i]
 			if inRange(sl.key, lower, upper) {
 				// No longer dirty, and its value never committed.
+				if s.indexed {
+					s.ordered.Delete(i)
+				}
 				sl.gen, sl.clean = 0, false
 				continue
 			}
@@ -409,7 +412,7 @@ func (s *StoreBuffer) gap(lo, upper []byte) (gapLo, gapHi []byte, ok bool) {
 // that fn deletes hides the keys the scan has not reached yet.
 func (s *StoreBuffer) Scan(lower, upper []byte, fn func(key, value []byte) error) error {
 	// Snapshot the buffered keys in range, because fn may write (adding
-	// dirty keys) or start another scan (sorting s.dirty in place).
+	// dirty keys, or deleting a range of them).
 	var pending []int
 	if s.scanning == 0 {
 		pending = s.dirtyRange(s.scratch[:0], lower, upper)

@@ -121,6 +121,10 @@ func runNexmarkEach(ctx context.Context, qs []queries.Query, args []string) erro
 	for _, q := range qs {
 		cmd := exec.CommandContext(ctx, self, append([]string{"bench", "nexmark", "--query", q.Name}, rest...)...)
 		cmd.Stderr = os.Stderr
+		// An interrupted run interrupts the child, which then removes its
+		// temporary state and stops its broker, rather than killing it.
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = 30 * time.Second
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -38,13 +39,11 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	if err != nil {
 		return res, err
 	}
-	dir := opts.Dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "eddy-nexmark-"); err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(dir)
+	dir, cleanup, err := runDir(opts.Dir, q.Name)
+	if err != nil {
+		return res, err
 	}
+	defer cleanup()
 	broker, addr, err := startBrokerProcess(ctx, eddyBinary, filepath.Join(dir, "broker"))
 	if err != nil {
 		return res, err
@@ -106,6 +105,7 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	defer stopProfile()
 	bar := progressBar{w: opts.Progress, name: q.Name, total: total}
 	runtime.GC()
+	resetPeakRSS()
 	brokerCPU0 := processCPU(broker.Process.Pid)
 	cpu0, start := cpuSeconds(), time.Now()
 	bar.start = start
@@ -174,25 +174,39 @@ func readOutput(ctx context.Context, seeds []string, check queries.Check) (int64
 	}
 	defer cl.Close()
 	// The app committed everything before this runs, so the topic is
-	// complete: it is read until a poll finds nothing for three seconds.
-	var n int64
-	for {
-		pollCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	// complete up to its end offset; the last offset or so are transaction
+	// markers, which a read_committed reader never sees as records.
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, nexmarkOutput)
+	if err != nil {
+		return 0, err
+	}
+	var end int64
+	ends.Each(func(o kadm.ListedOffset) { end = o.Offset })
+	var n, next int64
+	for idle := 0; next < end-1; {
+		pollCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		f := cl.PollFetches(pollCtx)
 		cancel()
 		if err := ctx.Err(); err != nil {
 			return n, err
-		}
-		if f.NumRecords() == 0 {
-			break
 		}
 		for _, e := range f.Errors() {
 			if !errors.Is(e.Err, context.DeadlineExceeded) {
 				return n, fmt.Errorf("bench: read %s: %w", nexmarkOutput, e.Err)
 			}
 		}
+		if f.NumRecords() == 0 {
+			// Only markers left (a transaction's commit marker per
+			// partition), or a slow fetch: a few quiet polls end it.
+			if idle++; idle == 3 {
+				break
+			}
+			continue
+		}
+		idle = 0
 		f.EachRecord(func(r *kgo.Record) {
 			n++
+			next = r.Offset + 1
 			check.Add(r.Key, r.Value, r.Timestamp.UnixMilli())
 		})
 	}
@@ -211,6 +225,9 @@ func startBrokerProcess(ctx context.Context, eddyBinary, dir string) (*exec.Cmd,
 	cmd := exec.CommandContext(ctx, eddyBinary, "broker", "--addr", addr, "--data-dir", dir,
 		"--sync-writes=false", "--partitions", "1", "--log-level", "error")
 	cmd.Stderr = os.Stderr
+	// The broker dies with this process, however it ends (an interrupted
+	// run must not leave a broker behind).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, "", fmt.Errorf("bench: start the broker: %w", err)
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func TestNexmarkGeneratorSourceVerifies(t *testing.T) {
 	}
 	for _, q := range all {
 		t.Run(q.Name, func(t *testing.T) {
-			res, err := Nexmark(t.Context(), NexmarkOptions{Query: q, Events: 60_000, Seed: 3, CommitInterval: 5 * time.Millisecond})
+			res, err := Nexmark(t.Context(), NexmarkOptions{Query: q, Events: 60_000, Seed: 3, EventRate: 2000, CommitInterval: 5 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,5 +67,20 @@ func TestNexmarkGeneratorCeiling(t *testing.T) {
 	}
 	if res.Outputs != 100_000 || res.CPUSeconds <= 0 || res.EventsPerCPUSecond <= 0 {
 		t.Fatalf("implausible result %+v", res)
+	}
+}
+
+// A state directory is the run's alone: a second run into it would resume
+// from the first's state, process nothing and report a rate of nothing.
+func TestNexmarkRefusesAUsedStateDir(t *testing.T) {
+	q, _ := queries.Lookup("q5")
+	dir := t.TempDir()
+	opts := NexmarkOptions{Query: q, Events: 20_000, Dir: dir}
+	if _, err := Nexmark(t.Context(), opts); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Nexmark(t.Context(), opts)
+	if err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Fatalf("second run into %s: %v; want a not-empty error", dir, err)
 	}
 }

@@ -72,7 +72,12 @@ type Runner struct {
 	// bytes carved from arena; both are reset once drained.
 	queue []queued
 	arena []byte
-	rec   kgo.Record
+	// rec is the source's record; qrec carries queued records, apart, so
+	// that a source reusing rec's slices never writes into the arena.
+	rec, qrec kgo.Record
+	// failed is set when a commit failed part way: the tasks' databases
+	// may disagree, so the runner refuses more work.
+	failed error
 	// now is the wall clock (ms) that tasks read, refreshed once per
 	// batch of records, as the runtime refreshes it once per poll.
 	now int64
@@ -109,7 +114,9 @@ func New(topo runtime.Topology, src Source, cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{cfg: cfg, src: src, bySource: make(map[string]*task)}
+	// The arena starts non-nil: slices of a nil one are nil, and an empty
+	// key or value would come out as a null one (a tombstone).
+	r := &Runner{cfg: cfg, src: src, bySource: make(map[string]*task), arena: make([]byte, 0, 4096)}
 	var read []string
 	for i, sub := range topo.Subtopologies {
 		t, err := r.openTask(i, sub)
@@ -142,9 +149,15 @@ func (r *Runner) Next() int64 { return r.next }
 
 // Run processes source records from Next up to end (exclusive), committing
 // every CommitInterval and at the end. progress, if not nil, is called after
-// each commit with the committed index. On error the open transaction's
-// work is dropped: the state stays at the last commit.
+// each commit with the committed index. When processing fails, the open
+// transaction's work is dropped: the state stays at the last commit and Run
+// may be called again. When a commit fails, some tasks may have applied it
+// and others not: the Runner refuses more work, and reopening the directory
+// reports it torn.
 func (r *Runner) Run(ctx context.Context, end int64, progress func(committed int64)) error {
+	if r.failed != nil {
+		return r.failed
+	}
 	last := time.Now()
 	r.now = last.UnixMilli()
 	for r.next < end {
@@ -198,8 +211,8 @@ func (r *Runner) one(i int64) error {
 	}
 	for k := 0; k < len(r.queue); k++ {
 		q := &r.queue[k]
-		q.fill(rec, i)
-		if err := r.bySource[q.topic].process(rec); err != nil {
+		q.fill(&r.qrec, i)
+		if err := r.bySource[q.topic].process(&r.qrec); err != nil {
 			return err
 		}
 	}
@@ -220,10 +233,12 @@ func (q *queued) fill(rec *kgo.Record, offset int64) {
 func (r *Runner) drained() {
 	clear(r.queue)
 	r.queue, r.arena = r.queue[:0], r.arena[:0]
+	r.qrec.Key, r.qrec.Value = nil, nil
 }
 
 // produce is every task's Produce: into the queue for a topic the topology
-// reads, to the sink otherwise.
+// reads, to the sink otherwise. Headers are not carried (the queries this
+// runner measures set none).
 func (r *Runner) produce(topic string, key, value []byte, timestamp int64) {
 	if r.bySource[topic] == nil {
 		r.cfg.Sink(topic, key, value, timestamp)
@@ -253,8 +268,8 @@ func (r *Runner) commit(now time.Time) error {
 	}
 	for k := 0; k < len(r.queue); k++ { // records punctuators wrote
 		q := &r.queue[k]
-		q.fill(&r.rec, r.next)
-		if err := r.bySource[q.topic].process(&r.rec); err != nil {
+		q.fill(&r.qrec, r.next)
+		if err := r.bySource[q.topic].process(&r.qrec); err != nil {
 			r.rollback()
 			return err
 		}
@@ -262,6 +277,7 @@ func (r *Runner) commit(now time.Time) error {
 	r.drained()
 	for _, t := range r.tasks {
 		if err := t.commit(r.next); err != nil {
+			r.failed = err
 			return err
 		}
 	}

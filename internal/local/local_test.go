@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/local"
+	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/state/pebble"
 )
@@ -139,5 +141,47 @@ func TestRunnerErrorDropsTheOpenTransaction(t *testing.T) {
 		if got := last[fmt.Sprintf("w%d", k)]; got != 1000 {
 			t.Fatalf("w%d counted %d, want 1000", k, got)
 		}
+	}
+}
+
+// processorFunc is a TaskProcessor from a function.
+type processorFunc func(r *kgo.Record) error
+
+func (f processorFunc) Process(r *kgo.Record) error { return f(r) }
+func (processorFunc) Punctuate(time.Time) error     { return nil }
+func (processorFunc) Close() error                  { return nil }
+
+// An empty key or value passed through an in-process repartition stays
+// empty, not null: a null value there is a tombstone.
+func TestRunnerKeepsEmptyApartFromNull(t *testing.T) {
+	type seen struct{ nilKey, nilValue bool }
+	var got []seen
+	topo := runtime.Topology{Subtopologies: []runtime.Subtopology{
+		{Sources: []string{"in"}, NewTask: func(tc runtime.TaskContext) (runtime.TaskProcessor, error) {
+			return processorFunc(func(r *kgo.Record) error {
+				if r.Offset%2 == 0 {
+					return tc.Produce("mid", []byte{}, []byte{}, 0, nil)
+				}
+				return tc.Produce("mid", nil, nil, 0, nil)
+			}), nil
+		}},
+		{Sources: []string{"mid"}, NewTask: func(runtime.TaskContext) (runtime.TaskProcessor, error) {
+			return processorFunc(func(r *kgo.Record) error {
+				got = append(got, seen{r.Key == nil, r.Value == nil})
+				return nil
+			}), nil
+		}},
+	}}
+	r, err := local.New(topo, &words{failAt: -1}, local.Config{Backend: pebble.New(pebble.Options{}), Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Run(context.Background(), 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []seen{{false, false}, {true, true}, {false, false}, {true, true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("downstream saw %+v; want %+v", got, want)
 	}
 }

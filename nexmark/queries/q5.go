@@ -147,9 +147,16 @@ func (c *q5Check) reference() map[int64]hotItems {
 			if start+size+grace > now {
 				continue
 			}
+			// The max and the auctions that reach it, found apart
+			// from the query's own addHot.
 			var h hotItems
+			for _, n := range counts {
+				h.Count = max(h.Count, n)
+			}
 			for a, n := range counts {
-				h = addHot(0, auctionCount{Auction: a, Count: n}, h)
+				if n == h.Count {
+					h.Auctions = append(h.Auctions, a)
+				}
 			}
 			slices.Sort(h.Auctions)
 			want[start] = h

@@ -30,7 +30,9 @@ type db struct {
 	// would, and repositioning it costs much less than creating one (a
 	// session store scans several times per record). iterBusy marks it in
 	// use by a scan whose fn scans again; that one gets its own. lo and
-	// hi are the scratch bounds (SetBounds copies them).
+	// hi are the scratch bounds (SetBounds copies them). The iterator pins
+	// the version it reads (compacted tables stay on disk until the next
+	// Apply), and a scan's fn must not call Apply.
 	it       *pebbledb.Iterator
 	iterBusy bool
 	lo, hi   []byte
