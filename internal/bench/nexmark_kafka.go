@@ -21,6 +21,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/kafka"
+	eddyruntime "github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/nexmark"
 	"github.com/eddy-streams/eddy/nexmark/queries"
 	"github.com/eddy-streams/eddy/state/pebble"
@@ -134,7 +135,7 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 			}
 		})
 		bar.draw(committed)
-		if committed >= total {
+		if committed >= total && repartitionsDone(ctx, adm, offs, rt.Repartitions) {
 			break
 		}
 	}
@@ -163,6 +164,37 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	}
 	res.Verified = true
 	return res, nil
+}
+
+// repartitionsDone reports whether the group has consumed every record of
+// its repartition topics: the records a sub-topology wrote there after the
+// last input was committed are still to be processed downstream. A
+// repartition partition ends with its last transaction's commit marker,
+// which the consumer's committed offset stops short of.
+func repartitionsDone(ctx context.Context, adm *kadm.Client, committed kadm.OffsetResponses, reps []eddyruntime.Repartition) bool {
+	if len(reps) == 0 {
+		return true
+	}
+	var topics []string
+	for _, r := range reps {
+		topics = append(topics, r.Topic)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return false
+	}
+	done := true
+	ends.Each(func(e kadm.ListedOffset) {
+		if e.Err != nil || e.Offset == 0 {
+			done = done && e.Err == nil
+			return
+		}
+		c, ok := committed.Lookup(e.Topic, e.Partition)
+		if !ok || c.Err != nil || c.At < e.Offset-1 {
+			done = false
+		}
+	})
+	return done
 }
 
 // readOutput feeds every committed record of the output topic to check.
