@@ -112,7 +112,7 @@ func New(t *eddy.Topology, opts Options) (*Driver, error) {
 func (d *Driver) Close() error {
 	var errs []error
 	for _, t := range d.tasks {
-		errs = append(errs, t.close())
+		errs = append(errs, t.Close())
 	}
 	d.tasks = nil
 	return errors.Join(errs...)
@@ -145,8 +145,8 @@ func (d *Driver) AdvanceWallClock(step time.Duration) error {
 	d.now = d.now.Add(step)
 	return d.run(func() error {
 		for _, t := range d.tasks {
-			if err := t.proc.Punctuate(d.now); err != nil {
-				return fmt.Errorf("eddytest: task %s: punctuate: %w", t.id, err)
+			if err := t.Proc.Punctuate(d.now); err != nil {
+				return fmt.Errorf("eddytest: task %s: punctuate: %w", t.ID(), err)
 			}
 		}
 		return nil
@@ -158,7 +158,7 @@ func (d *Driver) AdvanceWallClock(step time.Duration) error {
 func (d *Driver) LateRecordsDropped() int64 {
 	var n int64
 	for _, t := range d.tasks {
-		if c, ok := t.proc.(interface{ LateDropped() int64 }); ok {
+		if c, ok := t.Proc.(interface{ LateDropped() int64 }); ok {
 			n += c.LateDropped()
 		}
 	}
@@ -179,14 +179,14 @@ func (d *Driver) run(step func() error) error {
 	}
 	if err != nil {
 		for _, t := range d.tasks {
-			t.rollback()
+			t.Rollback()
 		}
 		d.pending = d.pending[:0]
 		return err
 	}
 	for _, t := range d.tasks {
-		if err := t.commit(); err != nil {
-			return err
+		if err := t.Commit(nil, 0); err != nil {
+			return fmt.Errorf("eddytest: %w", err)
 		}
 	}
 	// Records written to a global table's topic reach its store once
@@ -205,8 +205,8 @@ func (d *Driver) run(step func() error) error {
 
 func (d *Driver) deliver(r *kgo.Record) error {
 	t := d.bySource[r.Topic]
-	if err := t.proc.Process(r); err != nil {
-		return fmt.Errorf("eddytest: task %s: %s@%d: %w", t.id, r.Topic, r.Timestamp.UnixMilli(), err)
+	if err := t.Proc.Process(r); err != nil {
+		return fmt.Errorf("eddytest: task %s: %s@%d: %w", t.ID(), r.Topic, r.Timestamp.UnixMilli(), err)
 	}
 	return nil
 }
@@ -235,17 +235,8 @@ func (d *Driver) storeTask(store string) (*task, error) {
 
 // task is one sub-topology's only task.
 type task struct {
-	d          *Driver
-	id         runtime.TaskID
-	stores     map[string]bool
-	db         state.DB
-	buf        *state.Buffer
-	proc       runtime.TaskProcessor
-	log        *slog.Logger
-	streamTime int64
-	committed  state.Offsets
-	writes     []state.Write
-	ranges     []state.DeleteRange
+	*runtime.SoloTask
+	d *Driver
 }
 
 func (d *Driver) openTask(i int, sub runtime.Subtopology) (*task, error) {
@@ -254,41 +245,22 @@ func (d *Driver) openTask(i int, sub runtime.Subtopology) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	offsets, err := db.Offsets()
+	solo, err := runtime.NewSoloTask(id, sub, db, d.log)
 	if err != nil {
-		return nil, err
-	}
-	t := &task{d: d, id: id, stores: make(map[string]bool), db: db, buf: state.NewBuffer(db),
-		log: d.log.With("task", id.String()), streamTime: offsets.StreamTime, committed: offsets}
-	for _, s := range sub.Stores {
-		t.stores[s.Name] = true
-	}
-	if t.proc, err = sub.NewTask(t); err != nil {
 		db.Close()
+		return nil, fmt.Errorf("eddytest: %w", err)
+	}
+	t := &task{SoloTask: solo, d: d}
+	if t.Proc, err = sub.NewTask(t); err != nil {
+		t.Close()
 		return nil, fmt.Errorf("eddytest: task %s: %w", id, err)
 	}
 	return t, nil
 }
 
-func (t *task) ID() runtime.TaskID   { return t.id }
-func (t *task) Logger() *slog.Logger { return t.log }
-func (t *task) StreamTime() int64    { return t.streamTime }
-
 // WallClock is the driver's wall clock, which only AdvanceWallClock moves:
 // processing-time topologies run deterministically.
 func (t *task) WallClock() int64 { return t.d.now.UnixMilli() }
-func (t *task) AdvanceStreamTime(ts int64) {
-	if ts > t.streamTime {
-		t.streamTime = ts
-	}
-}
-
-func (t *task) Store(name string) (*state.StoreBuffer, error) {
-	if !t.stores[name] {
-		return nil, fmt.Errorf("eddytest: store %q is not declared in this part of the topology", name)
-	}
-	return t.buf.Store(name), nil
-}
 
 func (t *task) GlobalStore(name string) (runtime.GlobalReader, error) {
 	g := t.d.global[name]
@@ -316,27 +288,6 @@ func clone(b []byte) []byte {
 		return nil
 	}
 	return append([]byte{}, b...)
-}
-
-func (t *task) commit() error {
-	t.writes = t.buf.Writes(t.writes[:0])
-	t.ranges = t.buf.Ranges(t.ranges[:0])
-	t.committed.StreamTime = t.streamTime
-	if err := t.db.Apply(&state.Batch{Writes: t.writes, Ranges: t.ranges, Offsets: t.committed}); err != nil {
-		return fmt.Errorf("eddytest: task %s: commit: %w", t.id, err)
-	}
-	t.buf.Commit()
-	return nil
-}
-
-func (t *task) rollback() {
-	t.buf.Reset()
-	t.streamTime = t.committed.StreamTime
-}
-
-func (t *task) close() error {
-	t.rollback()
-	return errors.Join(t.proc.Close(), t.db.Close())
 }
 
 // globalStore is a global table's store: every record of its topic is

@@ -112,7 +112,7 @@ func KeyValueStore[K, V any](d *Driver, spec eddy.KeyValueStoreSpec[K, V]) (*edd
 	if err != nil {
 		return nil, err
 	}
-	return spec.View(t.buf.Store(spec.StoreName()), t.StreamTime), nil
+	return spec.View(t.Buffer().Store(spec.StoreName()), t.StreamTime), nil
 }
 
 // WindowStore returns a typed view of the committed content of a window
@@ -122,7 +122,7 @@ func WindowStore[K, V any](d *Driver, spec eddy.WindowStoreSpec[K, V]) (*eddy.WS
 	if err != nil {
 		return nil, err
 	}
-	return spec.View(t.buf.Store(spec.StoreName())), nil
+	return spec.View(t.Buffer().Store(spec.StoreName())), nil
 }
 
 // SessionStore returns a typed view of the committed content of a session
@@ -132,5 +132,5 @@ func SessionStore[K, V any](d *Driver, spec eddy.SessionStoreSpec[K, V]) (*eddy.
 	if err != nil {
 		return nil, err
 	}
-	return spec.View(t.buf.Store(spec.StoreName())), nil
+	return spec.View(t.Buffer().Store(spec.StoreName())), nil
 }

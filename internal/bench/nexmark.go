@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -139,9 +138,7 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	res.EventsPerCPUSecond = float64(opts.Events) / res.CPUSeconds
 	res.PeakRSSBytes = peakRSS()
 	res.Commits = runner.Commits
-	if res.StateBytes, err = dirSize(dir); err != nil {
-		return res, err
-	}
+	res.StateBytes = dirBytes(dir)
 	if other > 0 {
 		res.VerifyError = fmt.Sprintf("%d records written to topics other than the result (dead letters?)", other)
 		return res, nil
@@ -253,7 +250,12 @@ type progressBar struct {
 }
 
 func (b *progressBar) draw(done int64) {
-	if b.w == nil || b.total == 0 || done == b.last && done != 0 || time.Since(b.drawn) < 200*time.Millisecond && done < b.total {
+	if b.w == nil || b.total == 0 {
+		return
+	}
+	unchanged := done == b.last && done != 0
+	tooSoon := time.Since(b.drawn) < 200*time.Millisecond && done < b.total
+	if unchanged || tooSoon {
 		return
 	}
 	b.last, b.drawn = done, time.Now()
@@ -290,23 +292,4 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
-}
-
-// dirSize is the total size of the files under dir.
-func dirSize(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			n += info.Size()
-		}
-		return nil
-	})
-	return n, err
 }

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,7 +91,7 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 		}
 	}
 	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, slicesOf(read)...)
+	ends, err := adm.ListEndOffsets(ctx, slices.Collect(maps.Keys(read))...)
 	if err != nil {
 		return res, err
 	}
@@ -151,9 +153,7 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	}
 	res.EventsPerSecond = float64(opts.Events) / res.Seconds
 	res.EventsPerCPUSecond = float64(opts.Events) / res.CPUSeconds
-	if res.StateBytes, err = dirSize(filepath.Join(dir, "state")); err != nil {
-		return res, err
-	}
+	res.StateBytes = dirBytes(filepath.Join(dir, "state"))
 	check := q.NewCheck(g, opts.Events)
 	if res.Outputs, err = readOutput(ctx, seeds, check); err != nil {
 		return res, err
@@ -302,12 +302,4 @@ func processCPU(pid int) float64 {
 		return 0
 	}
 	return float64(utime+stime) / 100
-}
-
-func slicesOf(m map[string]bool) []string {
-	var s []string
-	for k := range m {
-		s = append(s, k)
-	}
-	return s
 }

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,17 +15,7 @@ import (
 // built once by TestMain.
 var eddyBin string
 
-func TestMain(m *testing.M) {
-	bin, cleanup, err := testutil.BuildEddy("eddy-chaos-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	eddyBin = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.MainWithEddy(m, "eddy-chaos-bin-", &eddyBin) }
 
 type logWriter struct{ t *testing.T }
 

@@ -15,17 +15,7 @@ import (
 // processes, built once by TestMain.
 var eddyBin string
 
-func TestMain(m *testing.M) {
-	bin, cleanup, err := testutil.BuildEddy("eddy-test-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	eddyBin = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.MainWithEddy(m, "eddy-test-bin-", &eddyBin) }
 
 // brokerProc is `eddy broker` running as a child process.
 type brokerProc struct {

@@ -131,12 +131,12 @@ func New(topo runtime.Topology, src Source, cfg Config) (*Runner, error) {
 		}
 	}
 	for i, t := range r.tasks {
-		at := t.committed.Input[sourcePartition]
+		at := t.Input(sourcePartition)
 		if i == 0 {
 			r.committed = at
 		} else if at != r.committed {
 			r.Close()
-			return nil, fmt.Errorf("local: task %s reflects source index %d, task %s %d: the state in %s is torn; delete it to start over", r.tasks[0].id, r.committed, t.id, at, cfg.Dir)
+			return nil, fmt.Errorf("local: task %s reflects source index %d, task %s %d: the state in %s is torn; delete it to start over", r.tasks[0].ID(), r.committed, t.ID(), at, cfg.Dir)
 		}
 	}
 	r.next = r.committed
@@ -261,9 +261,9 @@ func (r *Runner) produce(topic string, key, value []byte, timestamp int64) {
 func (r *Runner) commit(now time.Time) error {
 	r.now = now.UnixMilli()
 	for _, t := range r.tasks {
-		if err := t.proc.Punctuate(now); err != nil {
+		if err := t.Proc.Punctuate(now); err != nil {
 			r.rollback()
-			return fmt.Errorf("local: task %s: punctuate: %w", t.id, err)
+			return fmt.Errorf("local: task %s: punctuate: %w", t.ID(), err)
 		}
 	}
 	for k := 0; k < len(r.queue); k++ { // records punctuators wrote
@@ -276,7 +276,8 @@ func (r *Runner) commit(now time.Time) error {
 	}
 	r.drained()
 	for _, t := range r.tasks {
-		if err := t.commit(r.next); err != nil {
+		if err := t.Commit(&sourcePartition, r.next); err != nil {
+			err = fmt.Errorf("local: %w", err)
 			r.failed = err
 			return err
 		}
@@ -288,7 +289,7 @@ func (r *Runner) commit(now time.Time) error {
 
 func (r *Runner) rollback() {
 	for _, t := range r.tasks {
-		t.rollback()
+		t.Rollback()
 	}
 	r.drained()
 	r.next = r.committed
@@ -298,7 +299,7 @@ func (r *Runner) rollback() {
 func (r *Runner) Close() error {
 	var errs []error
 	for _, t := range r.tasks {
-		errs = append(errs, t.close())
+		errs = append(errs, t.Close())
 	}
 	r.tasks = nil
 	return errors.Join(errs...)
@@ -306,17 +307,8 @@ func (r *Runner) Close() error {
 
 // task is one sub-topology's only task.
 type task struct {
-	r          *Runner
-	id         runtime.TaskID
-	stores     map[string]bool
-	db         state.DB
-	buf        *state.Buffer
-	proc       runtime.TaskProcessor
-	log        *slog.Logger
-	streamTime int64
-	committed  state.Offsets
-	writes     []state.Write
-	ranges     []state.DeleteRange
+	*runtime.SoloTask
+	r *Runner
 }
 
 func (r *Runner) openTask(i int, sub runtime.Subtopology) (*task, error) {
@@ -325,39 +317,20 @@ func (r *Runner) openTask(i int, sub runtime.Subtopology) (*task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: task %s: %w", id, err)
 	}
-	offsets, err := db.Offsets()
+	solo, err := runtime.NewSoloTask(id, sub, db, r.cfg.Logger)
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("local: task %s: %w", id, err)
+		return nil, fmt.Errorf("local: %w", err)
 	}
-	t := &task{r: r, id: id, stores: make(map[string]bool), db: db, buf: state.NewBuffer(db),
-		log: r.cfg.Logger.With("task", id.String()), streamTime: offsets.StreamTime, committed: offsets}
-	for _, s := range sub.Stores {
-		t.stores[s.Name] = true
-	}
-	if t.proc, err = sub.NewTask(t); err != nil {
-		db.Close()
+	t := &task{SoloTask: solo, r: r}
+	if t.Proc, err = sub.NewTask(t); err != nil {
+		t.Close()
 		return nil, fmt.Errorf("local: task %s: %w", id, err)
 	}
 	return t, nil
 }
 
-func (t *task) ID() runtime.TaskID   { return t.id }
-func (t *task) Logger() *slog.Logger { return t.log }
-func (t *task) StreamTime() int64    { return t.streamTime }
-func (t *task) WallClock() int64     { return t.r.now }
-func (t *task) AdvanceStreamTime(ts int64) {
-	if ts > t.streamTime {
-		t.streamTime = ts
-	}
-}
-
-func (t *task) Store(name string) (*state.StoreBuffer, error) {
-	if !t.stores[name] {
-		return nil, fmt.Errorf("local: store %q is not declared in sub-topology %d", name, t.id.Subtopology)
-	}
-	return t.buf.Store(name), nil
-}
+func (t *task) WallClock() int64 { return t.r.now }
 
 func (t *task) GlobalStore(name string) (runtime.GlobalReader, error) {
 	return nil, fmt.Errorf("local: global store %q: global tables are not supported by the in-process runner", name)
@@ -369,32 +342,8 @@ func (t *task) Produce(topic string, key, value []byte, timestamp int64, _ []kgo
 }
 
 func (t *task) process(rec *kgo.Record) error {
-	if err := t.proc.Process(rec); err != nil {
-		return fmt.Errorf("local: task %s: %s@%d: %w", t.id, rec.Topic, rec.Offset, err)
+	if err := t.Proc.Process(rec); err != nil {
+		return fmt.Errorf("local: task %s: %s@%d: %w", t.ID(), rec.Topic, rec.Offset, err)
 	}
 	return nil
-}
-
-func (t *task) commit(next int64) error {
-	t.writes = t.buf.Writes(t.writes[:0])
-	t.ranges = t.buf.Ranges(t.ranges[:0])
-	t.committed.Input[sourcePartition] = next
-	t.committed.StreamTime = t.streamTime
-	if err := t.db.Apply(&state.Batch{Writes: t.writes, Ranges: t.ranges, Offsets: t.committed}); err != nil {
-		return fmt.Errorf("local: task %s: commit: %w", t.id, err)
-	}
-	t.buf.Commit()
-	clear(t.writes)
-	clear(t.ranges)
-	return nil
-}
-
-func (t *task) rollback() {
-	t.buf.Reset()
-	t.streamTime = t.committed.StreamTime
-}
-
-func (t *task) close() error {
-	t.rollback()
-	return errors.Join(t.proc.Close(), t.db.Close())
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // LogBuffer is a log sink that an app's goroutines write to while a test
@@ -45,4 +46,19 @@ func BuildEddy(prefix string) (bin string, cleanup func(), err error) {
 		return "", nil, fmt.Errorf("build eddy: %w\n%s", err, out)
 	}
 	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// MainWithEddy is a TestMain for packages whose tests run the eddy binary:
+// it builds it once (see BuildEddy), stores its path in *bin, runs the
+// tests, removes the binary and exits with their status.
+func MainWithEddy(m *testing.M, prefix string, bin *string) {
+	path, cleanup, err := BuildEddy(prefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin = path
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
 }
