@@ -70,7 +70,7 @@ type NexmarkResult struct {
 	// (Kafka source only; not in CPUSeconds).
 	BrokerCPUSeconds float64 `json:"broker_cpu_seconds,omitempty"`
 	Outputs          int64   `json:"outputs"`
-	Commits          int     `json:"commits"`
+	Commits          int     `json:"commits,omitempty"`
 	Verified         bool    `json:"verified"`
 	// VerifyError says how the output differed from the reference.
 	VerifyError string `json:"verify_error,omitempty"`
