@@ -238,23 +238,30 @@ func (t *task) rebuildDB() error {
 // error: a panic must not leave the worker with rebalances blocked and the
 // transaction open.
 func (t *task) process(r *kgo.Record) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-		}
-	}()
+	defer recoverPanic(&err)
 	return t.proc.Process(r)
 }
 
 // punctuate runs the task's wall-clock punctuators, turning a panic into
 // an error as process does.
 func (t *task) punctuate(now time.Time) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-		}
-	}()
+	defer recoverPanic(&err)
 	return t.proc.Punctuate(now)
+}
+
+// recoverPanic turns a panic of a task's processors into *err, the failure
+// of the open transaction, except a state.Fatal: the store cannot go on, so
+// the process must crash and restart on what is durable (state.Fatal's
+// promise), and it panics again with the value unchanged.
+func recoverPanic(err *error) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if _, fatal := p.(state.Fatal); fatal {
+		panic(p)
+	}
+	*err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 }
 
 // sourceIndex returns the index of topic among the task's sources.
