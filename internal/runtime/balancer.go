@@ -131,7 +131,7 @@ func memberMetadata(interests []string, current map[string][]int32, generation i
 func (b *taskBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
 	var a kmsg.ConsumerMemberAssignment
 	if err := a.ReadFrom(assignment); err != nil {
-		return nil, fmt.Errorf("runtime: sync assignment parse failed: %w", err)
+		return nil, fmt.Errorf("eddy: sync assignment parse failed: %w", err)
 	}
 	parts := make(map[string][]int32, len(a.Topics))
 	for _, t := range a.Topics {

@@ -51,7 +51,7 @@ func (g *globalStore) Get(key []byte) ([]byte, bool, error) {
 	v, ok, err := g.db.Get(g.spec.Name, key)
 	if err != nil {
 		// The store's trouble, never the record's (error policies).
-		return nil, false, fmt.Errorf("runtime: global store %s: %w: %w", g.spec.Name, state.ErrRead, err)
+		return nil, false, fmt.Errorf("eddy: global store %s: %w: %w", g.spec.Name, state.ErrRead, err)
 	}
 	return v, ok, nil
 }
@@ -70,7 +70,7 @@ func openGlobals(ctx context.Context, cfg Config, specs []GlobalStore) (*globals
 		if err != nil {
 			db.Close()
 			g.close()
-			return nil, fmt.Errorf("runtime: global store %s: %w", spec.Name, err)
+			return nil, fmt.Errorf("eddy: global store %s: %w", spec.Name, err)
 		}
 		gs := &globalStore{spec: spec, db: db, offsets: offsets}
 		g.stores[spec.Name] = gs
@@ -95,7 +95,7 @@ func openGlobalDB(cfg Config, spec GlobalStore) (state.DB, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("runtime: global store %s: open: %w", spec.Name, err)
+		return nil, fmt.Errorf("eddy: global store %s: open: %w", spec.Name, err)
 	}
 	return db, nil
 }
@@ -107,7 +107,7 @@ func (g *globals) store(name string) (GlobalReader, error) {
 			return s, nil
 		}
 	}
-	return nil, fmt.Errorf("runtime: global store %q is not declared in the topology", name)
+	return nil, fmt.Errorf("eddy: global store %q is not declared in the topology", name)
 }
 
 // run keeps the stores up to date until ctx is done. A failure is logged
@@ -137,7 +137,7 @@ func (g *globals) catchUp(ctx context.Context, first bool) error {
 	opts := append([]kgo.Opt{kgo.SeedBrokers(g.cfg.Brokers...)}, g.cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("runtime: global stores: client: %w", err)
+		return fmt.Errorf("eddy: global stores: client: %w", err)
 	}
 	defer cl.Close()
 	topics := make([]string, len(g.list))
@@ -148,7 +148,7 @@ func (g *globals) catchUp(ctx context.Context, first bool) error {
 		// A missing topic is a configuration error: say so instead of
 		// waiting for it.
 		if _, err := kafka.Partitions(ctx, cl, topics...); err != nil {
-			return fmt.Errorf("runtime: global tables: %w", err)
+			return fmt.Errorf("eddy: global tables: %w", err)
 		}
 	}
 	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topics...)
@@ -156,7 +156,7 @@ func (g *globals) catchUp(ctx context.Context, first bool) error {
 		err = ends.Error()
 	}
 	if err != nil {
-		return fmt.Errorf("runtime: global stores: list offsets: %w", err)
+		return fmt.Errorf("eddy: global stores: list offsets: %w", err)
 	}
 	for _, s := range g.list {
 		if err := s.catchUp(ctx, opts, ends, first, g.log); err != nil {
@@ -191,7 +191,7 @@ func (s *globalStore) catchUp(ctx context.Context, opts []kgo.Opt, ends kadm.Lis
 		err := s.db.Apply(&batch)
 		s.mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("runtime: global store %s: apply: %w", s.spec.Name, err)
+			return fmt.Errorf("eddy: global store %s: apply: %w", s.spec.Name, err)
 		}
 		s.offsets = batch.Offsets.Clone()
 		clear(batch.Writes)
@@ -207,7 +207,7 @@ func (s *globalStore) catchUp(ctx context.Context, opts []kgo.Opt, ends kadm.Lis
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("runtime: global store %s: read %s: %w", s.spec.Name, s.spec.Topic, err)
+		return fmt.Errorf("eddy: global store %s: read %s: %w", s.spec.Name, s.spec.Topic, err)
 	}
 	// Read to the ends: what lies before them is applied or not committed.
 	for p, sp := range spans {

@@ -41,7 +41,7 @@ const (
 	maxProcessLen = 1 << 10
 )
 
-var errBadMemberInfo = errors.New("runtime: malformed member user data")
+var errBadMemberInfo = errors.New("eddy: malformed member user data")
 
 func appendMemberInfo(dst []byte, info memberInfo) []byte {
 	dst = append(dst, memberInfoV3)

@@ -77,7 +77,7 @@ var ErrRecordTooLarge = errors.New("record too large")
 
 // ErrTransaction wraps a failure to open a transaction for a produce: the
 // runtime's trouble, not the record's.
-var ErrTransaction = errors.New("runtime: transaction")
+var ErrTransaction = errors.New("eddy: transaction")
 
 // CheckRecordSize returns an error wrapping ErrRecordTooLarge when key,
 // value and headers (what franz-go counts against a batch's size) exceed

@@ -22,20 +22,20 @@ import (
 // ErrNotLocal is returned by a query for a task that does not run here (it
 // moved, or is still restoring): ask its owner, or retry once the group
 // settled.
-var ErrNotLocal = errors.New("runtime: the task is not running on this instance")
+var ErrNotLocal = errors.New("eddy: the task is not running on this instance")
 
 // ErrNoRoutes is returned while the instance has not yet received an
 // assignment that says where the group's tasks run (before its first
 // rebalance completed).
-var ErrNoRoutes = errors.New("runtime: the group's task placement is not known yet")
+var ErrNoRoutes = errors.New("eddy: the group's task placement is not known yet")
 
 // ErrUnknownStore is wrapped by the error of a query that names no store of
 // the topology.
-var ErrUnknownStore = errors.New("runtime: unknown store")
+var ErrUnknownStore = errors.New("eddy: unknown store")
 
 // ErrNotQueryable is wrapped by the error of a query on a backend whose
 // databases cannot be read from another goroutine (state.SharedReader).
-var ErrNotQueryable = errors.New("runtime: the state backend does not serve queries")
+var ErrNotQueryable = errors.New("eddy: the state backend does not serve queries")
 
 // Routes say where each task of the group runs, as the leader's last
 // assignment placed them. Every member's assignment carries them (Kafka

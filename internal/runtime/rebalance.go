@@ -139,7 +139,7 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			if ctx.Err() != nil {
 				// A revoke or shutdown: franz-go fetches these partitions
 				// again with the next assignment.
-				return offsets, fmt.Errorf("runtime: restore interrupted: %w", err)
+				return offsets, fmt.Errorf("eddy: restore interrupted: %w", err)
 			}
 			w.mu.Lock()
 			w.fatal = err
@@ -153,7 +153,7 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	defer w.mu.Unlock()
 	if w.sessionGen != gen {
 		closeOpened() // the session ended while we restored
-		return offsets, errors.New("runtime: session ended during restore")
+		return offsets, errors.New("eddy: session ended during restore")
 	}
 	for _, t := range opened {
 		w.tasks[t.id] = t

@@ -37,7 +37,7 @@ type subPlan struct {
 func newPlan(appID string, topo Topology) (*plan, error) {
 	var errs []error
 	if len(topo.Subtopologies) == 0 {
-		errs = append(errs, errors.New("runtime: the topology has no sub-topology; add a source"))
+		errs = append(errs, errors.New("eddy: the topology has no sub-topology; add a source"))
 	}
 	p := &plan{subOf: make(map[string]int)}
 	sources := map[string]bool{}
@@ -48,10 +48,10 @@ func newPlan(appID string, topo Topology) (*plan, error) {
 	}
 	for _, g := range topo.Globals {
 		if !ValidName(g.Name) || g.Topic == "" {
-			errs = append(errs, fmt.Errorf("runtime: global store %q (topic %q): name it with letters, digits, '.', '_' and '-', and give it a topic", g.Name, g.Topic))
+			errs = append(errs, fmt.Errorf("eddy: global store %q (topic %q): name it with letters, digits, '.', '_' and '-', and give it a topic", g.Name, g.Topic))
 		}
 		if sources[g.Topic] {
-			errs = append(errs, fmt.Errorf("runtime: global store %q reads topic %s, a source of the topology too; read it once", g.Name, g.Topic))
+			errs = append(errs, fmt.Errorf("eddy: global store %q reads topic %s, a source of the topology too; read it once", g.Name, g.Topic))
 		}
 	}
 	storeSub := make(map[string]int)
@@ -59,14 +59,14 @@ func newPlan(appID string, topo Topology) (*plan, error) {
 		s := &topo.Subtopologies[i]
 		sp := subPlan{Subtopology: s, index: i, storeIndex: make(map[string]int)}
 		if len(s.Sources) == 0 {
-			errs = append(errs, fmt.Errorf("runtime: sub-topology %d has no source topic", i))
+			errs = append(errs, fmt.Errorf("eddy: sub-topology %d has no source topic", i))
 		}
 		if s.NewTask == nil {
-			errs = append(errs, fmt.Errorf("runtime: sub-topology %d has no NewTask", i))
+			errs = append(errs, fmt.Errorf("eddy: sub-topology %d has no NewTask", i))
 		}
 		for _, topic := range s.Sources {
 			if j, dup := p.subOf[topic]; dup {
-				errs = append(errs, fmt.Errorf("runtime: topic %s is a source of sub-topology %d and %d; a topic may feed one sub-topology only (merge them)", topic, j, i))
+				errs = append(errs, fmt.Errorf("eddy: topic %s is a source of sub-topology %d and %d; a topic may feed one sub-topology only (merge them)", topic, j, i))
 				continue
 			}
 			p.subOf[topic] = i
@@ -74,14 +74,14 @@ func newPlan(appID string, topo Topology) (*plan, error) {
 		}
 		for si, st := range s.Stores {
 			if !ValidName(st.Name) {
-				errs = append(errs, fmt.Errorf("runtime: sub-topology %d: store name %q: use letters, digits, '.', '_' and '-' (it names the changelog topic)", i, st.Name))
+				errs = append(errs, fmt.Errorf("eddy: sub-topology %d: store name %q: use letters, digits, '.', '_' and '-' (it names the changelog topic)", i, st.Name))
 			}
 			if j, dup := storeSub[st.Name]; dup {
-				errs = append(errs, fmt.Errorf("runtime: store %q is declared by sub-topology %d and %d; store names must be unique (they name the changelog topic)", st.Name, j, i))
+				errs = append(errs, fmt.Errorf("eddy: store %q is declared by sub-topology %d and %d; store names must be unique (they name the changelog topic)", st.Name, j, i))
 				continue
 			}
 			if st.Retention < 0 {
-				errs = append(errs, fmt.Errorf("runtime: store %q: retention %v is negative; use 0 for a compacted changelog", st.Name, st.Retention))
+				errs = append(errs, fmt.Errorf("eddy: store %q: retention %v is negative; use 0 for a compacted changelog", st.Name, st.Retention))
 			}
 			storeSub[st.Name] = i
 			cl := ChangelogTopic(appID, st.Name)
@@ -141,12 +141,12 @@ func (w *worker) route(fetches kgo.Fetches) error {
 		id, _ := w.plan.taskOf(fp.Topic, fp.Partition)
 		t := w.tasks[id]
 		if t == nil {
-			err = fmt.Errorf("runtime: no task for %s/%d", fp.Topic, fp.Partition)
+			err = fmt.Errorf("eddy: no task for %s/%d", fp.Topic, fp.Partition)
 			return
 		}
 		src := t.sourceIndex(fp.Topic)
 		if src < 0 {
-			err = fmt.Errorf("runtime: task %s does not read %s", t.id, fp.Topic)
+			err = fmt.Errorf("eddy: task %s does not read %s", t.id, fp.Topic)
 			return
 		}
 		if !t.polled {

@@ -46,7 +46,7 @@ const (
 // New checks cfg and topo and returns an instance ready to Run.
 func New(cfg Config, topo Topology) (*Instance, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("runtime: invalid config: %w", err)
+		return nil, fmt.Errorf("eddy: invalid config: %w", err)
 	}
 	p, err := newPlan(cfg.AppID, topo)
 	if err != nil {
@@ -156,7 +156,7 @@ func (in *Instance) Run(ctx context.Context) error {
 func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repartition, sinks []string) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts...)...)
 	if err != nil {
-		return fmt.Errorf("runtime: admin client: %w", err)
+		return fmt.Errorf("eddy: admin client: %w", err)
 	}
 	defer cl.Close()
 
@@ -165,9 +165,9 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 	for _, r := range repartitions {
 		switch {
 		case internal[r.Topic]:
-			errs = append(errs, fmt.Errorf("runtime: repartition topic %s is declared twice", r.Topic))
+			errs = append(errs, fmt.Errorf("eddy: repartition topic %s is declared twice", r.Topic))
 		case r.Partitions < 0:
-			errs = append(errs, fmt.Errorf("runtime: repartition topic %s: %d partitions; use 0 (as many as the sources) or more", r.Topic, r.Partitions))
+			errs = append(errs, fmt.Errorf("eddy: repartition topic %s: %d partitions; use 0 (as many as the sources) or more", r.Topic, r.Partitions))
 		}
 		internal[r.Topic] = true
 	}
@@ -182,11 +182,11 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 	}
 	parts, err := kafka.Partitions(ctx, cl, external...)
 	if err != nil {
-		return fmt.Errorf("runtime: source topics: %w; create them before starting the application", err)
+		return fmt.Errorf("eddy: source topics: %w; create them before starting the application", err)
 	}
 	if len(sinks) > 0 {
 		if _, err := kafka.Partitions(ctx, cl, sinks...); err != nil {
-			return fmt.Errorf("runtime: output topics: %w; create them before starting the application (eddy creates only its internal topics)", err)
+			return fmt.Errorf("eddy: output topics: %w; create them before starting the application (eddy creates only its internal topics)", err)
 		}
 	}
 
@@ -207,21 +207,21 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 				n = widest
 			}
 			if n == 0 {
-				return fmt.Errorf("runtime: repartition topic %s: no external source to take a partition count from; set Repartition.Partitions", r.Topic)
+				return fmt.Errorf("eddy: repartition topic %s: no external source to take a partition count from; set Repartition.Partitions", r.Topic)
 			}
 			specs[i] = kafka.TopicSpec{Name: r.Topic, Partitions: n}
 			names[i] = r.Topic
 		}
 		if err := kafka.CreateTopics(ctx, cl, specs...); err != nil {
-			return fmt.Errorf("runtime: repartition topics: %w", err)
+			return fmt.Errorf("eddy: repartition topics: %w", err)
 		}
 		got, err := kafka.Partitions(ctx, cl, names...)
 		if err != nil {
-			return fmt.Errorf("runtime: repartition topics: %w", err)
+			return fmt.Errorf("eddy: repartition topics: %w", err)
 		}
 		for _, s := range specs {
 			if got[s.Name] != s.Partitions {
-				errs = append(errs, fmt.Errorf("runtime: repartition topic %s has %d partitions, the topology wants %d; delete it (it holds only data in transit between sub-topologies) or set its partition count in the topology",
+				errs = append(errs, fmt.Errorf("eddy: repartition topic %s has %d partitions, the topology wants %d; delete it (it holds only data in transit between sub-topologies) or set its partition count in the topology",
 					s.Name, got[s.Name], s.Partitions))
 			}
 			parts[s.Name] = got[s.Name]
@@ -233,7 +233,7 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 		n := parts[sub.Sources[0]]
 		for _, src := range sub.Sources[1:] {
 			if parts[src] != n {
-				errs = append(errs, fmt.Errorf("runtime: sub-topology %d reads %s (%d partitions) and %s (%d partitions): they are not co-partitioned; give them the same partition count (or repartition one of them)",
+				errs = append(errs, fmt.Errorf("eddy: sub-topology %d reads %s (%d partitions) and %s (%d partitions): they are not co-partitioned; give them the same partition count (or repartition one of them)",
 					sub.index, sub.Sources[0], n, src, parts[src]))
 			}
 		}
@@ -248,15 +248,15 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 		return nil
 	}
 	if err := kafka.CreateTopics(ctx, cl, specs...); err != nil {
-		return fmt.Errorf("runtime: changelog topics: %w", err)
+		return fmt.Errorf("eddy: changelog topics: %w", err)
 	}
 	clParts, err := kafka.Partitions(ctx, cl, specsNames(specs)...)
 	if err != nil {
-		return fmt.Errorf("runtime: changelog topics: %w", err)
+		return fmt.Errorf("eddy: changelog topics: %w", err)
 	}
 	for _, s := range specs {
 		if clParts[s.Name] != s.Partitions {
-			errs = append(errs, fmt.Errorf("runtime: changelog %s has %d partitions, its sources %d; delete it (the state is rebuilt from the sources only if they are complete) or restore the source partition count",
+			errs = append(errs, fmt.Errorf("eddy: changelog %s has %d partitions, its sources %d; delete it (the state is rebuilt from the sources only if they are complete) or restore the source partition count",
 				s.Name, clParts[s.Name], s.Partitions))
 		}
 	}

@@ -85,7 +85,7 @@ func (t *task) ID() TaskID           { return t.id }
 func (t *task) Logger() *slog.Logger { return t.log }
 func (t *task) Store(name string) (*state.StoreBuffer, error) {
 	if _, ok := t.sub.storeIndex[name]; !ok {
-		return nil, fmt.Errorf("runtime: store %q is not declared in sub-topology %d; pass it to the processor that uses it", name, t.sub.index)
+		return nil, fmt.Errorf("eddy: store %q is not declared in sub-topology %d; pass it to the processor that uses it", name, t.sub.index)
 	}
 	return t.buf.Store(name), nil
 }
@@ -138,7 +138,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 		}
 	}()
 	if err := os.MkdirAll(t.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("runtime: task %s: %w", id, err)
+		return nil, fmt.Errorf("eddy: task %s: %w", id, err)
 	}
 	if err := t.openDB(); err != nil {
 		return nil, err
@@ -158,7 +158,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 			if t.db != nil {
 				t.db.Close()
 			}
-			return nil, fmt.Errorf("runtime: task %s: restore: %w", id, err)
+			return nil, fmt.Errorf("eddy: task %s: restore: %w", id, err)
 		}
 	}
 	for i, tp := range t.sources {
@@ -172,7 +172,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 	proc, err := t.sub.NewTask(t)
 	if err != nil {
 		t.db.Close()
-		return nil, permanent(fmt.Errorf("runtime: task %s: build processors: %w", id, err))
+		return nil, permanent(fmt.Errorf("eddy: task %s: build processors: %w", id, err))
 	}
 	t.proc = proc
 	t.runMetrics()
@@ -195,12 +195,12 @@ func (t *task) openDB() error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("runtime: task %s: open state: %w", t.id, err)
+		return fmt.Errorf("eddy: task %s: open state: %w", t.id, err)
 	}
 	offsets, err := db.Offsets()
 	if err != nil {
 		db.Close()
-		return fmt.Errorf("runtime: task %s: read offsets: %w", t.id, err)
+		return fmt.Errorf("eddy: task %s: read offsets: %w", t.id, err)
 	}
 	t.db, t.committed = db, offsets
 	return nil
@@ -333,7 +333,7 @@ func (t *task) applyCommitted() error {
 	}
 	t.ranges = t.buf.Ranges(t.ranges[:0])
 	if err := t.db.Apply(&state.Batch{Writes: t.writes, Ranges: t.ranges, Offsets: t.committed}); err != nil {
-		return fmt.Errorf("runtime: task %s: apply committed state: %w", t.id, err)
+		return fmt.Errorf("eddy: task %s: apply committed state: %w", t.id, err)
 	}
 	if t.view != nil {
 		t.view.streamTime.Store(t.streamTime)
@@ -367,7 +367,7 @@ func (t *task) recordChangelogEnds(ends kadm.ListedOffsets) error {
 		return nil
 	}
 	if err := t.db.Apply(&state.Batch{Offsets: t.committed}); err != nil {
-		return fmt.Errorf("runtime: task %s: record changelog ends: %w", t.id, err)
+		return fmt.Errorf("eddy: task %s: record changelog ends: %w", t.id, err)
 	}
 	return nil
 }
@@ -418,5 +418,5 @@ func (t *task) close() error {
 // discards its database, and the next session restores it.
 func (t *task) corrupted(err error) error {
 	t.corrupt = true
-	return fmt.Errorf("runtime: task %s: %w", t.id, err)
+	return fmt.Errorf("eddy: task %s: %w", t.id, err)
 }

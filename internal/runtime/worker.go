@@ -145,7 +145,7 @@ func (w *worker) run(ctx context.Context) error {
 		}
 		if denied(err) {
 			// Missing ACLs do not appear by retrying: say which.
-			return fmt.Errorf("runtime: the brokers refused this app an operation; grant the app's principal the ACLs README.md lists (`eddy acls`): %w", err)
+			return fmt.Errorf("eddy: the brokers refused this app an operation; grant the app's principal the ACLs README.md lists (`eddy acls`): %w", err)
 		}
 		// Anything else (a broker restarting or unreachable, fencing, a
 		// failed End) is retried with a new session for as long as it
@@ -212,7 +212,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 	if w.cfg.AtLeastOnce {
 		cl, err := kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
 		if err != nil {
-			return permanent(fmt.Errorf("runtime: new client: %w", err))
+			return permanent(fmt.Errorf("eddy: new client: %w", err))
 		}
 		w.sess, w.cl = nil, cl
 	} else {
@@ -222,7 +222,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 			kgo.RequireStableFetchOffsets())
 		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
-			return permanent(fmt.Errorf("runtime: new session: %w", err))
+			return permanent(fmt.Errorf("eddy: new session: %w", err))
 		}
 		w.sess, w.cl = sess, sess.Client()
 	}
@@ -240,7 +240,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 			if ctx.Err() != nil {
 				return nil // stopped while starting: nothing ran
 			}
-			return fmt.Errorf("runtime: init producer id %s: %w", w.txnID, err)
+			return fmt.Errorf("eddy: init producer id %s: %w", w.txnID, err)
 		}
 	}
 	w.cl.AddConsumeTopics(w.plan.sources...)
@@ -333,7 +333,7 @@ func (w *worker) step(fetches kgo.Fetches) error {
 				_, err := w.sess.End(ctx, kgo.TryAbort)
 				cancel()
 				if err != nil {
-					return fmt.Errorf("runtime: reset after revoke: %w", err)
+					return fmt.Errorf("eddy: reset after revoke: %w", err)
 				}
 			}
 			// End rewound the consumer to the committed offsets: this
@@ -382,10 +382,10 @@ func fetchError(fetches kgo.Fetches) error {
 		if errors.Is(e, context.DeadlineExceeded) || errors.Is(e, context.Canceled) {
 			return
 		}
-		err = errors.Join(err, fmt.Errorf("runtime: fetch %s/%d: %w", topic, p, e))
+		err = errors.Join(err, fmt.Errorf("eddy: fetch %s/%d: %w", topic, p, e))
 	})
 	if errors.Is(err, kgo.ErrClientClosed) {
-		return fmt.Errorf("runtime: client closed: %w", err)
+		return fmt.Errorf("eddy: client closed: %w", err)
 	}
 	return err
 }
@@ -411,7 +411,7 @@ func (w *worker) processRecord(t *task, r *kgo.Record) error {
 		// The topology's own error (a processor, a serde, the fail
 		// policy for bad records): processing the record again would fail
 		// again, so the app stops, as Kafka Streams' default handler does.
-		return permanent(fmt.Errorf("runtime: task %s: process %s/%d@%d: %w", t.id, r.Topic, r.Partition, r.Offset, err))
+		return permanent(fmt.Errorf("eddy: task %s: process %s/%d@%d: %w", t.id, r.Topic, r.Partition, r.Offset, err))
 	}
 	return nil
 }
@@ -484,20 +484,20 @@ func (w *worker) commit() error {
 	w.recycle()
 	w.cfg.Metrics.ObserveCommit(time.Since(start), committed)
 	if endErr != nil {
-		return fmt.Errorf("runtime: end transaction: %w", endErr)
+		return fmt.Errorf("eddy: end transaction: %w", endErr)
 	}
 	if err != nil && !committed {
 		if errors.Is(err, kerr.MessageTooLarge) {
 			// The broker allows less than MaxRecordBytes: every retry
 			// would fail the same way.
-			return permanent(fmt.Errorf("runtime: the brokers refused a record as too large; lower MaxRecordBytes (%d) to the topic's max.message.bytes or raise that: %w", cmp.Or(w.cfg.MaxRecordBytes, DefaultMaxRecordBytes), err))
+			return permanent(fmt.Errorf("eddy: the brokers refused a record as too large; lower MaxRecordBytes (%d) to the topic's max.message.bytes or raise that: %w", cmp.Or(w.cfg.MaxRecordBytes, DefaultMaxRecordBytes), err))
 		}
-		return fmt.Errorf("runtime: transaction aborted: %w", err)
+		return fmt.Errorf("eddy: transaction aborted: %w", err)
 	}
 	if err != nil {
 		// The transaction committed but a task's database did not take
 		// it: a new session restores that task from the changelog.
-		return fmt.Errorf("runtime: transaction committed, local state not updated: %w", err)
+		return fmt.Errorf("eddy: transaction committed, local state not updated: %w", err)
 	}
 	if !committed {
 		w.log.Info("transaction aborted (the group rebalanced or the session was fenced); reprocessing from the committed offsets")
@@ -514,7 +514,7 @@ func (w *worker) ensureTxn() error {
 	}
 	if w.sess != nil {
 		if err := w.sess.Begin(); err != nil {
-			return fmt.Errorf("runtime: begin transaction: %w", err)
+			return fmt.Errorf("eddy: begin transaction: %w", err)
 		}
 	}
 	w.inTxn, w.txnStart, w.txnRecords = true, time.Now(), 0
@@ -538,7 +538,7 @@ func (w *worker) punctuate(now time.Time) error {
 			}
 			// Like a processing error: user code failing would fail
 			// again, so the app stops and the transaction aborts.
-			return permanent(fmt.Errorf("runtime: task %s: punctuate: %w", t.id, err))
+			return permanent(fmt.Errorf("eddy: task %s: punctuate: %w", t.id, err))
 		}
 		t.flushMetrics(0, 0) // what punctuators produced
 		if t.dirty || len(w.produced) == produced && t.buf.Len() == 0 && t.streamTime == streamTime && !t.hasRanges() {
@@ -673,7 +673,7 @@ func (w *worker) recordChangelogEnds(ctx context.Context) error {
 		err = ends.Error()
 	}
 	if err != nil {
-		return fmt.Errorf("runtime: changelog end offsets at shutdown: %w", err)
+		return fmt.Errorf("eddy: changelog end offsets at shutdown: %w", err)
 	}
 	for _, t := range w.sortedTasks() {
 		if err := t.recordChangelogEnds(ends); err != nil {
