@@ -187,13 +187,6 @@ type Config struct {
 	OnRestoreProgress func(RestoreProgress)
 }
 
-// RestoreProgress is where a task's restore stands (records and bytes
-// applied, offsets passed of the total, elapsed; Percent and ETA).
-type RestoreProgress = runtime.RestoreProgress
-
-// TaskID names a task: a sub-topology and a partition, printed "0_3".
-type TaskID = runtime.TaskID
-
 func (c *Config) applyDefaults() {
 	if c.InstanceID == "" && c.StateDir != "" {
 		c.InstanceID = InstanceIDFromDir(c.StateDir)
@@ -338,7 +331,7 @@ func (a *App) Run(ctx context.Context) error {
 		CheckpointKeep:     cfg.CheckpointKeep,
 		Logger:             cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID),
 		ClientOpts:         cfg.KafkaOptions,
-		OnRestoreProgress:  cfg.OnRestoreProgress,
+		OnRestoreProgress:  onRestoreProgress(cfg.OnRestoreProgress),
 		Endpoint:           cfg.Endpoint,
 		Failpoints:         a.failpoints,
 		Metrics:            a.metrics,
@@ -362,6 +355,14 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	a.inst.Store(inst)
 	return inst.Run(ctx)
+}
+
+// onRestoreProgress adapts the user's callback to the runtime's progress.
+func onRestoreProgress(fn func(RestoreProgress)) func(runtime.RestoreProgress) {
+	if fn == nil {
+		return nil
+	}
+	return func(p runtime.RestoreProgress) { fn(restoreProgressOf(p)) }
 }
 
 // deadLetterSources are the sources whose records can be dead-lettered:

@@ -218,12 +218,12 @@ func (a *App) getRaw(store string, key []byte) (value []byte, ok bool, streamTim
 	return value, ok, streamTime, err
 }
 
-func (a *App) notLocal(inst *runtime.Instance, store string, id TaskID) error {
+func (a *App) notLocal(inst *runtime.Instance, store string, id runtime.TaskID) error {
 	owner, ok := inst.Routes().Owner(id)
 	if !ok || owner == inst.Endpoint() {
 		owner = "" // nowhere, or here but still restoring
 	}
-	return &NotLocalError{Store: store, Task: id, Owner: owner}
+	return &NotLocalError{Store: store, Task: taskIDOf(id), Owner: owner}
 }
 
 // rawEntry is one entry of a byte-level scan.
@@ -235,7 +235,7 @@ type rawEntry struct {
 // scanRaw reads the entries of store in [lo, hi) (nil hi: no bound) of
 // the tasks that run here, at most limit of them, in key order. It
 // returns the tasks it read.
-func (a *App) scanRaw(store string, lo, hi []byte, limit int) ([]rawEntry, []TaskID, error) {
+func (a *App) scanRaw(store string, lo, hi []byte, limit int) ([]rawEntry, []runtime.TaskID, error) {
 	inst, err := a.running()
 	if err != nil {
 		return nil, nil, err
@@ -245,7 +245,7 @@ func (a *App) scanRaw(store string, lo, hi []byte, limit int) ([]rawEntry, []Tas
 		return nil, nil, err
 	}
 	var entries []rawEntry
-	var tasks []TaskID
+	var tasks []runtime.TaskID
 	for _, id := range local {
 		// A task's entries come in key order, so each task stops one past
 		// limit: the merged answer needs no more, and knows it is cut.
@@ -278,7 +278,7 @@ func (a *App) fetchRaw(store string, key []byte, from, to int64, everyTask bool,
 	if err != nil {
 		return err
 	}
-	var ids []TaskID
+	var ids []runtime.TaskID
 	if everyTask {
 		if ids, err = inst.LocalTasks(store); err != nil {
 			return err
@@ -288,7 +288,7 @@ func (a *App) fetchRaw(store string, key []byte, from, to int64, everyTask bool,
 		if err != nil {
 			return queryErr(err)
 		}
-		ids = []TaskID{id}
+		ids = []runtime.TaskID{id}
 	}
 	from = max(from, 0)
 	if to < from {
