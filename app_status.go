@@ -120,7 +120,9 @@ type TaskID struct {
 
 func (id TaskID) String() string { return fmt.Sprintf("%d_%d", id.Subtopology, id.Partition) }
 
-func taskIDOf(id runtime.TaskID) TaskID { return TaskID{Subtopology: id.Subtopology, Partition: id.Partition} }
+func taskIDOf(id runtime.TaskID) TaskID {
+	return TaskID{Subtopology: id.Subtopology, Partition: id.Partition}
+}
 
 // RestoreProgress is where a task's restore stands: Config.OnRestoreProgress
 // receives one at the start, at most every second, and at the end (Done).
