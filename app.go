@@ -27,22 +27,6 @@ import (
 	"github.com/eddy-streams/eddy/state/pebble"
 )
 
-// DecodeErrorPolicy says what happens to a source record that fails to
-// decode.
-type DecodeErrorPolicy int
-
-const (
-	// DecodeErrorDeadLetter writes the record, unchanged, to
-	// "<topic>.dlq" with the error, topic, partition and offset in
-	// headers, inside the same transaction, and goes on.
-	DecodeErrorDeadLetter DecodeErrorPolicy = iota
-	// DecodeErrorFail stops the app with an error naming the record.
-	DecodeErrorFail
-	// DecodeErrorLogAndContinue skips the record: the first is logged
-	// with its error, then a count at most every 10 s per task.
-	DecodeErrorLogAndContinue
-)
-
 // Guarantee is the processing guarantee.
 type Guarantee int
 
@@ -117,15 +101,15 @@ type Config struct {
 	// Guarantee is the processing guarantee. Default ExactlyOnce.
 	Guarantee Guarantee
 	// OnDecodeError is the policy for records that fail to decode.
-	// Default DecodeErrorDeadLetter.
-	OnDecodeError DecodeErrorPolicy
+	// Default DeadLetter.
+	OnDecodeError ErrorPolicy
 	// OnProcessError is the policy for records whose processing fails
 	// (an error or a panic in user code, an output that fails to
-	// encode). Default ProcessErrorFail.
-	OnProcessError ProcessErrorPolicy
+	// encode). Default Fail.
+	OnProcessError ErrorPolicy
 	// OnProduceError is the policy for output records larger than
-	// MaxRecordBytes. Default ProduceErrorFail.
-	OnProduceError ProduceErrorPolicy
+	// MaxRecordBytes. Default Fail.
+	OnProduceError ErrorPolicy
 	// MaxRecordBytes caps an output record's key, value and headers
 	// (changelog records included): a larger one is refused at once with
 	// ErrRecordTooLarge (and OnProduceError applies), rather than failing
@@ -215,6 +199,7 @@ func (c *Config) applyDefaults() {
 	if c.CheckpointKeep == 0 {
 		c.CheckpointKeep = checkpoint.DefaultKeep
 	}
+	c.policyDefaults()
 }
 
 // DefaultCheckpointInterval is Config.CheckpointInterval's default.
@@ -371,8 +356,8 @@ func onRestoreProgress(fn func(RestoreProgress)) func(runtime.RestoreProgress) {
 // that stops the app, not bad input), all of them when processing or
 // production errors are.
 func deadLetterSources(cfg Config, rt runtime.Topology) (external, internal []string) {
-	all := cfg.OnProcessError == ProcessErrorDeadLetter || cfg.OnProduceError == ProduceErrorDeadLetter
-	if !all && cfg.OnDecodeError != DecodeErrorDeadLetter {
+	all := cfg.OnProcessError == DeadLetter || cfg.OnProduceError == DeadLetter
+	if !all && cfg.OnDecodeError != DeadLetter {
 		return nil, nil
 	}
 	repartition := map[string]bool{}

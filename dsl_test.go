@@ -649,7 +649,7 @@ func offsetHeader(t *testing.T, r *kgo.Record) int64 {
 	return n
 }
 
-// TestDecodeErrorFail: with DecodeErrorFail, a record that does not decode
+// TestDecodeErrorFail: with OnDecodeError Fail, a record that does not decode
 // stops Run with an error naming its topic, partition and offset, and the
 // outputs committed before it stay exactly once.
 func TestDecodeErrorFail(t *testing.T) {
@@ -660,7 +660,7 @@ func TestDecodeErrorFail(t *testing.T) {
 	topo := eddy.NewTopology()
 	eddy.To(eddy.Source(topo, in, serde.Int64(), serde.String()), out, serde.Int64(), serde.String())
 	cfg := config(t, addr)
-	cfg.OnDecodeError = eddy.DecodeErrorFail
+	cfg.OnDecodeError = eddy.Fail
 	app := run(t, topo, cfg)
 
 	produce(t, addr, in, rec(i64(1), []byte("fine")))

@@ -14,45 +14,52 @@ import (
 	"github.com/eddy-streams/eddy/state"
 )
 
-// ProcessErrorPolicy says what happens to a source record whose processing
-// failed: a processor, mapper, aggregator or joiner returned an error or
-// panicked, or an output failed to encode (Kafka Streams'
-// ProcessingExceptionHandler). Failures of the state store or of the
+// ErrorPolicy says what happens to a source record that failed: it did
+// not decode (Config.OnDecodeError), its processing failed — a processor,
+// mapper, aggregator or joiner returned an error or panicked, or an output
+// failed to encode (Config.OnProcessError, Kafka Streams'
+// ProcessingExceptionHandler) — or an output it produced is larger than
+// Config.MaxRecordBytes (Config.OnProduceError, Kafka Streams'
+// ProductionExceptionHandler). Failures of the state store or of the
 // transaction are never the record's fault: they abort the transaction and
 // the records are processed again, whatever the policy.
-type ProcessErrorPolicy int
+//
+// The zero value, DefaultPolicy, is each field's own default: DeadLetter
+// for decode errors, Fail for the others.
+type ErrorPolicy int
 
 const (
-	// ProcessErrorFail stops the app with an error naming the record
-	// (the default: a bug should not be skipped silently).
-	ProcessErrorFail ProcessErrorPolicy = iota
-	// ProcessErrorLogAndContinue logs the failure (the first at once,
-	// then a count at most every 10 s per task) and goes on with the next
-	// record. What the record changed and emitted before it failed stays.
-	ProcessErrorLogAndContinue
-	// ProcessErrorDeadLetter writes the source record, unchanged, to
-	// "<topic>.dlq" with the error, stage, topic, partition and offset in
-	// headers, inside the same transaction (so it appears there exactly
-	// once), and goes on.
-	ProcessErrorDeadLetter
+	// DefaultPolicy is the default of the field it is in.
+	DefaultPolicy ErrorPolicy = iota
+	// Fail stops the app with an error naming the record (a bug should
+	// not be skipped silently).
+	Fail
+	// LogAndContinue logs the failure (the first at once, then a count at
+	// most every 10 s per task) and goes on with the next record: a record
+	// that does not decode is skipped; what a record whose processing
+	// failed changed and emitted before it failed stays; an output too
+	// large is dropped.
+	LogAndContinue
+	// DeadLetter writes the source record, unchanged, to "<topic>.dlq"
+	// with the error, stage, topic, partition and offset in headers,
+	// inside the same transaction (so it appears there exactly once), and
+	// goes on.
+	DeadLetter
 )
 
-// ProduceErrorPolicy says what happens when an output record cannot be
-// produced because it is larger than Config.MaxRecordBytes (Kafka Streams'
-// ProductionExceptionHandler).
-type ProduceErrorPolicy int
-
-const (
-	// ProduceErrorFail stops the app with an error naming the topic and
-	// the record's size (the default).
-	ProduceErrorFail ProduceErrorPolicy = iota
-	// ProduceErrorLogAndContinue drops that output record (logged and
-	// counted like ProcessErrorLogAndContinue) and goes on.
-	ProduceErrorLogAndContinue
-	// ProduceErrorDeadLetter writes the source record that produced it to
-	// "<topic>.dlq", like ProcessErrorDeadLetter, and goes on.
-	ProduceErrorDeadLetter
-)
+func (p ErrorPolicy) String() string {
+	switch p {
+	case DefaultPolicy:
+		return "default"
+	case Fail:
+		return "fail"
+	case LogAndContinue:
+		return "log-and-continue"
+	case DeadLetter:
+		return "dead-letter"
+	}
+	return fmt.Sprintf("ErrorPolicy(%d)", int(p))
+}
 
 // ErrRecordTooLarge is returned (wrapped, naming the topic and the size)
 // for an output record larger than Config.MaxRecordBytes.
@@ -125,20 +132,13 @@ func (b *taskBuild) recordFailed(r *kgo.Record, err error) error {
 		}
 	case errors.Is(err, ErrRecordTooLarge):
 		stage = "produce"
-		switch b.cfg.OnProduceError {
-		case ProduceErrorFail:
-			policy = ProcessErrorFail
-		case ProduceErrorLogAndContinue:
-			policy = ProcessErrorLogAndContinue
-		case ProduceErrorDeadLetter:
-			policy = ProcessErrorDeadLetter
-		}
+		policy = b.cfg.OnProduceError
 	}
 	switch policy {
-	case ProcessErrorLogAndContinue:
+	case LogAndContinue:
 		b.countSkipped(stage, r, err)
 		return nil
-	case ProcessErrorDeadLetter:
+	case DeadLetter:
 		return b.deadLetter(r, stage, err)
 	}
 	field := "OnProcessError"
@@ -191,17 +191,29 @@ func (b *taskBuild) countSkipped(stage string, r *kgo.Record, err error) {
 // checkPolicies reports error policies that name no policy.
 func (c *Config) checkPolicies() error {
 	var errs []error
-	if c.OnDecodeError < DecodeErrorDeadLetter || c.OnDecodeError > DecodeErrorLogAndContinue {
-		errs = append(errs, fmt.Errorf("OnDecodeError %d: use DecodeErrorDeadLetter, DecodeErrorFail or DecodeErrorLogAndContinue", c.OnDecodeError))
-	}
-	if c.OnProcessError < ProcessErrorFail || c.OnProcessError > ProcessErrorDeadLetter {
-		errs = append(errs, fmt.Errorf("OnProcessError %d: use ProcessErrorFail, ProcessErrorLogAndContinue or ProcessErrorDeadLetter", c.OnProcessError))
-	}
-	if c.OnProduceError < ProduceErrorFail || c.OnProduceError > ProduceErrorDeadLetter {
-		errs = append(errs, fmt.Errorf("OnProduceError %d: use ProduceErrorFail, ProduceErrorLogAndContinue or ProduceErrorDeadLetter", c.OnProduceError))
+	for _, f := range []struct {
+		name   string
+		policy ErrorPolicy
+	}{{"OnDecodeError", c.OnDecodeError}, {"OnProcessError", c.OnProcessError}, {"OnProduceError", c.OnProduceError}} {
+		if f.policy < DefaultPolicy || f.policy > DeadLetter {
+			errs = append(errs, fmt.Errorf("%s %d: use eddy.Fail, eddy.LogAndContinue or eddy.DeadLetter (or leave it zero for the default)", f.name, f.policy))
+		}
 	}
 	if c.MaxRecordBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxRecordBytes %d: use 0 for the default (%d) or a positive size", c.MaxRecordBytes, DefaultMaxRecordBytes))
 	}
 	return errors.Join(errs...)
+}
+
+// policyDefaults gives each zero error policy its field's default.
+func (c *Config) policyDefaults() {
+	if c.OnDecodeError == DefaultPolicy {
+		c.OnDecodeError = DeadLetter
+	}
+	if c.OnProcessError == DefaultPolicy {
+		c.OnProcessError = Fail
+	}
+	if c.OnProduceError == DefaultPolicy {
+		c.OnProduceError = Fail
+	}
 }

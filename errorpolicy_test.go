@@ -94,7 +94,7 @@ func TestProcessErrorFailIsTheDefault(t *testing.T) {
 }
 
 func TestProcessErrorLogAndContinue(t *testing.T) {
-	d, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.ProcessErrorLogAndContinue, OnProduceError: eddy.ProduceErrorLogAndContinue})
+	d, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.LogAndContinue, OnProduceError: eddy.LogAndContinue})
 	for _, v := range []string{"a", "bad", "boom", "big", "b"} {
 		if err := in.Pipe("k", v, 1); err != nil {
 			t.Fatalf("%s: %v", v, err)
@@ -109,7 +109,7 @@ func TestProcessErrorLogAndContinue(t *testing.T) {
 }
 
 func TestProcessErrorDeadLetter(t *testing.T) {
-	d, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.ProcessErrorDeadLetter, OnProduceError: eddy.ProduceErrorDeadLetter})
+	d, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.DeadLetter, OnProduceError: eddy.DeadLetter})
 	for _, v := range []string{"a", "bad", "boom", "big", "b"} {
 		if err := in.Pipe("key-"+v, v, 7); err != nil {
 			t.Fatalf("%s: %v", v, err)
@@ -145,7 +145,7 @@ func TestProcessErrorDeadLetter(t *testing.T) {
 // A failure of the state store is not the record's: no policy skips or
 // dead-letters it; the transaction aborts.
 func TestStateErrorsAreNotDeadLettered(t *testing.T) {
-	d, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.ProcessErrorDeadLetter})
+	d, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.DeadLetter})
 	err := in.Pipe("k", "disk", 1)
 	if !errors.Is(err, state.ErrRead) {
 		t.Fatalf("error %v, want the state error itself", err)
@@ -157,7 +157,7 @@ func TestStateErrorsAreNotDeadLettered(t *testing.T) {
 
 // A backend's fatal panic is not a record's: it is never recovered.
 func TestStateFatalIsNotRecovered(t *testing.T) {
-	_, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.ProcessErrorDeadLetter})
+	_, in := pickyDriver(t, eddy.Config{OnProcessError: eddy.DeadLetter})
 	defer func() {
 		if p := recover(); p == nil {
 			t.Fatal("no panic: a state.Fatal was recovered as a record's failure")
@@ -171,7 +171,7 @@ func TestStateFatalIsNotRecovered(t *testing.T) {
 func TestDecodeErrorLogAndContinue(t *testing.T) {
 	topo := eddy.NewTopology()
 	eddy.To(eddy.Source(topo, "in", serde.String(), serde.Int64()), "out", serde.String(), serde.Int64())
-	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{OnDecodeError: eddy.DecodeErrorLogAndContinue}})
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{OnDecodeError: eddy.LogAndContinue}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestBadPolicies(t *testing.T) {
 
 // TestTooLargeWithRun: against a broker, an output larger than
 // MaxRecordBytes is refused at once (not failed by the producer, which
-// would abort every retry): with ProduceErrorDeadLetter the input goes to
+// would abort every retry): with OnProduceError DeadLetter the input goes to
 // the dead-letter topic once and processing goes on.
 func TestTooLargeWithRun(t *testing.T) {
 	t.Parallel()
@@ -214,7 +214,7 @@ func TestTooLargeWithRun(t *testing.T) {
 	eddy.To(eddy.MapValues(s, func(_, v int64) string { return strings.Repeat("x", int(v)) }), out, serde.Int64(), serde.String())
 	cfg := config(t, addr)
 	cfg.MaxRecordBytes = 5000
-	cfg.OnProduceError = eddy.ProduceErrorDeadLetter
+	cfg.OnProduceError = eddy.DeadLetter
 	app := run(t, topo, cfg)
 	produce(t, addr, in, rec(i64(1), i64(10)), rec(i64(2), i64(6000)), rec(i64(3), i64(20)))
 

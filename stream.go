@@ -248,11 +248,11 @@ func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
 
 func (s *sourceNode[K, V]) decodeFailed(r *kgo.Record, err error) error {
 	switch {
-	case s.internal || s.b.cfg.OnDecodeError == DecodeErrorFail:
+	case s.internal || s.b.cfg.OnDecodeError == Fail:
 		// A repartition topic holds what this app's serdes wrote: a
 		// record there that fails to decode is a bug, never bad input.
 		return &recordFault{stage: "decode", err: fmt.Errorf("eddy: decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
-	case s.b.cfg.OnDecodeError == DecodeErrorLogAndContinue:
+	case s.b.cfg.OnDecodeError == LogAndContinue:
 		s.b.countSkipped("decode", r, err)
 		return nil
 	}
