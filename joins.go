@@ -38,7 +38,7 @@ func (k JoinKind) String() string {
 // kept in the key-value store named store, logged to its own changelog.
 // Its updates can be read with ToStream, deletions as tombstones.
 func TableFrom[K, V any](t *Topology, topic, store string, keys serde.Serde[K], values serde.Serde[V]) Table[K, V] {
-	src := source(t, topic, keys, values, asTable[K, V]())
+	src := source(t, topic, keys, values, asTable())
 	spec := KeyValueStore(store, keys, values)
 	n := t.add("table-"+store, src.n)
 	t.addStore(store, n, 0, spec)

@@ -57,27 +57,36 @@ func (s Stream[K, V]) Topology() *Topology { return s.t }
 // option extracts; it advances the task's stream time before the record is
 // processed. A negative event time is bad input, handled like a record that
 // fails to decode.
-func Source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption[K, V]) Stream[K, V] {
+func Source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption) Stream[K, V] {
 	return source(t, topic, keys, values, opts...)
 }
 
 // source adds the node that reads topic, which may be a repartition
 // topic's placeholder (see repartitionSource).
-func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption[K, V]) Stream[K, V] {
+func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption) Stream[K, V] {
 	n := t.add("source-" + topic)
 	if _, dup := t.sources[topic]; dup {
 		t.fail("eddy: topic %s is a source twice; read it once and branch the stream", topic)
 	}
 	t.sources[topic] = n
-	var sc sourceConfig[K, V]
+	var sc sourceConfig
 	for _, o := range opts {
 		o(&sc)
+	}
+	var extract func(K, V, int64) int64
+	if sc.timestamp != nil {
+		var ok bool
+		if extract, ok = sc.timestamp.(func(K, V, int64) int64); !ok {
+			var k K
+			var v V
+			t.fail("eddy: source %s: TimestampFrom's function is a %T; this source's records need a func(%T, %T, int64) int64", topic, sc.timestamp, k, v)
+		}
 	}
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, V]{}
 		b.out[n] = out
 		real := topicName(b.cfg.AppID, topic)
-		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: sc.timestamp, table: sc.table,
+		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: extract, table: sc.table,
 			wallClock: sc.wallClock, internal: real != topic}
 		return nil
 	}
@@ -165,23 +174,27 @@ func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) K2) Stream[K2, V] {
 }
 
 // SourceOption configures a Source.
-type SourceOption[K, V any] func(*sourceConfig[K, V])
+type SourceOption func(*sourceConfig)
 
-type sourceConfig[K, V any] struct {
-	timestamp func(key K, value V, recordTimestamp int64) int64
+type sourceConfig struct {
+	// timestamp is TimestampFrom's func(K, V, int64) int64, checked
+	// against the source's types when the source is added.
+	timestamp any
 	// wallClock stamps records with processing time (ProcessingTime).
 	wallClock bool
 	table     bool // null values are tombstones
 }
 
 // asTable makes a source read a table's topic.
-func asTable[K, V any]() SourceOption[K, V] { return func(c *sourceConfig[K, V]) { c.table = true } }
+func asTable() SourceOption { return func(c *sourceConfig) { c.table = true } }
 
 // TimestampFrom sets the source's timestamp extractor: fn returns a
 // record's event time in ms since the epoch, from the decoded key and value
-// and the Kafka record timestamp (Kafka Streams' TimestampExtractor).
-func TimestampFrom[K, V any](fn func(key K, value V, recordTimestamp int64) int64) SourceOption[K, V] {
-	return func(c *sourceConfig[K, V]) { c.timestamp, c.wallClock = fn, false }
+// and the Kafka record timestamp (Kafka Streams' TimestampExtractor). Its
+// key and value types must be the source's: a Topology that mixes them up
+// reports it when built.
+func TimestampFrom[K, V any](fn func(key K, value V, recordTimestamp int64) int64) SourceOption {
+	return func(c *sourceConfig) { c.timestamp, c.wallClock = fn, false }
 }
 
 // ProcessingTime makes the source's event time the wall clock at which the
@@ -193,8 +206,8 @@ func TimestampFrom[K, V any](fn func(key K, value V, recordTimestamp int64) int6
 // records were processed: a replay after a crash puts them in other
 // windows (exactly once still holds for what was committed). It replaces
 // TimestampFrom, and the other way round: the last option given wins.
-func ProcessingTime[K, V any]() SourceOption[K, V] {
-	return func(c *sourceConfig[K, V]) { c.timestamp, c.wallClock = nil, true }
+func ProcessingTime() SourceOption {
+	return func(c *sourceConfig) { c.timestamp, c.wallClock = nil, true }
 }
 
 type sourceNode[K, V any] struct {

@@ -79,7 +79,7 @@ func TestMergeOfUnencodableValues(t *testing.T) {
 func TestProcessingTime(t *testing.T) {
 	start := time.UnixMilli(1_800_000_005_000) // 5s into a 10s window
 	topo := eddy.NewTopology()
-	s := eddy.Source(topo, "in", serde.String(), serde.String(), eddy.ProcessingTime[string, string]())
+	s := eddy.Source(topo, "in", serde.String(), serde.String(), eddy.ProcessingTime())
 	g := eddy.GroupBy(s, func(_, v string) string { return v }, "by-value", serde.String(), serde.String())
 	ws := eddy.WindowedBy(g, eddy.TumblingWindows(10*time.Second))
 	eddy.To(eddy.ToStream(eddy.WindowCount(ws, "counts")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
@@ -126,7 +126,7 @@ func TestProcessingTime(t *testing.T) {
 // replaces it.
 func TestProcessingTimeLastOptionWins(t *testing.T) {
 	topo := eddy.NewTopology()
-	s := eddy.Source(topo, "in", serde.String(), serde.String(), eddy.ProcessingTime[string, string](),
+	s := eddy.Source(topo, "in", serde.String(), serde.String(), eddy.ProcessingTime(),
 		eddy.TimestampFrom(func(string, string, int64) int64 { return 42 }))
 	eddy.To(s, "out", serde.String(), serde.String())
 	d, err := eddytest.New(topo, eddytest.Options{})
@@ -148,4 +148,16 @@ func TestProcessingTimeLastOptionWins(t *testing.T) {
 
 func windowedAt(key string, start, count int64) string {
 	return windowed([]eddy.Record[eddy.Windowed[string], int64]{{Key: eddy.Windowed[string]{Key: key, Window: eddy.Window{Start: start, End: start + 10000}}, Value: count}})[0]
+}
+
+// TestTimestampFromOtherTypes: an extractor of other key and value types
+// than its source's is a topology error naming the source and the types.
+func TestTimestampFromOtherTypes(t *testing.T) {
+	topo := eddy.NewTopology()
+	eddy.To(eddy.Source(topo, "in", serde.String(), serde.Int64(),
+		eddy.TimestampFrom(func(string, string, int64) int64 { return 42 })), "out", serde.String(), serde.Int64())
+	err := topo.Err()
+	if err == nil || !strings.Contains(err.Error(), "source in") || !strings.Contains(err.Error(), "func(string, int64, int64) int64") {
+		t.Fatalf("Err() = %v, want the source named and the extractor type it needs", err)
+	}
 }

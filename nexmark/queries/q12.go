@@ -43,7 +43,7 @@ const (
 )
 
 func buildQ12(t *eddy.Topology, in nexmark.Topics, out string) {
-	bids := eddy.Source(t, in.Bids, serde.Int64(), nexmark.BidSerde(), eddy.ProcessingTime[int64, nexmark.Bid]())
+	bids := eddy.Source(t, in.Bids, serde.Int64(), nexmark.BidSerde(), eddy.ProcessingTime())
 	byBidder := eddy.Map(bids, func(_ int64, b nexmark.Bid) (int64, unit) { return b.Bidder, unit{} })
 	g := eddy.GroupByKey(eddy.Repartition(byBidder, "q12-bids-by-bidder", serde.Int64(), unitSerde{}), serde.Int64())
 	ws := eddy.WindowedBy(g, eddy.TumblingWindows(q12Size).WithGrace(q12Grace))
