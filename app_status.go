@@ -35,9 +35,9 @@ type Status struct {
 
 // Instance states of a Status.
 const (
-	InstanceStarting = runtime.InstanceStarting // creating topics, loading global stores, joining
-	InstanceRunning  = runtime.InstanceRunning
-	InstanceStopped  = runtime.InstanceStopped
+	InstanceStarting = "starting" // creating topics, loading global stores, joining
+	InstanceRunning  = "running"
+	InstanceStopped  = "stopped"
 )
 
 // WorkerStatus is one worker (group member) of the instance.
@@ -85,13 +85,13 @@ const (
 	// TaskRestoring: assigned to this instance, its state not yet caught
 	// up with its changelog (or its restore not yet begun). It processes
 	// nothing until it runs.
-	TaskRestoring = runtime.TaskRestoring
+	TaskRestoring = "restoring"
 	// TaskRunning: restored, processing its partitions.
-	TaskRunning = runtime.TaskRunning
+	TaskRunning = "running"
 	// TaskClosing: revoked or shutting down, its database closing.
-	TaskClosing = runtime.TaskClosing
+	TaskClosing = "closing"
 	// TaskStandby: a warm copy of a task that runs on another instance.
-	TaskStandby = runtime.TaskStandby
+	TaskStandby = "standby"
 )
 
 // StoreStatus is a store of a task and its changelog topic.

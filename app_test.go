@@ -54,3 +54,25 @@ func TestStandbyReplicasConfig(t *testing.T) {
 		t.Fatalf("Run: %v; want an error naming StandbyReplicas", err)
 	}
 }
+
+// TestNewReportsEveryConfigProblem: New returns every invalid field at
+// once, each named with a valid value, before anything contacts a broker.
+func TestNewReportsEveryConfigProblem(t *testing.T) {
+	topo := NewTopology()
+	Count(GroupByKey(Source(topo, "in", serde.String(), serde.String()), serde.String()), "counts")
+	_, err := New(topo, Config{
+		AppID: "bad id", StateDir: t.TempDir(), Workers: -1, CommitInterval: -time.Second,
+		Guarantee: Guarantee(7), OnProcessError: ErrorPolicy(9), Endpoint: "nohost",
+	})
+	if err == nil {
+		t.Fatal("New accepted an invalid config")
+	}
+	for _, want := range []string{
+		"eddy: invalid config", `AppID "bad id"`, "Brokers: set at least one", "Workers -1", "CommitInterval -1s",
+		"Guarantee 7", "OnProcessError 9", "Endpoint:",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("New: %v\nwant it to name %q", err, want)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eddy-streams/eddy/internal/plan"
+
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/serde"
 )
@@ -21,7 +23,7 @@ func TestDescribe(t *testing.T) {
 	eddy.GlobalTableFrom(topo, "dictionary", "dict", serde.String(), serde.String())
 
 	d := topo.Describe("wc")
-	rt, err := topo.Build(eddy.Config{AppID: "wc"})
+	rt, err := plan.Build(topo, eddy.Config{AppID: "wc"})
 	if err != nil {
 		t.Fatal(err)
 	}

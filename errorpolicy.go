@@ -66,7 +66,7 @@ func (p ErrorPolicy) String() string {
 var ErrRecordTooLarge = runtime.ErrRecordTooLarge
 
 // DefaultMaxRecordBytes is Config.MaxRecordBytes's default.
-const DefaultMaxRecordBytes = runtime.DefaultMaxRecordBytes
+const DefaultMaxRecordBytes = 1_000_000
 
 // Header keys of a dead-letter record, besides the original's headers.
 const (
@@ -96,7 +96,7 @@ func (f *recordFault) Unwrap() error { return f.err }
 // the record is processed again; no policy skips it.
 func notTheRecords(err error) bool {
 	return errors.Is(err, state.ErrRead) || errors.Is(err, state.ErrCorrupt) || errors.Is(err, state.ErrClosed) ||
-		errors.Is(err, runtime.ErrTransaction) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // processRecord runs r through its source with the error policies: a panic
@@ -198,9 +198,6 @@ func (c *Config) checkPolicies() error {
 		if f.policy < DefaultPolicy || f.policy > DeadLetter {
 			errs = append(errs, fmt.Errorf("%s %d: use eddy.Fail, eddy.LogAndContinue or eddy.DeadLetter (or leave it zero for the default)", f.name, f.policy))
 		}
-	}
-	if c.MaxRecordBytes < 0 {
-		errs = append(errs, fmt.Errorf("MaxRecordBytes %d: use 0 for the default (%d) or a positive size", c.MaxRecordBytes, DefaultMaxRecordBytes))
 	}
 	return errors.Join(errs...)
 }

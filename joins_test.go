@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/plan"
+
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/eddytest"
 	"github.com/eddy-streams/eddy/serde"
@@ -203,7 +205,7 @@ func TestJoinStreamsRepartitions(t *testing.T) {
 		serde.String(), serde.String(), serde.String(),
 		func(k string, l string, _ bool, r string, _ bool) string { return fmt.Sprint(l, "+", r) })
 	eddy.To(joined, "out", serde.String(), serde.String())
-	rt, err := topo.Build(eddy.Config{AppID: "app"})
+	rt, err := plan.Build(topo, eddy.Config{AppID: "app"})
 	if err != nil {
 		t.Fatal(err)
 	}

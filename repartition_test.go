@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eddy-streams/eddy/internal/plan"
+
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/eddytest"
 	"github.com/eddy-streams/eddy/serde"
@@ -20,7 +22,7 @@ func TestGroupByRepartitions(t *testing.T) {
 	g := eddy.GroupBy(s, func(_, word string) string { return word }, "by-word", serde.String(), serde.String())
 	eddy.To(eddy.ToStream(eddy.Count(g, "word-counts")), "counts", serde.String(), serde.Int64())
 
-	rt, err := topo.Build(eddy.Config{AppID: "wc"})
+	rt, err := plan.Build(topo, eddy.Config{AppID: "wc"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func TestSelectKeyRepartitionsByItself(t *testing.T) {
 	eddy.To(eddy.ToStream(eddy.Count(eddy.GroupByKey(byWord, serde.String()), "counts")), "counts", serde.String(), serde.Int64())
 	defs := eddy.TableFrom(topo, "defs", "defs", serde.String(), serde.String())
 	eddy.To(eddy.JoinStreamTable(byWord, defs, eddy.InnerJoin, func(w, _ string, def string, _ bool) string { return def }), "defined", serde.String(), serde.String())
-	rt, err := topo.Build(eddy.Config{AppID: "app"})
+	rt, err := plan.Build(topo, eddy.Config{AppID: "app"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/internal/plan"
 	"github.com/eddy-streams/eddy/internal/runtime"
 )
 
@@ -88,11 +89,21 @@ func (t *Topology) addStore(name string, owner *node, retention time.Duration, s
 // Err returns the problems found while the topology was described, joined.
 func (t *Topology) Err() error { return errors.Join(t.errs...) }
 
-// Build compiles the description into what eddy's runtime executes: its
-// sub-topologies (the parts that only topics connect), their sources and
-// stores. Applications call Run; Build exists for eddy's own tools, such as
-// the eddytest driver.
-func (t *Topology) Build(cfg Config) (runtime.Topology, error) {
+func init() { plan.Register(buildPlan) }
+
+// buildPlan compiles a topology into what eddy's runtime executes (its
+// sub-topologies, the parts that only topics connect, with their sources
+// and stores) for eddy's own tools that run it without Run: the eddytest
+// driver and the harness's in-process runner (see internal/plan).
+func buildPlan(topology, config any) (runtime.Topology, error) {
+	t, ok := topology.(*Topology)
+	if !ok {
+		return runtime.Topology{}, fmt.Errorf("eddy: build: %T is not an *eddy.Topology", topology)
+	}
+	cfg, ok := config.(Config)
+	if !ok {
+		return runtime.Topology{}, fmt.Errorf("eddy: build: %T is not an eddy.Config", config)
+	}
 	cfg.applyDefaults()
 	return t.runtimeTopology(&cfg)
 }

@@ -18,6 +18,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/plan"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
@@ -68,7 +70,7 @@ func New(t *eddy.Topology, opts Options) (*Driver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	topo, err := t.Build(cfg)
+	topo, err := plan.Build(t, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +187,7 @@ func (d *Driver) run(step func() error) error {
 		return err
 	}
 	for _, t := range d.tasks {
-		if err := t.Commit(nil, 0); err != nil {
+		if err := t.Commit(); err != nil {
 			return fmt.Errorf("eddytest: %w", err)
 		}
 	}
@@ -235,8 +237,9 @@ func (d *Driver) storeTask(store string) (*task, error) {
 
 // task is one sub-topology's only task.
 type task struct {
-	*runtime.SoloTask
-	d *Driver
+	*runtime.TaskState
+	Proc runtime.TaskProcessor
+	d    *Driver
 }
 
 func (d *Driver) openTask(i int, sub runtime.Subtopology) (*task, error) {
@@ -245,17 +248,26 @@ func (d *Driver) openTask(i int, sub runtime.Subtopology) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	solo, err := runtime.NewSoloTask(id, sub, db, d.log)
+	ts, err := runtime.NewTaskState(id, sub.Stores, nil, db, d.log)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("eddytest: %w", err)
 	}
-	t := &task{SoloTask: solo, d: d}
+	t := &task{TaskState: ts, d: d}
 	if t.Proc, err = sub.NewTask(t); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("eddytest: task %s: %w", id, err)
 	}
 	return t, nil
+}
+
+// Close closes the task's processors and database.
+func (t *task) Close() error {
+	var err error
+	if t.Proc != nil {
+		err = t.Proc.Close()
+	}
+	return errors.Join(err, t.TaskState.Close())
 }
 
 // WallClock is the driver's wall clock, which only AdvanceWallClock moves:

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/plan"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
@@ -92,7 +94,7 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	topo := eddy.NewTopology()
 	topics := nexmark.DefaultTopics()
 	q.Build(topo, topics, nexmarkOutput)
-	rt, err := topo.Build(eddy.Config{AppID: "nexmark-" + q.Name})
+	rt, err := plan.Build(topo, eddy.Config{AppID: "nexmark-" + q.Name})
 	if err != nil {
 		return res, fmt.Errorf("bench: nexmark %s: %w", q.Name, err)
 	}

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/plan"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -78,7 +80,7 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	appID := "nexmark-" + q.Name
 	topo := eddy.NewTopology()
 	q.Build(topo, topics, nexmarkOutput)
-	rt, err := topo.Build(eddy.Config{AppID: appID})
+	rt, err := plan.Build(topo, eddy.Config{AppID: appID})
 	if err != nil {
 		return res, fmt.Errorf("bench: nexmark %s: %w", q.Name, err)
 	}

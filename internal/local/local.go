@@ -276,7 +276,8 @@ func (r *Runner) commit(now time.Time) error {
 	}
 	r.drained()
 	for _, t := range r.tasks {
-		if err := t.Commit(&sourcePartition, r.next); err != nil {
+		t.Consume(0, r.next)
+		if err := t.Commit(); err != nil {
 			err = fmt.Errorf("local: %w", err)
 			r.failed = err
 			return err
@@ -305,10 +306,12 @@ func (r *Runner) Close() error {
 	return errors.Join(errs...)
 }
 
-// task is one sub-topology's only task.
+// task is one sub-topology's only task. Its one input is the source: the
+// offset it consumed is the source index.
 type task struct {
-	*runtime.SoloTask
-	r *Runner
+	*runtime.TaskState
+	Proc runtime.TaskProcessor
+	r    *Runner
 }
 
 func (r *Runner) openTask(i int, sub runtime.Subtopology) (*task, error) {
@@ -317,17 +320,26 @@ func (r *Runner) openTask(i int, sub runtime.Subtopology) (*task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: task %s: %w", id, err)
 	}
-	solo, err := runtime.NewSoloTask(id, sub, db, r.cfg.Logger)
+	ts, err := runtime.NewTaskState(id, sub.Stores, []state.TopicPartition{sourcePartition}, db, r.cfg.Logger)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	t := &task{SoloTask: solo, r: r}
+	t := &task{TaskState: ts, r: r}
 	if t.Proc, err = sub.NewTask(t); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("local: task %s: %w", id, err)
 	}
 	return t, nil
+}
+
+// Close closes the task's processors and database.
+func (t *task) Close() error {
+	var err error
+	if t.Proc != nil {
+		err = t.Proc.Close()
+	}
+	return errors.Join(err, t.TaskState.Close())
 }
 
 func (t *task) WallClock() int64 { return t.r.now }

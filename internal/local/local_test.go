@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/plan"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
@@ -62,7 +64,7 @@ func countWords() *eddy.Topology {
 
 func open(t *testing.T, dir string, src local.Source, sink local.Sink) *local.Runner {
 	t.Helper()
-	rt, err := countWords().Build(eddy.Config{AppID: "local-test"})
+	rt, err := plan.Build(countWords(), eddy.Config{AppID: "local-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func (c *checkpoints) fetch(ctx context.Context, log *slog.Logger, sub *subPlan,
 // offsets its manifest records is skipped for the next older one; with
 // none left the task restores from the changelog alone. Only a cancelled
 // context or a failure to put an empty database back is an error.
-func (c *checkpoints) restore(ctx context.Context, t *task) (bool, error) {
+func (c *checkpoints) restore(ctx context.Context, t *task, cl *kgo.Client) (bool, error) {
 	start := time.Now()
 	tc := c.task(t.id) // before anything lands in its working directory
 	c.mu.Lock()
@@ -185,7 +185,7 @@ func (c *checkpoints) restore(ctx context.Context, t *task) (bool, error) {
 			return false, ctx.Err()
 		}
 	} else {
-		res, err = c.find(ctx, t.log, t.w.cl, t.sub, t.id)
+		res, err = c.find(ctx, t.log, cl, t.sub, t.id)
 	}
 	if err != nil {
 		return false, err

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,78 +16,45 @@ import (
 	"github.com/eddy-streams/eddy/internal/failpoint"
 )
 
-// Config is the runtime's configuration. Package eddy fills it from the
-// user's eddy.Config after applying defaults; Validate reports every problem
-// at once.
+// Config is eddy.Config resolved for the runtime: eddy.New applies the
+// defaults and validates every field (each field means what eddy.Config
+// documents), then App.Run opens what the runtime needs opened (the
+// backend, the checkpoint store) and adds its own parts (metrics,
+// failpoints). The runtime trusts it.
 type Config struct {
-	AppID      string
-	Brokers    []string
-	StateDir   string
-	InstanceID string
-	// Workers is the number of workers (group members) in this process.
-	Workers int
-	// CommitInterval is how often a worker commits its transaction.
-	CommitInterval time.Duration
-	// CommitRecords caps the records processed in one transaction.
-	CommitRecords int
-	// Failpoints crash the process at points of the commit cycle, the
-	// checkpoint upload and the restore (crash tests; nil: none).
-	Failpoints *failpoint.Set
-	// MaxRecordBytes caps a produced record's key, value and headers;
-	// Produce refuses a larger one with ErrRecordTooLarge. 0 means
-	// DefaultMaxRecordBytes.
-	MaxRecordBytes int
-	// SessionTimeout is the group session timeout: how long a silent
-	// member keeps its partitions.
-	SessionTimeout time.Duration
-	// TransactionTimeout is how long the broker lets a transaction stay
-	// open before aborting it; it bounds how long a zombie can block a
-	// successor's reads.
+	AppID              string
+	Brokers            []string
+	StateDir           string
+	InstanceID         string
+	Workers            int
+	StandbyReplicas    int
+	CommitInterval     time.Duration
+	CommitRecords      int
+	MaxRecordBytes     int // 0: DefaultMaxRecordBytes
+	SessionTimeout     time.Duration
 	TransactionTimeout time.Duration
-	// StandbyReplicas is the number of standby copies of each stateful
-	// task the group keeps on other instances (DESIGN.md §4): warm
-	// databases that follow the task's changelog, so that a task whose
-	// instance fails resumes elsewhere after replaying only a short tail.
-	// The group leader's setting places them; give every instance the
-	// same. 0 keeps none.
-	StandbyReplicas int
-	// AtLeastOnce trades exactly-once for a plain producer and offset
-	// commits (Kafka Streams' at_least_once): a crash replays the records
-	// since the last commit, and their outputs appear again.
-	AtLeastOnce bool
-	// IgnoreStateOffsets makes tasks resume from the group's committed
-	// offsets alone, as Kafka Streams does, ignoring the input offsets
-	// their changelog carries. It exists to measure what those offsets
-	// protect against (DESIGN.md §6); never set it in production.
+	// AtLeastOnce is eddy.Config.Guarantee == eddy.AtLeastOnce.
+	AtLeastOnce        bool
 	IgnoreStateOffsets bool
 	Backend            state.Backend
-	// Checkpoints, when set, is where remote checkpoints of the task
-	// databases go (DESIGN.md §4): every CheckpointInterval and at a clean
-	// shutdown, and a task whose local database is missing, empty or
-	// corrupt restores from the newest one before replaying the
-	// changelog's tail. Nil: none, a task without local state replays
-	// its whole changelog.
+	// Checkpoints is the remote checkpoint store (eddy.Config's
+	// CheckpointURL opened, or its CheckpointStore); nil: none.
 	Checkpoints checkpoint.Store
 	// CheckpointInterval is how often each task is checkpointed; zero
 	// means only at a clean shutdown.
 	CheckpointInterval time.Duration
-	// CheckpointKeep is how many checkpoints per task the store keeps
-	// (at least 1 when Checkpoints is set).
-	CheckpointKeep int
-	// OnRestoreProgress, if set, receives each task's restore progress
-	// (see RestoreProgress); it runs in the worker's goroutine, so it
-	// must return quickly.
-	OnRestoreProgress func(RestoreProgress)
+	CheckpointKeep     int
+	OnRestoreProgress  func(RestoreProgress)
+	// Logger carries the app and instance attributes.
+	Logger     *slog.Logger
+	ClientOpts []kgo.Opt
+	Endpoint   string
+
+	// Failpoints crash the process at points of the commit cycle, the
+	// checkpoint upload and the restore (crash tests; nil: none).
+	Failpoints *failpoint.Set
 	// Metrics receives the instance's metrics; New makes one when nil.
 	Metrics *metrics.Metrics
-	Logger  *slog.Logger
-	// ClientOpts are added to every Kafka client (TLS, SASL, ...).
-	ClientOpts []kgo.Opt
-	// Endpoint is the host:port where this instance serves interactive
-	// queries, advertised to the group so that other instances can route
-	// queries here. Empty: the instance's tasks cannot be queried through
-	// other instances.
-	Endpoint string
 
 	// hooks let the package's tests observe the runtime; nil otherwise.
 	hooks *testHooks
@@ -101,61 +67,6 @@ type testHooks struct {
 	standbyApplied func(id TaskID, applied state.Offsets, lag int64)
 }
 
-// Validate returns every problem of c, joined, each naming the field.
-func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !ValidName(c.AppID) {
-		bad("AppID %q: set a non-empty id of letters, digits, '.', '_' and '-' (it prefixes topic names), e.g. \"ledger\"", c.AppID)
-	}
-	if len(c.Brokers) == 0 {
-		bad("Brokers: set at least one host:port, e.g. 127.0.0.1:9092")
-	}
-	if c.StateDir == "" {
-		bad("StateDir: set the directory that holds the task databases")
-	}
-	if !ValidName(c.InstanceID) {
-		bad("InstanceID %q: set a stable id per instance of letters, digits, '.', '_' and '-' (static group membership)", c.InstanceID)
-	}
-	if c.Workers < 1 {
-		bad("Workers %d: must be at least 1", c.Workers)
-	}
-	if c.StandbyReplicas < 0 {
-		bad("StandbyReplicas %d: must be 0 (none) or more", c.StandbyReplicas)
-	}
-	if c.CommitInterval <= 0 {
-		bad("CommitInterval %v: must be positive, e.g. 100ms", c.CommitInterval)
-	}
-	if c.CommitRecords < 1 {
-		bad("CommitRecords %d: must be at least 1", c.CommitRecords)
-	}
-	if c.MaxRecordBytes < 0 || c.MaxRecordBytes > maxMaxRecordBytes {
-		bad("MaxRecordBytes %d: must be from 1 to %d, or 0 for the default %d (under Kafka's default max.message.bytes)", c.MaxRecordBytes, maxMaxRecordBytes, DefaultMaxRecordBytes)
-	}
-	if c.SessionTimeout <= 0 {
-		bad("SessionTimeout %v: must be positive, e.g. 10s", c.SessionTimeout)
-	}
-	if c.TransactionTimeout <= 0 {
-		bad("TransactionTimeout %v: must be positive, e.g. 10s", c.TransactionTimeout)
-	}
-	if c.Backend == nil {
-		bad("Backend: set a state backend")
-	}
-	if c.CheckpointInterval < 0 {
-		bad("CheckpointInterval %v: must be zero (only at shutdown) or positive, e.g. 1m", c.CheckpointInterval)
-	}
-	if c.Checkpoints != nil && c.CheckpointKeep < 1 {
-		bad("CheckpointKeep %d: keep at least 1 checkpoint per task, e.g. 3", c.CheckpointKeep)
-	}
-	if c.Logger == nil {
-		bad("Logger: set a logger")
-	}
-	if err := CheckEndpoint(c.Endpoint); err != nil {
-		bad("Endpoint: %v", err)
-	}
-	return errors.Join(errs...)
-}
-
 // batchOverhead is what a record batch of one record adds to the record's
 // key, value and headers: the batch header (61 bytes) and the record's own
 // fields (at most ~30), with margin.
@@ -165,8 +76,9 @@ const batchOverhead = 1 << 10
 // overhead it stays under Kafka's default max.message.bytes (1,048,588).
 const DefaultMaxRecordBytes = 1_000_000
 
-// maxMaxRecordBytes keeps a batch under franz-go's 1 GiB limit.
-const maxMaxRecordBytes = 1<<30 - batchOverhead
+// MaxMaxRecordBytes is the largest MaxRecordBytes: it keeps a batch under
+// franz-go's 1 GiB limit.
+const MaxMaxRecordBytes = 1<<30 - batchOverhead
 
 // ValidName reports whether s is usable in a Kafka topic name (and so in a
 // file name); app ids, instance ids and store names must be: the characters Kafka allows, at most 200 of them.

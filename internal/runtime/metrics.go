@@ -41,8 +41,8 @@ type processorCounts interface {
 
 // openMetrics resolves the task's metric children. closeMetrics releases
 // them: every path that drops the task calls it.
-func (t *task) openMetrics() {
-	t.m.h = t.w.cfg.Metrics.Task(t.id.String())
+func (t *task) openMetrics(m *metrics.Metrics) {
+	t.m.h = m.Task(t.id.String())
 	t.m.h.RestoreRemaining.Set(0)
 	t.m.lag = make([]prometheus.Gauge, len(t.sources))
 	t.m.end = make([]int64, len(t.sources))
@@ -54,9 +54,9 @@ func (t *task) openMetrics() {
 
 // runMetrics starts reporting the database and reading the processor's
 // counts, once the task is built.
-func (t *task) runMetrics() {
+func (t *task) runMetrics(m *metrics.Metrics) {
 	t.m.counts, _ = t.proc.(processorCounts)
-	t.m.removeDB = t.w.cfg.Metrics.AddDB(t.id.String(), t.db)
+	t.m.removeDB = m.AddDB(t.id.String(), t.db)
 }
 
 func (t *task) closeMetrics() {

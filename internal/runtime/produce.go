@@ -22,9 +22,9 @@ func (w *worker) produceRecord(topic string, partition int32, key, value []byte,
 	if err := CheckRecordSize(topic, key, value, headers, w.cfg.MaxRecordBytes); err != nil {
 		return nil, err
 	}
-	// A punctuator may produce when no record opened a transaction.
-	if err := w.ensureTxn(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTransaction, err)
+	if !w.inTxn {
+		// step begins the transaction before anything can produce.
+		return nil, fmt.Errorf("eddy: produce to %s outside a transaction (a bug in eddy)", topic)
 	}
 	var r *kgo.Record
 	if n := len(w.free); n > 0 {
@@ -74,10 +74,6 @@ func (w *worker) onProduced(r *kgo.Record, err error) {
 // ErrRecordTooLarge is returned by Produce for a record larger than
 // Config.MaxRecordBytes.
 var ErrRecordTooLarge = errors.New("record too large")
-
-// ErrTransaction wraps a failure to open a transaction for a produce: the
-// runtime's trouble, not the record's.
-var ErrTransaction = errors.New("eddy: transaction")
 
 // CheckRecordSize returns an error wrapping ErrRecordTooLarge when key,
 // value and headers (what franz-go counts against a batch's size) exceed

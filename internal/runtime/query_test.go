@@ -24,7 +24,7 @@ func TestQueryViewClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := newQueries()
-	tk := &task{id: TaskID{0, 1}, db: db, committed: state.NewOffsets()}
+	tk := &task{TaskState: TaskState{id: TaskID{0, 1}, db: db, committed: state.NewOffsets()}}
 	q.add(tk)
 	reading, release := make(chan struct{}), make(chan struct{})
 	readDone := make(chan error, 1)

@@ -29,7 +29,7 @@ func (w *worker) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 	for _, id := range ids {
 		if t := w.tasks[id]; t != nil {
 			t.log.Info("closing a stale task: its partitions were revoked and assigned again")
-			if err := t.close(); err != nil {
+			if err := w.closeTask(t); err != nil {
 				w.log.Warn("close task", "task", t.id.String(), "err", err)
 			}
 			delete(w.tasks, id)
@@ -55,7 +55,7 @@ func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string]
 	ids := w.plan.tasksOf(revoked)
 	for _, id := range ids {
 		if t := w.tasks[id]; t != nil {
-			if err := t.close(); err != nil {
+			if err := w.closeTask(t); err != nil {
 				w.log.Warn("close task", "task", t.id.String(), "err", err)
 			}
 			delete(w.tasks, id)
@@ -117,7 +117,7 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	var opened []*task
 	closeOpened := func() {
 		for _, t := range opened {
-			if err := t.close(); err != nil {
+			if err := w.closeTask(t); err != nil {
 				w.log.Warn("close task", "task", t.id.String(), "err", err)
 			}
 		}

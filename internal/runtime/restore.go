@@ -58,7 +58,7 @@ func (w *worker) restore(ctx context.Context, t *task) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	prog := newRestoreProgress(w.cfg.OnRestoreProgress, t, "changelog", total, spans)
+	prog := newRestoreProgress(w.cfg.OnRestoreProgress, w.board, t, "changelog", total, spans)
 
 	storeOf := make(map[string]string, len(t.sub.storeNames))
 	for i, store := range t.sub.storeNames {
@@ -153,12 +153,12 @@ type restoreProgress struct {
 	status *boardTask
 }
 
-func newRestoreProgress(report func(RestoreProgress), t *task, source string, total int64, spans map[string]map[int32]kafka.Span) *restoreProgress {
+func newRestoreProgress(report func(RestoreProgress), board *workerBoard, t *task, source string, total int64, spans map[string]map[int32]kafka.Span) *restoreProgress {
 	now := time.Now()
 	rp := &restoreProgress{
 		p:      RestoreProgress{Task: t.id, Source: source, Offsets: total},
 		report: report, log: t.log, gauge: t.m.h.RestoreRemaining, start: now, lastSent: now, lastLog: now,
-		board: t.w.board, status: t.status,
+		board: board, status: t.status,
 		from: make(map[string]int64), passed: make(map[string]int64),
 	}
 	for topic, parts := range spans {

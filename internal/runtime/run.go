@@ -43,11 +43,9 @@ const (
 	phaseStopped
 )
 
-// New checks cfg and topo and returns an instance ready to Run.
+// New checks topo and returns an instance ready to Run. cfg is trusted:
+// eddy.New validated it.
 func New(cfg Config, topo Topology) (*Instance, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("eddy: invalid config: %w", err)
-	}
 	p, err := newPlan(cfg.AppID, topo)
 	if err != nil {
 		return nil, err

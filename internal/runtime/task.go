@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -20,28 +19,21 @@ import (
 // its stores' changelogs, and its processors. It is used by its worker's goroutine only (rebalance callbacks
 // run serialized with processing, see worker).
 type task struct {
-	w    *worker
+	// TaskState is the task's database, write buffer, stream time and
+	// offsets; the task adds the changelog and the worker's transaction.
+	TaskState
 	sub  *subPlan
-	id   TaskID
 	dir  string
-	log  *slog.Logger
-	db   state.DB
-	buf  *state.Buffer
 	proc TaskProcessor
 
-	// committed is what db reflects: input offsets and, per store, the
-	// next changelog offset.
-	committed state.Offsets
-	// sources[i] is the i-th source partition; next[i] is the offset after
-	// the last record processed in the open transaction, skip[i] the
-	// committed input offset below which records are already in the state.
-	sources []state.TopicPartition
-	next    []int64
-	skip    []int64
-
-	// streamTime is the open transaction's stream time; committed holds
-	// the committed one.
-	streamTime int64
+	// What the task needs of its worker, and nothing more: the open
+	// transaction to produce into, the wall clock of the current poll,
+	// the global stores, and the backend its database lives in (which a
+	// corrupt or stale database is destroyed from and reopened with).
+	txn     producer
+	clock   *int64
+	globals *globals
+	backend state.Backend
 
 	// pending[i] are the current poll's records of source i, consumed
 	// from pendingAt[i] on; polled marks the task as listed in the
@@ -57,12 +49,6 @@ type task struct {
 	// dirty is set once the open transaction processed a record here, or
 	// a punctuator wrote or produced.
 	dirty bool
-	// writes are the buffer's dirty writes, taken once per commit: sent to
-	// the changelog, then applied to db if the transaction committed.
-	writes []state.Write
-	// ranges are the buffer's range deletes (expired window segments),
-	// applied with writes; they are not logged (see state.Buffer).
-	ranges []state.DeleteRange
 	// logged are the changelog records of the open transaction and
 	// loggedStore[i] the index (in topology Stores) of logged[i]'s store.
 	logged      []*kgo.Record
@@ -81,30 +67,20 @@ type task struct {
 	m taskMetrics
 }
 
-func (t *task) ID() TaskID           { return t.id }
-func (t *task) Logger() *slog.Logger { return t.log }
-func (t *task) Store(name string) (*state.StoreBuffer, error) {
-	if _, ok := t.sub.storeIndex[name]; !ok {
-		return nil, fmt.Errorf("eddy: store %q is not declared in sub-topology %d; pass it to the processor that uses it", name, t.sub.index)
-	}
-	return t.buf.Store(name), nil
+// producer produces a record into the open transaction: the worker's,
+// which step begins before anything can produce. partition < 0 means the
+// partitioner chooses from the key.
+type producer interface {
+	produceRecord(topic string, partition int32, key, value []byte, ts int64, headers []kgo.RecordHeader) (*kgo.Record, error)
 }
 
-func (t *task) StreamTime() int64 { return t.streamTime }
+func (t *task) WallClock() int64 { return *t.clock }
 
-func (t *task) WallClock() int64 { return t.w.wallClock }
-
-func (t *task) AdvanceStreamTime(ts int64) {
-	if ts > t.streamTime {
-		t.streamTime = ts
-	}
-}
-
-func (t *task) GlobalStore(name string) (GlobalReader, error) { return t.w.globals.store(name) }
+func (t *task) GlobalStore(name string) (GlobalReader, error) { return t.globals.store(name) }
 
 func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
 	t.m.produced++
-	_, err := t.w.produceRecord(topic, -1, key, value, timestamp, headers)
+	_, err := t.txn.produceRecord(topic, -1, key, value, timestamp, headers)
 	return err
 }
 
@@ -112,11 +88,9 @@ func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers
 // from the changelog and instantiates the processors.
 func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 	t := &task{
-		w:      w,
+		txn: w, clock: &w.wallClock, globals: w.globals, backend: w.cfg.Backend,
 		sub:    &w.plan.subs[id.Subtopology],
-		id:     id,
 		dir:    filepath.Join(w.cfg.StateDir, w.cfg.AppID, id.String()),
-		log:    w.log.With("task", id.String()),
 		status: w.board.open(id),
 	}
 	defer func() {
@@ -124,14 +98,14 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 			w.board.closed(id, t.status)
 		}
 	}()
-	for _, topic := range t.sub.Sources {
-		t.sources = append(t.sources, state.TopicPartition{Topic: topic, Partition: id.Partition})
+	sources := make([]state.TopicPartition, len(t.sub.Sources))
+	for i, topic := range t.sub.Sources {
+		sources[i] = state.TopicPartition{Topic: topic, Partition: id.Partition}
 	}
-	t.next = make([]int64, len(t.sources))
-	t.skip = make([]int64, len(t.sources))
+	t.init(id, t.sub.Stores, sources, w.log)
 	t.pending = make([][]*kgo.Record, len(t.sources))
 	t.pendingAt = make([]int, len(t.sources))
-	t.openMetrics()
+	t.openMetrics(w.cfg.Metrics)
 	defer func() {
 		if err != nil {
 			t.closeMetrics()
@@ -140,7 +114,10 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 	if err := os.MkdirAll(t.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("eddy: task %s: %w", id, err)
 	}
-	if err := t.openDB(); err != nil {
+	if db, offsets, ok := w.standbys.handOver(id); ok {
+		// This process's standby of the task: open and caught up.
+		t.db, t.committed = db, offsets
+	} else if err := t.openDB(); err != nil {
 		return nil, err
 	}
 	if len(t.sub.storeNames) > 0 {
@@ -161,48 +138,34 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 			return nil, fmt.Errorf("eddy: task %s: restore: %w", id, err)
 		}
 	}
-	for i, tp := range t.sources {
-		if !w.cfg.IgnoreStateOffsets {
-			t.skip[i] = t.committed.Input[tp]
-		}
-		t.next[i] = t.skip[i]
-	}
-	t.streamTime = t.committed.StreamTime
-	t.buf = state.NewBuffer(t.db)
+	t.resume(w.cfg.IgnoreStateOffsets)
 	proc, err := t.sub.NewTask(t)
 	if err != nil {
 		t.db.Close()
 		return nil, permanent(fmt.Errorf("eddy: task %s: build processors: %w", id, err))
 	}
 	t.proc = proc
-	t.runMetrics()
+	t.runMetrics(w.cfg.Metrics)
 	return t, nil
 }
 
 // openDB opens the database, discarding it when the backend reports it
 // corrupt (the changelog is the truth; DESIGN.md §4).
 func (t *task) openDB() error {
-	if db, offsets, ok := t.w.standbys.handOver(t.id); ok {
-		// This process's standby of the task: open and caught up.
-		t.db, t.committed = db, offsets
-		return nil
-	}
-	db, err := t.w.cfg.Backend.Open(t.dir)
+	db, err := t.backend.Open(t.dir)
 	if errors.Is(err, state.ErrCorrupt) {
 		t.log.Warn("local state is corrupt; rebuilding it (from the newest checkpoint if checkpoints are on, then the changelog)", "err", err)
-		if err = t.w.cfg.Backend.Destroy(t.dir); err == nil {
-			db, err = t.w.cfg.Backend.Open(t.dir)
+		if err = t.backend.Destroy(t.dir); err == nil {
+			db, err = t.backend.Open(t.dir)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("eddy: task %s: open state: %w", t.id, err)
 	}
-	offsets, err := db.Offsets()
-	if err != nil {
+	if err := t.attach(db); err != nil {
 		db.Close()
-		return fmt.Errorf("eddy: task %s: read offsets: %w", t.id, err)
+		return err
 	}
-	t.db, t.committed = db, offsets
 	return nil
 }
 
@@ -213,7 +176,7 @@ func (t *task) openDB() error {
 // database reflects.
 func (w *worker) restoreTask(ctx context.Context, t *task) error {
 	if w.ckpt != nil && isEmpty(t.committed) {
-		if _, err := w.ckpt.restore(ctx, t); err != nil {
+		if _, err := w.ckpt.restore(ctx, t, w.cl); err != nil {
 			return err
 		}
 	}
@@ -228,7 +191,7 @@ func isEmpty(o state.Offsets) bool {
 
 func (t *task) rebuildDB() error {
 	t.db.Close()
-	if err := t.w.cfg.Backend.Destroy(t.dir); err != nil {
+	if err := t.backend.Destroy(t.dir); err != nil {
 		return err
 	}
 	return t.openDB()
@@ -277,14 +240,14 @@ func (t *task) sourceIndex(topic string) int {
 // logChangelog produces the open transaction's dirty keys, then one offsets
 // record per store, to the task's changelog partitions (DESIGN.md §3 step 2).
 func (t *task) logChangelog() error {
-	t.writes = t.buf.Writes(t.writes[:0])
+	writes := t.takeWrites()
 	t.logged, t.loggedStore = t.logged[:0], t.loggedStore[:0]
 	// Changelog records carry the wall clock, not the records' event
 	// time: a changelog with a delete policy (a window store's) expires
 	// by it, and a zero timestamp would leave it to the client.
 	now := time.Now().UnixMilli()
-	for i := range t.writes {
-		wr := &t.writes[i]
+	for i := range writes {
+		wr := &writes[i]
 		si := t.sub.storeIndex[wr.Store]
 		var value []byte // nil: a tombstone
 		if !wr.Delete {
@@ -293,7 +256,7 @@ func (t *task) logChangelog() error {
 				value = []byte{} // an empty value is a value
 			}
 		}
-		r, err := t.w.produceRecord(t.sub.changelogs[si], t.id.Partition, wr.Key, value, now, nil)
+		r, err := t.txn.produceRecord(t.sub.changelogs[si], t.id.Partition, wr.Key, value, now, nil)
 		if err != nil {
 			return err
 		}
@@ -305,7 +268,7 @@ func (t *task) logChangelog() error {
 	}
 	t.scratch = appendOffsetsRecord(t.scratch[:0], input, t.streamTime)
 	for si, topic := range t.sub.changelogs {
-		r, err := t.w.produceRecord(topic, t.id.Partition, []byte(offsetsRecordKey), t.scratch, now, offsetsHeader)
+		r, err := t.txn.produceRecord(topic, t.id.Partition, []byte(offsetsRecordKey), t.scratch, now, offsetsHeader)
 		if err != nil {
 			return err
 		}
@@ -320,35 +283,21 @@ var offsetsHeader = []kgo.RecordHeader{{Key: offsetsHeaderKey, Value: []byte{off
 // applyCommitted writes the committed transaction's state and offsets to the
 // database in one batch (DESIGN.md §3 step 4).
 func (t *task) applyCommitted() error {
-	for i, tp := range t.sources {
-		t.committed.Input[tp] = t.next[i]
-	}
-	t.committed.StreamTime = t.streamTime
-	t.status.streamTime.Store(t.streamTime)
 	for i, r := range t.logged {
 		store := t.sub.storeNames[t.loggedStore[i]]
 		if r.Offset+1 > t.committed.Changelog[store] {
 			t.committed.Changelog[store] = r.Offset + 1
 		}
 	}
-	t.ranges = t.buf.Ranges(t.ranges[:0])
-	if err := t.db.Apply(&state.Batch{Writes: t.writes, Ranges: t.ranges, Offsets: t.committed}); err != nil {
-		return fmt.Errorf("eddy: task %s: apply committed state: %w", t.id, err)
+	if err := t.apply(); err != nil {
+		return err
 	}
+	t.status.streamTime.Store(t.streamTime)
 	if t.view != nil {
 		t.view.streamTime.Store(t.streamTime)
 	}
-	copy(t.skip, t.next)
-	t.buf.Commit()
 	t.reset()
 	return nil
-}
-
-// hasRanges reports whether the open transaction deleted a range (a
-// punctuator dropping expired segments writes nothing else).
-func (t *task) hasRanges() bool {
-	t.ranges = t.buf.Ranges(t.ranges[:0])
-	return len(t.ranges) > 0
 }
 
 // recordChangelogEnds stores the changelog end offsets when they are past
@@ -356,8 +305,8 @@ func (t *task) hasRanges() bool {
 // last transaction (one marker per transaction and partition).
 func (t *task) recordChangelogEnds(ends kadm.ListedOffsets) error {
 	changed := false
-	for _, store := range t.sub.storeNames {
-		end, ok := ends.Lookup(ChangelogTopic(t.w.cfg.AppID, store), t.id.Partition)
+	for i, store := range t.sub.storeNames {
+		end, ok := ends.Lookup(t.sub.changelogs[i], t.id.Partition)
 		if ok && end.Offset == t.committed.Changelog[store]+1 {
 			t.committed.Changelog[store] = end.Offset
 			changed = true
@@ -374,42 +323,37 @@ func (t *task) recordChangelogEnds(ends kadm.ListedOffsets) error {
 
 // rollback drops the open transaction's work after an abort (§3 step 5).
 func (t *task) rollback() {
-	copy(t.next, t.skip)
-	t.streamTime = t.committed.StreamTime
-	t.buf.Reset()
+	t.Rollback()
 	t.reset()
 }
 
 func (t *task) reset() {
 	t.dirty = false
-	clear(t.writes)
-	t.writes = t.writes[:0]
-	clear(t.ranges)
-	t.ranges = t.ranges[:0]
 	clear(t.logged)
 	t.logged, t.loggedStore = t.logged[:0], t.loggedStore[:0]
 }
 
-// close drops uncommitted work and releases the processors and the database.
-func (t *task) close() error {
-	t.w.board.set(t.status, TaskClosing)
-	defer t.w.board.closed(t.id, t.status)
+// closeTask drops t's uncommitted work and releases its processors and
+// database.
+func (w *worker) closeTask(t *task) error {
+	w.board.set(t.status, TaskClosing)
+	defer w.board.closed(t.id, t.status)
 	t.rollback()
 	var errs []error
 	if t.proc != nil {
 		errs = append(errs, t.proc.Close())
 	}
-	t.closeMetrics()      // before the database closes: a scrape may read it
-	t.w.queries.remove(t) // waits for the queries reading db
+	t.closeMetrics()    // before the database closes: a scrape may read it
+	w.queries.remove(t) // waits for the queries reading db
 	errs = append(errs, t.db.Close())
 	if t.corrupt {
 		// Found corrupt while it ran (a damaged block read by a Get or
 		// a scan): the next open rebuilds it from the changelog.
 		t.log.Warn("local state is corrupt; discarding it, the next open rebuilds it (from the newest checkpoint if checkpoints are on, then the changelog)")
-		errs = append(errs, t.w.cfg.Backend.Destroy(t.dir))
+		errs = append(errs, t.backend.Destroy(t.dir))
 	}
 	// Only now may this process's standby of the task reopen the database.
-	t.w.standbys.release(t.id)
+	w.standbys.release(t.id)
 	return errors.Join(errs...)
 }
 

@@ -342,12 +342,19 @@ func (w *worker) step(fetches kgo.Fetches) error {
 		}
 	}
 	defer w.clearPolled()
-	w.wallClock = time.Now().UnixMilli()
+	now := time.Now()
+	w.wallClock = now.UnixMilli()
 	err := w.route(fetches)
+	punctuationDue := !now.Before(w.lastPunctuate.Add(w.cfg.CommitInterval))
+	// The transaction begins here, before anything may produce into it:
+	// the records of this poll, or the punctuators.
+	if err == nil && (len(w.polled) > 0 || punctuationDue) {
+		err = w.begin()
+	}
 	if err == nil {
 		err = w.processPolled()
 	}
-	if now := time.Now(); err == nil && !now.Before(w.lastPunctuate.Add(w.cfg.CommitInterval)) {
+	if err == nil && punctuationDue {
 		err = w.punctuate(now)
 	}
 	if err != nil {
@@ -355,6 +362,11 @@ func (w *worker) step(fetches kgo.Fetches) error {
 		// but not processed: abort so the consumer rewinds to them.
 		w.abort()
 		return err
+	}
+	if w.inTxn && w.txnEmpty() {
+		// Every record was already in the state and no punctuator wrote:
+		// end the transaction the step began, which the broker never saw.
+		w.endEmpty()
 	}
 	if w.inTxn && (w.txnRecords >= w.cfg.CommitRecords || !time.Now().Before(w.txnStart.Add(w.cfg.CommitInterval))) {
 		if err := w.commit(); err != nil {
@@ -391,18 +403,13 @@ func fetchError(fetches kgo.Fetches) error {
 }
 
 func (w *worker) processRecord(t *task, r *kgo.Record) error {
-	src := t.sourceIndex(r.Topic)
-	if r.Offset < t.next[src] {
+	if !t.Consume(t.sourceIndex(r.Topic), r.Offset+1) {
 		// Already in the state (the group's offset fell behind the
 		// offsets our changelog carried, DESIGN.md §6) or already
 		// processed in this transaction (the consumer was rewound).
 		return nil
 	}
-	if err := w.ensureTxn(); err != nil {
-		return err
-	}
 	t.dirty = true
-	t.next[src] = r.Offset + 1
 	w.txnRecords++
 	if err := t.process(r); err != nil {
 		if errors.Is(err, state.ErrCorrupt) {
@@ -505,10 +512,12 @@ func (w *worker) commit() error {
 	return nil
 }
 
-// ensureTxn begins a transaction (exactly-once) or a commit period (at
-// least once) unless one is open. Begin only changes the producer's state;
-// the broker hears of the transaction with its first record or offset.
-func (w *worker) ensureTxn() error {
+// begin begins a transaction (exactly-once) or a commit period (at least
+// once) unless one is open. step calls it before it processes records or
+// punctuates, so producing never begins one. Begin only changes the
+// producer's state; the broker hears of the transaction with its first
+// record or offset.
+func (w *worker) begin() error {
 	if w.inTxn {
 		return nil
 	}
@@ -521,8 +530,35 @@ func (w *worker) ensureTxn() error {
 	return nil
 }
 
-// punctuate calls every task's Punctuate in the open transaction, or in
-// one it begins if a task writes. A task whose Punctuate wrote state,
+// txnEmpty reports whether the open transaction holds nothing: no record
+// processed, nothing produced, no task's state or stream time changed.
+func (w *worker) txnEmpty() bool {
+	if w.txnRecords > 0 || len(w.produced) > 0 {
+		return false
+	}
+	for _, t := range w.tasks {
+		if t.dirty {
+			return false
+		}
+	}
+	return true
+}
+
+// endEmpty ends an empty transaction. Nothing was produced, so franz-go
+// ends it without a request to the broker, and it is neither a commit nor
+// an abort: the consumer is not rewound and nothing is counted.
+func (w *worker) endEmpty() {
+	if w.sess != nil {
+		ctx, cancel := w.endContext()
+		if err := w.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			w.log.Warn("end empty transaction", "err", err)
+		}
+		cancel()
+	}
+	w.inTxn, w.txnRecords = false, 0
+}
+
+// punctuate calls every task's Punctuate in the open transaction. A task whose Punctuate wrote state,
 // produced or moved its stream time is dirty: it must be committed (its
 // changelog and offsets record written) like a task that processed
 // records. Nothing else tells a write apart, so the buffer (writes and
@@ -543,9 +579,6 @@ func (w *worker) punctuate(now time.Time) error {
 		t.flushMetrics(0, 0) // what punctuators produced
 		if t.dirty || len(w.produced) == produced && t.buf.Len() == 0 && t.streamTime == streamTime && !t.hasRanges() {
 			continue
-		}
-		if err := w.ensureTxn(); err != nil {
-			return err
 		}
 		t.dirty = true
 	}
@@ -685,7 +718,7 @@ func (w *worker) recordChangelogEnds(ctx context.Context) error {
 
 func (w *worker) closeTasks() {
 	for id, t := range w.tasks {
-		if err := t.close(); err != nil {
+		if err := w.closeTask(t); err != nil {
 			w.log.Warn("close task", "task", t.id.String(), "err", err)
 		}
 		delete(w.tasks, id)

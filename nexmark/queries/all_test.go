@@ -3,6 +3,8 @@ package queries
 import (
 	"testing"
 
+	"github.com/eddy-streams/eddy/eddytest"
+
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/nexmark"
 )
@@ -25,9 +27,12 @@ func TestAllBuild(t *testing.T) {
 		}
 		topo := eddy.NewTopology()
 		q.Build(topo, nexmark.DefaultTopics(), "out")
-		if _, err := topo.Build(eddy.Config{AppID: "nexmark-" + q.Name}); err != nil {
+		d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "nexmark-" + q.Name}})
+		if err != nil {
 			t.Errorf("%s: %v", q.Name, err)
+			continue
 		}
+		d.Close()
 	}
 	if _, ok := Lookup("q6"); ok {
 		t.Error("Lookup found q6, which the suite does not run")

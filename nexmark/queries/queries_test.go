@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/eddy-streams/eddy/internal/plan"
+
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/eddytest"
 	"github.com/eddy-streams/eddy/nexmark"
@@ -34,7 +36,7 @@ func run(t *testing.T, q Query, g *nexmark.Generator, n int64) []output {
 	}
 	defer d.Close()
 	reads := map[string]bool{}
-	rt, err := topo.Build(eddy.Config{AppID: "eddytest"})
+	rt, err := plan.Build(topo, eddy.Config{AppID: "eddytest"})
 	if err != nil {
 		t.Fatal(err)
 	}

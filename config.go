@@ -1,0 +1,271 @@
+package eddy
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/checkpoint"
+	"github.com/eddy-streams/eddy/internal/runtime"
+	"github.com/eddy-streams/eddy/state"
+)
+
+// Guarantee is the processing guarantee.
+type Guarantee int
+
+const (
+	// ExactlyOnce: every input changes state and outputs exactly once,
+	// through Kafka transactions (the default).
+	ExactlyOnce Guarantee = iota
+	// AtLeastOnce: no transactions; after a crash the records since the
+	// last commit are processed again and their outputs written again.
+	AtLeastOnce
+)
+
+func (g Guarantee) String() string {
+	switch g {
+	case ExactlyOnce:
+		return "exactly-once"
+	case AtLeastOnce:
+		return "at-least-once"
+	}
+	return fmt.Sprintf("Guarantee(%d)", int(g))
+}
+
+// ParseGuarantee parses "exactly-once" or "at-least-once".
+func ParseGuarantee(s string) (Guarantee, error) {
+	switch s {
+	case "exactly-once", "exactly_once":
+		return ExactlyOnce, nil
+	case "at-least-once", "at_least_once":
+		return AtLeastOnce, nil
+	}
+	return 0, fmt.Errorf("eddy: guarantee %q: use exactly-once or at-least-once", s)
+}
+
+// Config configures Run. Zero fields take the defaults named on them.
+type Config struct {
+	// AppID names the application: its consumer group, the prefix of its
+	// changelog topics and transactional ids. Required.
+	AppID string
+	// Brokers are the Kafka bootstrap servers. Required.
+	Brokers []string
+	// StateDir holds the task databases, under StateDir/AppID. Required.
+	StateDir string
+	// InstanceID is the static group membership id of this instance: a
+	// restarted instance with the same id gets its tasks back at once.
+	// Default: derived from the absolute StateDir, so one state directory
+	// is one instance.
+	InstanceID string
+	// Workers is the number of workers (group members) in this process.
+	// Default 1.
+	Workers int
+	// StandbyReplicas is how many standby copies of each stateful task the
+	// group keeps on other instances (DESIGN.md §4): a standby follows the
+	// task's changelog into its own local database, so that when the
+	// task's instance fails the group gives the task to the instance with
+	// the most caught-up standby, which replays only the last few
+	// transactions instead of the whole changelog. A copy needs an
+	// instance (a process) that does not run the task: with fewer
+	// instances, fewer copies exist. Each standby costs its instance the
+	// task's disk space and a share of a changelog reader. The group
+	// leader's setting applies: give every instance the same. Default 0.
+	StandbyReplicas int
+	// CommitInterval is how often a transaction commits. Default 100ms.
+	CommitInterval time.Duration
+	// CommitRecords caps the records of one transaction. Default 100000
+	// (the interval usually ends a transaction first).
+	CommitRecords int
+	// SessionTimeout is the group session timeout. Default 10s.
+	SessionTimeout time.Duration
+	// TransactionTimeout bounds how long a crashed instance's open
+	// transaction blocks its partitions. Default 10s.
+	TransactionTimeout time.Duration
+	// Guarantee is the processing guarantee. Default ExactlyOnce.
+	Guarantee Guarantee
+	// OnDecodeError is the policy for records that fail to decode.
+	// Default DeadLetter.
+	OnDecodeError ErrorPolicy
+	// OnProcessError is the policy for records whose processing fails
+	// (an error or a panic in user code, an output that fails to
+	// encode). Default Fail.
+	OnProcessError ErrorPolicy
+	// OnProduceError is the policy for output records larger than
+	// MaxRecordBytes. Default Fail.
+	OnProduceError ErrorPolicy
+	// MaxRecordBytes caps an output record's key, value and headers
+	// (changelog records included): a larger one is refused at once with
+	// ErrRecordTooLarge (and OnProduceError applies), rather than failing
+	// the transaction at the broker. Default 1,000,000, under Kafka's
+	// default max.message.bytes (1,048,588); raise both together.
+	MaxRecordBytes int
+	// IgnoreStateOffsets resumes tasks from the group's committed offsets
+	// alone, ignoring the input offsets carried in the changelog. It exists
+	// only to measure what those offsets protect against (lost group
+	// offsets, DESIGN.md §6); it weakens exactly-once. Default false.
+	IgnoreStateOffsets bool
+	// Backend stores task state. Default: Pebble with its default options.
+	Backend state.Backend
+	// CheckpointURL turns on remote incremental checkpoints of the task
+	// databases (DESIGN.md §4): "file:///absolute/path" (a directory,
+	// local or mounted) or "s3://bucket/prefix" (endpoint, credentials and
+	// region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY and AWS_REGION; the bucket must exist). Each
+	// task uploads the files its last checkpoint lacks, every
+	// CheckpointInterval and at a clean stop; a task that starts without
+	// local state (a new machine, a wiped or corrupt directory) downloads
+	// the newest checkpoint and replays only the changelog written since.
+	// Default: none; such a task replays its whole changelog. Checkpoints
+	// need a backend that can take them (Pebble on the OS file system).
+	CheckpointURL string
+	// CheckpointStore is used instead of CheckpointURL, for a store of
+	// your own. Default: none.
+	CheckpointStore checkpoint.Store
+	// CheckpointInterval is how often each task is checkpointed when
+	// checkpoints are on. Default 1 minute; negative: only at a clean stop.
+	CheckpointInterval time.Duration
+	// CheckpointKeep is how many checkpoints per task the store keeps; the
+	// files only older ones need are deleted. Default 3.
+	CheckpointKeep int
+	// Logger receives the app's logs. Default slog.Default().
+	Logger *slog.Logger
+	// KafkaOptions are added to every Kafka client (TLS, SASL, ...).
+	KafkaOptions []kgo.Opt
+	// Endpoint is the host:port at which this instance serves its HTTP
+	// endpoints (App.Handler), as other instances reach it: the group
+	// learns it, so that any instance can forward a state query to the
+	// instance that owns the key (Kafka Streams' application.server).
+	// Default: none; the instance answers for its own tasks only, and
+	// other instances cannot route to it.
+	Endpoint string
+	// HTTPToken, when set, protects the endpoints of Handler: every
+	// request but /healthz and /readyz must carry it as a bearer token
+	// (or the browser cookie the web UI gets from "?token=TOKEN"). Give
+	// every instance the same: forwarded queries carry it. Default: none.
+	HTTPToken string
+	// HTTPPeerTLS, when set, makes queries forwarded to other instances
+	// use HTTPS with this client configuration: set it when the instances
+	// serve Handler over TLS. Default: plain HTTP.
+	HTTPPeerTLS *tls.Config
+	// OnRestoreProgress, if set, receives each task's restore progress:
+	// at the start, at most every second, and at the end (Done). It runs
+	// in a worker's goroutine: return quickly. Restores are also logged
+	// every 5 seconds with records, bytes, percent and ETA.
+	OnRestoreProgress func(RestoreProgress)
+}
+
+func (c *Config) applyDefaults() {
+	if c.InstanceID == "" && c.StateDir != "" {
+		c.InstanceID = InstanceIDFromDir(c.StateDir)
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = 100 * time.Millisecond
+	}
+	if c.CommitRecords == 0 {
+		c.CommitRecords = 100_000
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.CheckpointKeep == 0 {
+		c.CheckpointKeep = checkpoint.DefaultKeep
+	}
+	c.policyDefaults()
+}
+
+// DefaultCheckpointInterval is Config.CheckpointInterval's default.
+const DefaultCheckpointInterval = time.Minute
+
+var unsafeIDChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// InstanceIDFromDir derives a static membership id from a state directory:
+// its base name and a hash of its absolute path.
+func InstanceIDFromDir(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	base := unsafeIDChars.ReplaceAllString(filepath.Base(abs), "_")
+	return base + "-" + hex.EncodeToString(sum[:4])
+}
+
+// validate returns every problem of c (after applyDefaults), joined, each
+// naming the field and a valid value: New reports them all at once,
+// before anything contacts a broker.
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !runtime.ValidName(c.AppID) {
+		bad("AppID %q: set a non-empty id of letters, digits, '.', '_' and '-' (it prefixes topic names), e.g. \"ledger\"", c.AppID)
+	}
+	if len(c.Brokers) == 0 {
+		bad("Brokers: set at least one host:port, e.g. 127.0.0.1:9092")
+	}
+	if c.StateDir == "" {
+		bad("StateDir: set the directory that holds the task databases")
+	}
+	if !runtime.ValidName(c.InstanceID) {
+		bad("InstanceID %q: set a stable id per instance of letters, digits, '.', '_' and '-' (static group membership)", c.InstanceID)
+	}
+	if c.Workers < 1 {
+		bad("Workers %d: must be at least 1", c.Workers)
+	}
+	if c.StandbyReplicas < 0 {
+		bad("StandbyReplicas %d: must be 0 (none) or more", c.StandbyReplicas)
+	}
+	if c.CommitInterval <= 0 {
+		bad("CommitInterval %v: must be positive, e.g. 100ms", c.CommitInterval)
+	}
+	if c.CommitRecords < 1 {
+		bad("CommitRecords %d: must be at least 1", c.CommitRecords)
+	}
+	if c.MaxRecordBytes < 0 || c.MaxRecordBytes > runtime.MaxMaxRecordBytes {
+		bad("MaxRecordBytes %d: must be from 1 to %d, or 0 for the default %d (under Kafka's default max.message.bytes)", c.MaxRecordBytes, runtime.MaxMaxRecordBytes, DefaultMaxRecordBytes)
+	}
+	if c.SessionTimeout <= 0 {
+		bad("SessionTimeout %v: must be positive, e.g. 10s", c.SessionTimeout)
+	}
+	if c.TransactionTimeout <= 0 {
+		bad("TransactionTimeout %v: must be positive, e.g. 10s", c.TransactionTimeout)
+	}
+	if c.Guarantee != ExactlyOnce && c.Guarantee != AtLeastOnce {
+		bad("Guarantee %d: use eddy.ExactlyOnce or eddy.AtLeastOnce", c.Guarantee)
+	}
+	if c.CheckpointURL != "" && c.CheckpointStore != nil {
+		bad("CheckpointURL and CheckpointStore are both set; set one")
+	}
+	if c.CheckpointKeep < 1 {
+		bad("CheckpointKeep %d: keep at least 1 checkpoint per task, e.g. 3 (0 is the default, 3)", c.CheckpointKeep)
+	}
+	if err := runtime.CheckEndpoint(c.Endpoint); err != nil {
+		bad("Endpoint: %v", err)
+	}
+	if err := c.checkPolicies(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("eddy: invalid config: %w", errors.Join(errs...))
+	}
+	return nil
+}
