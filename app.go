@@ -69,6 +69,9 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.sinkless() {
+		cfg.Logger.Warn("the topology writes no topic and keeps no store: its results go nowhere; add eddy.To (or a store to query)")
+	}
 	return &App{cfg: cfg, rt: rt, stores: t.stores, desc: t.Describe(cfg.AppID), metrics: metrics.New(), failpoints: fail}, nil
 }
 

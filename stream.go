@@ -352,6 +352,7 @@ func To[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serd
 
 func to[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serde.Serde[V]) {
 	n := s.t.add("sink-"+topic, s.n)
+	s.t.writers[n] = topic
 	if !strings.HasPrefix(topic, repartitionPrefix) && !slices.Contains(s.t.sinks, topic) {
 		s.t.sinks = append(s.t.sinks, topic)
 	}

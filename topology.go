@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,7 +29,10 @@ type Topology struct {
 	// sinks are the external topics the topology writes (To), checked
 	// to exist when the app starts.
 	sinks []string
-	errs  []error
+	// writers are the nodes that write a topic (To, and the write side
+	// of a repartition), with the topic as the description names it.
+	writers map[*node]string
+	errs    []error
 }
 
 // storeDecl is a declared store: the node that owns it decides its
@@ -44,7 +48,7 @@ type storeDecl struct {
 
 // NewTopology returns an empty topology.
 func NewTopology() *Topology {
-	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl), rekeyed: make(map[*node]any)}
+	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl), rekeyed: make(map[*node]any), writers: make(map[*node]string)}
 }
 
 // node is one vertex of the description. build instantiates it for a task:
@@ -119,6 +123,9 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 	if len(t.sources) == 0 {
 		return runtime.Topology{}, errors.New("eddy: the topology has no source; add one with eddy.Source")
 	}
+	if err := t.checkLoops(); err != nil {
+		return runtime.Topology{}, err
+	}
 	comp := t.components()
 	subIndex := map[int]int{} // component → sub-topology, numbered in node order
 	var subs []runtime.Subtopology
@@ -157,6 +164,59 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 	}
 	return rt, nil
 }
+
+// checkLoops refuses a topology that writes a topic it reads upstream of
+// the writer (To(s, "in") on a stream of Source "in", directly or through
+// other topics): each record would come back as input, and its outputs
+// again, without end. A topic written by one part and read by another (a
+// chain) is fine.
+func (t *Topology) checkLoops() error {
+	children := make(map[*node][]*node, len(t.nodes))
+	for _, n := range t.nodes {
+		for _, p := range n.parents {
+			children[p] = append(children[p], n)
+		}
+	}
+	// A writer's topic leads to the source that reads it.
+	for w, topic := range t.writers {
+		if src := t.sources[topic]; src != nil {
+			children[w] = append(children[w], src)
+		}
+	}
+	for w, topic := range t.writers {
+		src := t.sources[topic]
+		if src == nil {
+			continue
+		}
+		seen := map[*node]bool{}
+		stack := []*node{src}
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if n == w {
+				return fmt.Errorf("eddy: operator %s writes topic %s, which the topology reads upstream of it: every record would come back as input without end; write to another topic", w.name, topicLabel(topic))
+			}
+			if !seen[n] {
+				seen[n] = true
+				stack = append(stack, children[n]...)
+			}
+		}
+	}
+	return nil
+}
+
+// topicLabel names a topic of the description for a user.
+func topicLabel(topic string) string {
+	if name, ok := strings.CutPrefix(topic, repartitionPrefix); ok {
+		return "of repartition " + name
+	}
+	return topic
+}
+
+// sinkless reports whether the topology writes no topic and keeps no
+// store: its results would go nowhere (Process nodes may still have side
+// effects, so it is a warning, not an error).
+func (t *Topology) sinkless() bool { return len(t.writers) == 0 && len(t.stores) == 0 }
 
 // RepartitionTopic is the internal topic that carries the re-keyed records
 // of the repartition named name.

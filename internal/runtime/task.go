@@ -289,10 +289,10 @@ func (t *task) applyCommitted() error {
 			t.committed.Changelog[store] = r.Offset + 1
 		}
 	}
+	t.status.streamTime.Store(t.streamTime)
 	if err := t.apply(); err != nil {
 		return err
 	}
-	t.status.streamTime.Store(t.streamTime)
 	if t.view != nil {
 		t.view.streamTime.Store(t.streamTime)
 	}
