@@ -8,14 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
+	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddy-streams/eddy/state"
 	"github.com/eddy-streams/eddy/state/internal/keys"
-	"github.com/eddy-streams/eddy/state/internal/offsetcodec"
 	"github.com/eddy-streams/eddy/state/statetest"
 )
 
@@ -61,127 +60,50 @@ func fill(t *testing.T, b *Backend, dir string) {
 	if err := d.Apply(&state.Batch{Writes: writes, Offsets: testOffsets(1000)}); err != nil {
 		t.Fatal(err)
 	}
+	flush(t, d)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flush(t *testing.T, d state.DB) {
+	t.Helper()
 	if err := d.(*db).pdb.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
-// damage applies fn to every file of dir whose name has the given prefix or
-// suffix and fails if there is none.
-func damage(t *testing.T, dir, affix string, fn func(path string, data []byte) error) {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), affix) && !strings.HasSuffix(e.Name(), affix) {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fn(path, data); err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	if n == 0 {
-		t.Fatalf("no file matching %q in %s", affix, dir)
-	}
-}
-
-func overwrite(data func([]byte) []byte) func(string, []byte) error {
-	return func(path string, b []byte) error { return os.WriteFile(path, data(b), 0o644) }
-}
-
-func garbage(n int) []byte { return bytes.Repeat([]byte("garbage!"), n/8+1)[:n] }
-
-// openAndRead opens dir and reads everything, returning the first error: a
-// damaged file may be noticed at Open or only when a read reaches it.
-func openAndRead(b *Backend, dir string) (where string, err error) {
-	d, err := b.Open(dir)
-	if err != nil {
-		return "open", err
-	}
-	defer d.Close()
-	if err := d.Scan("s", nil, nil, func(k, v []byte) error { return nil }); err != nil {
-		return "scan", err
-	}
-	for i := range 1000 {
-		if _, _, err := d.Get("s", fmt.Appendf(nil, "k%05d", i)); err != nil {
-			return "get", err
-		}
-	}
-	return "", nil
-}
-
-func TestCorruptFiles(t *testing.T) {
-	tests := []struct {
-		name  string
-		affix string
-		fn    func(path string, data []byte) error
-	}{
-		// Checksums catch these on read; Open succeeds.
-		{"table byte flipped", ".sst", overwrite(func(b []byte) []byte { b[len(b)/3] ^= 0xff; return b })},
-		{"table overwritten, same size", ".sst", overwrite(func(b []byte) []byte { return garbage(len(b)) })},
-		// Open's consistency check catches a size change and a missing file.
-		{"table truncated", ".sst", overwrite(func(b []byte) []byte { return b[:len(b)/2] })},
-		{"table overwritten, longer", ".sst", overwrite(func(b []byte) []byte { return garbage(2 * len(b)) })},
-		{"table removed", ".sst", func(path string, _ []byte) error { return os.Remove(path) }},
-		// The MANIFEST is read at Open.
-		{"manifest overwritten", "MANIFEST-", overwrite(func(b []byte) []byte { return garbage(len(b) + 100) })},
-		{"manifest emptied", "MANIFEST-", overwrite(func([]byte) []byte { return nil })},
-		{"manifest removed", "MANIFEST-", func(path string, _ []byte) error { return os.Remove(path) }},
-		{"options overwritten", "OPTIONS-", overwrite(func(b []byte) []byte { return []byte("[Version]\n\x00\xff garbage\n") })},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := newBackend(t, Options{})
-			dir := t.TempDir()
-			fill(t, b, dir)
-			damage(t, dir, tt.affix, tt.fn)
-			where, err := openAndRead(b, dir)
-			if !errors.Is(err, state.ErrCorrupt) {
-				t.Fatalf("%s: %v; want an error wrapping state.ErrCorrupt", where, err)
-			}
-			t.Logf("reported at %s: %v", where, err)
-			// The runtime's answer to ErrCorrupt: destroy and start over.
-			if err := b.Destroy(dir); err != nil {
+// TestDisk runs the suite of every disk backend: damaged files and
+// metadata, a damaged log, a newer format refused, format 1 migrated (the
+// database in testdata/format1 was written by eddy before formats had
+// versions).
+func TestDisk(t *testing.T) {
+	statetest.RunDisk(t, statetest.Disk{
+		New:   func(t *testing.T) state.Backend { return newBackend(t, Options{}) },
+		Flush: func(t *testing.T, d state.DB) { flush(t, d) },
+		GetRaw: func(t *testing.T, d state.DB, key []byte) ([]byte, bool) {
+			v, ok, err := engine{d.(*db).pdb}.Get(key)
+			if err != nil {
 				t.Fatal(err)
 			}
-			d := mustOpen(t, b, dir)
-			defer d.Close()
-			if o, err := d.Offsets(); err != nil || len(o.Input) != 0 {
-				t.Fatalf("offsets after Destroy = %v, %v; want empty", o, err)
+			return v, ok
+		},
+		SetRaw: func(t *testing.T, d state.DB, key, value []byte) {
+			pdb := d.(*db).pdb
+			var err error
+			if value == nil {
+				err = pdb.Delete(key, pebbledb.Sync)
+			} else {
+				err = pdb.Set(key, value, pebbledb.Sync)
 			}
-		})
-	}
-}
-
-func TestCorruptOffsets(t *testing.T) {
-	b := newBackend(t, Options{})
-	dir := t.TempDir()
-	d := mustOpen(t, b, dir)
-	if err := d.(*db).pdb.Set(keys.Meta(), []byte{offsetcodec.Version, 5, 1}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Open(dir); !errors.Is(err, state.ErrCorrupt) {
-		t.Fatalf("Open with bad offsets: %v; want ErrCorrupt", err)
-	}
-	// A failed Open must not leave the directory marked open.
-	if err := b.Destroy(dir); err != nil {
-		t.Fatal(err)
-	}
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+		// The OPTIONS file is read at Open.
+		Damages: []statetest.Damage{{Name: "options overwritten", Affix: "OPTIONS-", Fn: statetest.Overwrite(func([]byte) []byte { return []byte("[Version]\n\x00\xff garbage\n") })}},
+		Format1: "testdata/format1",
+	})
 }
 
 // TestUnreadableDirIsCorrupt: a directory Pebble cannot read, such as one
@@ -204,55 +126,6 @@ func TestUnreadableDirIsCorrupt(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// TestWALDamageKeepsOffsetsConsistent pins the property that makes Pebble's
-// silent stop at a damaged WAL record harmless: what survives is a prefix of
-// the Applies, each with its own offsets.
-func TestWALDamageKeepsOffsetsConsistent(t *testing.T) {
-	b := newBackend(t, Options{})
-	dir := t.TempDir()
-	d := mustOpen(t, b, dir)
-	const n = 200
-	for i := range int64(n) {
-		w := state.Write{Store: "s", Key: []byte("counter"), Value: fmt.Appendf(nil, "%d", i+1)}
-		if err := d.Apply(&state.Batch{Writes: []state.Write{w}, Offsets: testOffsets(i + 1)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	damage(t, dir, ".log", overwrite(func(b []byte) []byte {
-		if len(b) > 1000 {
-			b[len(b)/3] ^= 0x55
-		}
-		return b
-	}))
-	d, err := b.Open(dir)
-	if errors.Is(err, state.ErrCorrupt) {
-		return // also acceptable: the runtime rebuilds
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	v, ok, err := d.Get("s", []byte("counter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := d.Offsets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "0"
-	if ok {
-		want = string(v)
-	}
-	if got := fmt.Sprint(o.Changelog["s"]); got != want {
-		t.Fatalf("after WAL damage: counter %q with changelog offset %s; want them equal", want, got)
-	}
-	t.Logf("WAL damage: %s of %d synced Applies survived, without error", want, n)
 }
 
 // TestCrashKeepsSyncedApplies uses Pebble's crashable file system: a crash
@@ -397,7 +270,7 @@ func TestDeleteRangeTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after flush", d)
-	if err := pdb.Compact(context.Background(), []byte{keys.PrefixStore}, []byte{keys.PrefixStore + 1}, true); err != nil {
+	if err := pdb.Compact(context.Background(), keys.StoresStart(), keys.StoresEnd(), true); err != nil {
 		t.Fatal(err)
 	}
 	check("after compaction", d)

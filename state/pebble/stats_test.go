@@ -60,13 +60,13 @@ func TestMetrics(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.(*db).Metrics(); got != (Metrics{}) {
+	if got := d.(*db).Metrics(); got != (state.DBMetrics{}) {
 		t.Errorf("closed database reports %+v", got)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.CacheMetrics(); got != (CacheMetrics{}) {
+	if got := b.CacheMetrics(); got != (state.CacheMetrics{}) {
 		t.Errorf("closed backend reports %+v", got)
 	}
 }
