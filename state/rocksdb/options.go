@@ -2,7 +2,8 @@ package rocksdb
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/eddy-streams/eddy/state/internal/disk"
 )
 
 // ErrNotBuilt is returned by Open and Destroy in a program built without the
@@ -78,76 +79,30 @@ const (
 	CompressionZstd   Compression = "zstd"
 )
 
-func (c Compression) valid() bool {
-	switch c {
-	case "", CompressionNone, CompressionSnappy, CompressionZstd:
-		return true
+// defaults and limits are what state/internal/disk validates Options
+// against and fills them in with.
+var (
+	defaults = disk.Tuning{
+		CacheSize:                DefaultCacheSize,
+		MemTableSize:             DefaultMemTableSize,
+		MaxOpenFiles:             DefaultMaxOpenFiles,
+		MaxConcurrentCompactions: DefaultMaxConcurrentCompactions,
+		L0CompactionThreshold:    DefaultL0CompactionThreshold,
+		L0StopWritesThreshold:    DefaultL0StopWritesThreshold,
 	}
-	return false
+	// RocksDB would silently clip a memtable size out of its range.
+	limits = disk.Limits{Pkg: "state/rocksdb", Defaults: defaults, MemTableMin: minMemTableSize, MemTableMax: maxMemTableSize,
+		MemTableRule: "must be from 64 KiB to 64 GiB, RocksDB's range (0 means the default, 16 MiB)"}
+)
+
+// tuning returns the fields of o that state/internal/disk validates.
+func (o Options) tuning() disk.Tuning {
+	return disk.Tuning{CacheSize: o.CacheSize, MemTableSize: o.MemTableSize, MaxOpenFiles: o.MaxOpenFiles, MaxConcurrentCompactions: o.MaxConcurrentCompactions,
+		Compression: string(o.Compression), L0CompactionThreshold: o.L0CompactionThreshold, L0StopWritesThreshold: o.L0StopWritesThreshold}
 }
 
 // Validate reports every invalid field of o at once, each error naming its
 // field. New accepts any Options, so that a caller can validate its whole
 // configuration first; with options that Validate rejects, the Backend's
 // Open returns the same errors.
-func (o Options) Validate() error {
-	var errs []error
-	bad := func(field string, v any, why string) {
-		errs = append(errs, fmt.Errorf("state/rocksdb: Options.%s = %v: %s", field, v, why))
-	}
-	if o.CacheSize < 0 {
-		bad("CacheSize", o.CacheSize, "must not be negative (0 means the default, 64 MiB)")
-	}
-	// RocksDB would silently clip a value out of its range.
-	if o.MemTableSize != 0 && (o.MemTableSize < minMemTableSize || o.MemTableSize > maxMemTableSize) {
-		bad("MemTableSize", o.MemTableSize, "must be from 64 KiB to 64 GiB, RocksDB's range (0 means the default, 16 MiB)")
-	}
-	if o.MaxOpenFiles < 0 {
-		bad("MaxOpenFiles", o.MaxOpenFiles, "must not be negative (0 means the default, 256)")
-	}
-	if o.MaxConcurrentCompactions < 0 {
-		bad("MaxConcurrentCompactions", o.MaxConcurrentCompactions, "must not be negative (0 means the default, 1)")
-	}
-	if !o.Compression.valid() {
-		bad("Compression", fmt.Sprintf("%q", o.Compression), `must be "none", "snappy" or "zstd" (empty means snappy)`)
-	}
-	if o.L0CompactionThreshold < 0 {
-		bad("L0CompactionThreshold", o.L0CompactionThreshold, "must not be negative (0 means the default, 4)")
-	}
-	if o.L0StopWritesThreshold < 0 {
-		bad("L0StopWritesThreshold", o.L0StopWritesThreshold, "must not be negative (0 means the default, 36)")
-	}
-	if o.L0CompactionThreshold >= 0 && o.L0StopWritesThreshold >= 0 {
-		// RocksDB would silently raise the stop trigger instead.
-		if d := o.withDefaults(); d.L0StopWritesThreshold < d.L0CompactionThreshold {
-			bad("L0StopWritesThreshold", d.L0StopWritesThreshold, fmt.Sprintf("must be at least L0CompactionThreshold (%d), or writes stop before level 0 compacts", d.L0CompactionThreshold))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// withDefaults returns o with every zero field set to its default.
-func (o Options) withDefaults() Options {
-	if o.CacheSize == 0 {
-		o.CacheSize = DefaultCacheSize
-	}
-	if o.MemTableSize == 0 {
-		o.MemTableSize = DefaultMemTableSize
-	}
-	if o.MaxOpenFiles == 0 {
-		o.MaxOpenFiles = DefaultMaxOpenFiles
-	}
-	if o.MaxConcurrentCompactions == 0 {
-		o.MaxConcurrentCompactions = DefaultMaxConcurrentCompactions
-	}
-	if o.Compression == "" {
-		o.Compression = CompressionSnappy
-	}
-	if o.L0CompactionThreshold == 0 {
-		o.L0CompactionThreshold = DefaultL0CompactionThreshold
-	}
-	if o.L0StopWritesThreshold == 0 {
-		o.L0StopWritesThreshold = DefaultL0StopWritesThreshold
-	}
-	return o
-}
+func (o Options) Validate() error { return o.tuning().Validate(limits) }

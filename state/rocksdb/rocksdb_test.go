@@ -293,7 +293,7 @@ func TestDeleteRangeTables(t *testing.T) {
 	check("after apply", d)
 	flush(t, d)
 	check("after flush", d)
-	d.(*db).rdb.CompactRange(grocksdb.Range{Start: []byte{keys.PrefixStore}, Limit: []byte{keys.PrefixStore + 1}})
+	d.(*db).rdb.CompactRange(grocksdb.Range{Start: keys.StoresStart(), Limit: keys.StoresEnd()})
 	check("after compaction", d)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
