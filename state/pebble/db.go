@@ -16,15 +16,11 @@ import (
 // db is one task's Pebble database. Like every state.DB it is used by one
 // goroutine at a time, which lets it reuse its key buffers.
 type db struct {
-	backend *Backend
-	dir     string
-	pdb     *pebbledb.DB // nil once closed; Pebble panics on use after Close
-	stalls  *stalls      // write stalls, counted from Pebble's events
-	// offsets caches what the offsets key holds: read at Open, replaced
-	// after each successful Apply.
-	offsets state.Offsets
-	key     []byte       // scratch for Get keys
-	enc     disk.Encoder // Apply's, with its scratch
+	disk.Core // the directory, the offsets, Apply's encoding
+	backend   *Backend
+	pdb       *pebbledb.DB // nil once closed; Pebble panics on use after Close
+	stalls    *stalls      // write stalls, counted from Pebble's events
+	key       []byte       // scratch for Get keys
 	// it is Scan's iterator, kept from scan to scan until the next Apply:
 	// the database changes only through Apply, so it sees what a new one
 	// would, and repositioning it costs much less than creating one (a
@@ -56,7 +52,7 @@ func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 func (d *db) get(k []byte) ([]byte, bool, error) {
 	v, ok, err := engine{d.pdb}.Get(k)
 	if err != nil {
-		return nil, false, errs.Wrap("get from", d.dir, err)
+		return nil, false, errs.Wrap("get from", d.Dir, err)
 	}
 	return v, ok, nil
 }
@@ -121,7 +117,7 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 		// bounds' slices, so they are its own.
 		it, err := d.pdb.NewIter(&pebbledb.IterOptions{LowerBound: bytes.Clone(d.lo), UpperBound: bytes.Clone(d.hi)})
 		if err != nil {
-			return errs.Wrap("scan", d.dir, err)
+			return errs.Wrap("scan", d.Dir, err)
 		}
 		d.it = it
 	} else {
@@ -145,7 +141,7 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 		if fnErr != nil {
 			return fnErr
 		}
-		return errs.Wrap("scan", d.dir, err)
+		return errs.Wrap("scan", d.Dir, err)
 	}
 	return fnErr
 }
@@ -201,7 +197,7 @@ func (d *db) scan(store string, lower, upper []byte, fn func(key, value []byte) 
 	prefixLen := keys.PrefixLen(store)
 	it, err := d.pdb.NewIter(&opts)
 	if err != nil {
-		return errs.Wrap("scan", d.dir, err)
+		return errs.Wrap("scan", d.Dir, err)
 	}
 	var fnErr error
 	for valid := it.First(); valid; valid = it.Next() {
@@ -219,9 +215,9 @@ func (d *db) scan(store string, lower, upper []byte, fn func(key, value []byte) 
 	case fnErr != nil:
 		return fnErr
 	case iterErr != nil:
-		return errs.Wrap("scan", d.dir, iterErr)
+		return errs.Wrap("scan", d.Dir, iterErr)
 	case closeErr != nil:
-		return errs.Wrap("scan", d.dir, closeErr)
+		return errs.Wrap("scan", d.Dir, closeErr)
 	}
 	return nil
 }
@@ -231,21 +227,16 @@ func (d *db) Apply(b *state.Batch) error {
 		return fmt.Errorf("state/pebble: apply: %w", state.ErrClosed)
 	}
 	if err := d.closeIter(); err != nil {
-		return errs.Wrap("apply to", d.dir, err)
+		return errs.Wrap("apply to", d.Dir, err)
 	}
-	err := engine{d.pdb}.Write(func(w disk.Writer) error { return d.enc.Encode(w, b) })
-	if err != nil {
-		return errs.Wrap("apply to", d.dir, err)
-	}
-	d.offsets = b.Offsets.Clone()
-	return nil
+	return errs.Wrap("apply to", d.Dir, d.Core.Apply(engine{d.pdb}, b))
 }
 
 func (d *db) Offsets() (state.Offsets, error) {
 	if d.pdb == nil {
 		return state.Offsets{}, fmt.Errorf("state/pebble: offsets: %w", state.ErrClosed)
 	}
-	return d.offsets.Clone(), nil
+	return d.Core.Offsets(), nil
 }
 
 // Close closes the Pebble database. Applied batches were synced, so nothing
@@ -257,9 +248,9 @@ func (d *db) Close() error {
 	iterErr := d.closeIter()
 	err := errors.Join(iterErr, d.pdb.Close())
 	d.pdb = nil
-	d.backend.dirs.Release(d.dir)
+	d.backend.dirs.Release(d.Dir)
 	if err != nil {
-		return errs.Wrap("close", d.dir, err)
+		return errs.Wrap("close", d.Dir, err)
 	}
 	return nil
 }
@@ -278,10 +269,10 @@ func (d *db) Checkpoint(dir string) error {
 	// checkpoint uploads them), so a database on another file system
 	// (an in-memory one in tests) cannot give one.
 	if d.backend.opts.FS != vfs.Default {
-		return fmt.Errorf("state/pebble: checkpoint of %s: the backend's file system is not the OS's; remote checkpoints need Options.FS = nil", d.dir)
+		return fmt.Errorf("state/pebble: checkpoint of %s: the backend's file system is not the OS's; remote checkpoints need Options.FS = nil", d.Dir)
 	}
 	if err := d.pdb.Checkpoint(dir); err != nil {
-		return errs.Wrap("checkpoint", d.dir, err)
+		return errs.Wrap("checkpoint", d.Dir, err)
 	}
 	return nil
 }

@@ -126,7 +126,7 @@ func (b *Backend) PrepareCheckpoint(dir string) (state.Offsets, error) {
 	if err := d.pdb.Close(); err != nil {
 		return state.Offsets{}, errs.Wrap("close checkpoint", dir, err)
 	}
-	return d.offsets, nil
+	return d.Core.Offsets(), nil
 }
 
 func (b *Backend) open1(dir string) (*db, error) {
@@ -152,8 +152,8 @@ func (b *Backend) open1(dir string) (*db, error) {
 	if err != nil {
 		return nil, errs.Wrap("open", dir, err)
 	}
-	d := &db{backend: b, dir: dir, pdb: pdb, stalls: st}
-	if d.offsets, err = disk.Open(engine{pdb}, dir); err != nil {
+	d := &db{Core: disk.Core{Dir: dir}, backend: b, pdb: pdb, stalls: st}
+	if err := d.Core.Open(engine{pdb}); err != nil {
 		// The format's error is the one worth returning; Close cannot
 		// make the database more usable.
 		_ = pdb.Close()

@@ -41,23 +41,16 @@ func mustOpen(t *testing.T, b *Backend, dir string) state.DB {
 	return d
 }
 
-func testOffsets(n int64) state.Offsets {
-	return state.Offsets{
-		Input:     map[state.TopicPartition]int64{{Topic: "in", Partition: 0}: n},
-		Changelog: map[string]int64{"s": n},
-	}
-}
-
 // fill writes 1000 keys and offsets, flushes them into a table file (so there
 // is one to damage), and closes the database.
 func fill(t *testing.T, b *Backend, dir string) {
 	t.Helper()
-	d := mustOpen(t, b, dir)
+	d := statetest.Open(t, b, dir)
 	writes := make([]state.Write, 0, 1000)
 	for i := range 1000 {
 		writes = append(writes, state.Write{Store: "s", Key: fmt.Appendf(nil, "k%05d", i), Value: bytes.Repeat([]byte{'v'}, 100)})
 	}
-	if err := d.Apply(&state.Batch{Writes: writes, Offsets: testOffsets(1000)}); err != nil {
+	if err := d.Apply(&state.Batch{Writes: writes, Offsets: statetest.OffsetsAt(1000)}); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, d)
@@ -79,8 +72,13 @@ func flush(t *testing.T, d state.DB) {
 // versions).
 func TestDisk(t *testing.T) {
 	statetest.RunDisk(t, statetest.Disk{
-		New:   func(t *testing.T) state.Backend { return newBackend(t, Options{}) },
-		Flush: func(t *testing.T, d state.DB) { flush(t, d) },
+		New:   func(t *testing.T) state.Backend { return newBackend(t, Options{MemTableSize: 1 << 20}) },
+		Flush: flush,
+		Compact: func(t *testing.T, d state.DB) {
+			if err := d.(*db).pdb.Compact(context.Background(), keys.StoresStart(), keys.StoresEnd(), true); err != nil {
+				t.Fatal(err)
+			}
+		},
 		GetRaw: func(t *testing.T, d state.DB, key []byte) ([]byte, bool) {
 			v, ok, err := engine{d.(*db).pdb}.Get(key)
 			if err != nil {
@@ -122,7 +120,7 @@ func TestUnreadableDirIsCorrupt(t *testing.T) {
 	if err := b.Destroy(dir); err != nil {
 		t.Fatal(err)
 	}
-	d := mustOpen(t, b, dir)
+	d := statetest.Open(t, b, dir)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -133,10 +131,10 @@ func TestUnreadableDirIsCorrupt(t *testing.T) {
 func TestCrashKeepsSyncedApplies(t *testing.T) {
 	fs := vfs.NewCrashableMem()
 	b := newBackend(t, Options{FS: fs})
-	d := mustOpen(t, b, "/task")
+	d := statetest.Open(t, b, "/task")
 	for i := range int64(50) {
 		w := state.Write{Store: "s", Key: fmt.Appendf(nil, "k%03d", i), Value: []byte("v")}
-		if err := d.Apply(&state.Batch{Writes: []state.Write{w}, Offsets: testOffsets(i + 1)}); err != nil {
+		if err := d.Apply(&state.Batch{Writes: []state.Write{w}, Offsets: statetest.OffsetsAt(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,7 +147,7 @@ func TestCrashKeepsSyncedApplies(t *testing.T) {
 	}
 
 	b2 := newBackend(t, Options{FS: crashed})
-	d2 := mustOpen(t, b2, "/task")
+	d2 := statetest.Open(t, b2, "/task")
 	defer d2.Close()
 	if got := len(statetest.Scan(t, d2, "s", nil, nil)); got != 50 {
 		t.Fatalf("%d keys after crash; want 50", got)
@@ -161,7 +159,7 @@ func TestCrashKeepsSyncedApplies(t *testing.T) {
 
 func TestBackendClose(t *testing.T) {
 	b := New(Options{FS: vfs.NewMem()})
-	d := mustOpen(t, b, "/a")
+	d := statetest.Open(t, b, "/a")
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,73 +211,17 @@ func TestLogger(t *testing.T) {
 	}
 }
 
-// TestDeleteRangeTables checks the order of ranges and writes where Pebble
-// keeps them apart: over keys already in table files, in a batch larger than
-// the memtable (which Pebble turns into a memtable of its own), after flushes
-// and a compaction that must drop the covered keys but not the batch's
-// writes, and after a crash that keeps only what was synced.
-func TestDeleteRangeTables(t *testing.T) {
+// TestDeleteRangeCrash: the suite's DeleteRangeTables after a crash
+// right after the Apply, which keeps only what was synced.
+func TestDeleteRangeCrash(t *testing.T) {
 	fs := vfs.NewCrashableMem()
-	b := newBackend(t, Options{FS: fs, MemTableSize: 1 << 20})
-	d := mustOpen(t, b, "/task")
-	pdb := d.(*db).pdb
-	var writes []state.Write
-	for i := range 2000 {
-		for _, s := range []string{"w", "w2"} {
-			writes = append(writes, state.Write{Store: s, Key: fmt.Appendf(nil, "k%05d", i), Value: []byte("old")})
-		}
-	}
-	if err := d.Apply(&state.Batch{Writes: writes}); err != nil {
-		t.Fatal(err)
-	}
-	if err := pdb.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	// One batch: drop all of w, rewrite every tenth key of it, and carry
-	// 2 MiB of other writes so it is bigger than the memtable.
-	writes = writes[:0]
-	for i := 0; i < 2000; i += 10 {
-		writes = append(writes, state.Write{Store: "w", Key: fmt.Appendf(nil, "k%05d", i), Value: []byte("new")})
-	}
-	writes = append(writes, state.Write{Store: "big", Key: []byte("k"), Value: bytes.Repeat([]byte{'x'}, 2<<20)})
-	o := testOffsets(7)
-	if err := d.Apply(&state.Batch{Ranges: []state.DeleteRange{{Store: "w"}}, Writes: writes, Offsets: o}); err != nil {
-		t.Fatal(err)
-	}
-	check := func(when string, d state.DB) {
-		t.Helper()
-		got := statetest.Scan(t, d, "w", nil, nil)
-		if len(got) != 200 {
-			t.Fatalf("%s: %d keys in w; want the 200 the batch rewrote", when, len(got))
-		}
-		for i, kv := range got {
-			if want := fmt.Sprintf("k%05d", i*10); kv.Key != want || kv.Value != "new" {
-				t.Fatalf("%s: key %d = %v; want %s=new", when, i, kv, want)
-			}
-		}
-		if n := len(statetest.Scan(t, d, "w2", nil, nil)); n != 2000 {
-			t.Fatalf("%s: %d keys in w2; want 2000 (the range is w's alone)", when, n)
-		}
-		if o, _ := d.Offsets(); o.Changelog["s"] != 7 {
-			t.Fatalf("%s: offsets %v; want the batch's", when, o)
-		}
-	}
-	check("after apply", d)
+	d := statetest.Open(t, newBackend(t, Options{FS: fs, MemTableSize: 1 << 20}), "/task")
+	check := statetest.DeleteRangeTables(t, d, flush)
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
-	if err := pdb.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	check("after flush", d)
-	if err := pdb.Compact(context.Background(), keys.StoresStart(), keys.StoresEnd(), true); err != nil {
-		t.Fatal(err)
-	}
-	check("after compaction", d)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	d2 := mustOpen(t, newBackend(t, Options{FS: crashed}), "/task")
-	defer d2.Close()
-	check("after crash", d2)
+	check("after crash", statetest.Open(t, newBackend(t, Options{FS: crashed}), "/task"))
 }
 
 // BenchmarkBackend runs the workloads every backend is measured with, with

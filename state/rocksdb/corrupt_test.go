@@ -10,6 +10,7 @@ import (
 	"github.com/linxGnu/grocksdb"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/keys"
 	"github.com/eddy-streams/eddy/state/statetest"
 )
 
@@ -20,13 +21,6 @@ func mustOpen(t *testing.T, b *Backend, dir string) state.DB {
 		t.Fatalf("Open: %v", err)
 	}
 	return d
-}
-
-func testOffsets(n int64) state.Offsets {
-	return state.Offsets{
-		Input:     map[state.TopicPartition]int64{{Topic: "in", Partition: 0}: n},
-		Changelog: map[string]int64{"s": n},
-	}
 }
 
 func flush(t *testing.T, d state.DB) {
@@ -45,8 +39,11 @@ func flush(t *testing.T, d state.DB) {
 // versions).
 func TestDisk(t *testing.T) {
 	statetest.RunDisk(t, statetest.Disk{
-		New:   func(t *testing.T) state.Backend { return newBackend(t, Options{}) },
+		New:   func(t *testing.T) state.Backend { return newBackend(t, Options{MemTableSize: 1 << 20}) },
 		Flush: flush,
+		Compact: func(t *testing.T, d state.DB) {
+			d.(*db).rdb.CompactRange(grocksdb.Range{Start: keys.StoresStart(), Limit: keys.StoresEnd()})
+		},
 		GetRaw: func(t *testing.T, d state.DB, key []byte) ([]byte, bool) {
 			v, ok, err := engine{d.(*db)}.Get(key)
 			if err != nil {
@@ -81,8 +78,8 @@ func TestDisk(t *testing.T) {
 func TestMissingCurrentWithoutLog(t *testing.T) {
 	b := newBackend(t, Options{})
 	dir := t.TempDir()
-	d := mustOpen(t, b, dir)
-	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("k00000"), Value: []byte("v")}}, Offsets: testOffsets(1)}); err != nil {
+	d := statetest.Open(t, b, dir)
+	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("k00000"), Value: []byte("v")}}, Offsets: statetest.OffsetsAt(1)}); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, d)
@@ -95,7 +92,7 @@ func TestMissingCurrentWithoutLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d = mustOpen(t, b, dir)
+	d = statetest.Open(t, b, dir)
 	defer d.Close()
 	if o, err := d.Offsets(); err != nil || len(o.Input) != 0 || len(o.Changelog) != 0 {
 		t.Fatalf("offsets = %v, %v; want empty", o, err)

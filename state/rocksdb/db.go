@@ -20,18 +20,14 @@ import (
 // db is one task's RocksDB database. Like every state.DB it is used by one
 // goroutine at a time, which lets it reuse its C objects and key buffers.
 type db struct {
-	backend *Backend
-	dir     string
-	rdb     *grocksdb.DB // nil once closed; RocksDB crashes on use after close
-	opts    rocksOptions
-	ro      *grocksdb.ReadOptions  // for Get
-	wo      *grocksdb.WriteOptions // synced
-	wb      *grocksdb.WriteBatch   // reused by Apply
-	// offsets caches what the offsets key holds: read at Open, replaced
-	// after each successful Apply.
-	offsets state.Offsets
-	key     []byte       // scratch for Get keys
-	enc     disk.Encoder // Apply's, with its scratch
+	disk.Core // the directory, the offsets, Apply's encoding
+	backend   *Backend
+	rdb       *grocksdb.DB // nil once closed; RocksDB crashes on use after close
+	opts      rocksOptions
+	ro        *grocksdb.ReadOptions  // for Get
+	wo        *grocksdb.WriteOptions // synced
+	wb        *grocksdb.WriteBatch   // reused by Apply
+	key       []byte                 // scratch for Get keys
 }
 
 var _ state.DB = (*db)(nil)
@@ -40,8 +36,8 @@ func newDB(b *Backend, dir string, rdb *grocksdb.DB, opts rocksOptions) *db {
 	wo := grocksdb.NewDefaultWriteOptions()
 	wo.SetSync(true)
 	return &db{
+		Core:    disk.Core{Dir: dir},
 		backend: b,
-		dir:     dir,
 		rdb:     rdb,
 		opts:    opts,
 		ro:      grocksdb.NewDefaultReadOptions(),
@@ -65,7 +61,7 @@ func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 func (d *db) get(op string, key []byte) ([]byte, bool, error) {
 	v, ok, err := engine{d}.Get(key)
 	if err != nil {
-		return nil, false, errs.Wrap(op, d.dir, err)
+		return nil, false, errs.Wrap(op, d.Dir, err)
 	}
 	return v, ok, nil
 }
@@ -157,27 +153,25 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 		}
 	}
 	if err := it.Err(); err != nil {
-		return errs.Wrap("scan", d.dir, err)
+		return errs.Wrap("scan", d.Dir, err)
 	}
 	return nil
 }
 
+// Apply is one synced WriteBatch: its range deletes, then its writes, then
+// the offsets.
 func (d *db) Apply(b *state.Batch) error {
 	if d.rdb == nil {
 		return fmt.Errorf("state/rocksdb: apply: %w", state.ErrClosed)
 	}
-	if err := (engine{d}).Write(func(w disk.Writer) error { return d.enc.Encode(w, b) }); err != nil {
-		return errs.Wrap("apply to", d.dir, err)
-	}
-	d.offsets = b.Offsets.Clone()
-	return nil
+	return errs.Wrap("apply to", d.Dir, d.Core.Apply(engine{d}, b))
 }
 
 func (d *db) Offsets() (state.Offsets, error) {
 	if d.rdb == nil {
 		return state.Offsets{}, fmt.Errorf("state/rocksdb: offsets: %w", state.ErrClosed)
 	}
-	return d.offsets.Clone(), nil
+	return d.Core.Offsets(), nil
 }
 
 // release closes the RocksDB database and frees the C objects of d, but not
@@ -198,6 +192,6 @@ func (d *db) Close() error {
 	}
 	d.release()
 	d.opts.destroy()
-	d.backend.dirs.Release(d.dir)
+	d.backend.dirs.Release(d.Dir)
 	return nil
 }

@@ -141,7 +141,7 @@ func (b *Backend) open1(dir string, ro rocksOptions) (*db, error) {
 		return nil, errs.Wrap("open", dir, err)
 	}
 	d := newDB(b, dir, rdb, ro)
-	if d.offsets, err = disk.Open(engine{d}, dir); err != nil {
+	if err := d.Core.Open(engine{d}); err != nil {
 		// The format's error is the one worth returning; Close cannot
 		// make the database more usable.
 		d.release()

@@ -17,11 +17,14 @@ import (
 
 // Disk describes a backend that keeps its databases in files, for RunDisk.
 type Disk struct {
-	// New returns a fresh backend on the OS file system and arranges its
-	// cleanup (t.Cleanup).
+	// New returns a fresh backend on the OS file system, with memtables
+	// of 1 MiB (so that a batch of 2 MiB is larger than one), and
+	// arranges its cleanup (t.Cleanup).
 	New func(t *testing.T) state.Backend
 	// Flush writes the memtable of db into a table file and waits for it.
 	Flush func(t *testing.T, db state.DB)
+	// Compact compacts every store key of db and waits for it.
+	Compact func(t *testing.T, db state.DB)
 	// GetRaw and SetRaw read and write one key of db below the store
 	// layout (state/internal/keys), synced; SetRaw deletes key when value
 	// is nil. The suite plants damaged metadata and older formats with
@@ -86,6 +89,7 @@ func RunDisk(t *testing.T, d Disk) {
 	})
 	t.Run("CorruptFormat", func(t *testing.T) { testCorruptMeta(t, d, keys.Format(), []byte{0xff, 0xff}, nil) })
 	t.Run("WALDamageKeepsOffsetsConsistent", func(t *testing.T) { testWALDamage(t, d) })
+	t.Run("DeleteRangeTables", func(t *testing.T) { testDeleteRangeTables(t, d) })
 	t.Run("NewerFormatRefused", func(t *testing.T) { testNewerFormat(t, d) })
 	t.Run("Format1Migrated", func(t *testing.T) { testFormat1Migrated(t, d) })
 	if d.Format1 != "" {
@@ -93,7 +97,9 @@ func RunDisk(t *testing.T, d Disk) {
 	}
 }
 
-func diskOffsets(n int64) state.Offsets {
+// OffsetsAt returns offsets at n: of input partition in/0 and of store
+// "s".
+func OffsetsAt(n int64) state.Offsets {
 	return state.Offsets{
 		Input:     map[state.TopicPartition]int64{{Topic: "in", Partition: 0}: n},
 		Changelog: map[string]int64{"s": n},
@@ -104,12 +110,12 @@ func diskOffsets(n int64) state.Offsets {
 // there is one to damage), and closes the database.
 func fill(t *testing.T, d Disk, b state.Backend, dir string) {
 	t.Helper()
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	writes := make([]state.Write, 0, 1000)
 	for i := range 1000 {
 		writes = append(writes, state.Write{Store: "s", Key: fmt.Appendf(nil, "k%05d", i), Value: bytes.Repeat([]byte{'v'}, 100)})
 	}
-	if err := db.Apply(&state.Batch{Writes: writes, Offsets: diskOffsets(1000)}); err != nil {
+	if err := db.Apply(&state.Batch{Writes: writes, Offsets: OffsetsAt(1000)}); err != nil {
 		t.Fatal(err)
 	}
 	d.Flush(t, db)
@@ -170,7 +176,7 @@ func wantRebuilt(t *testing.T, b state.Backend, dir string) {
 	if err := b.Destroy(dir); err != nil {
 		t.Fatal(err)
 	}
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	defer db.Close()
 	wantOffsets(t, db, state.NewOffsets())
 }
@@ -193,7 +199,7 @@ func testCorruptFile(t *testing.T, d Disk, dm Damage) {
 func testCorruptMeta(t *testing.T, d Disk, key, value []byte, want error) {
 	b := d.New(t)
 	dir := t.TempDir()
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	d.SetRaw(t, db, key, value)
 	mustClose(t, db)
 	_, err := b.Open(dir)
@@ -209,11 +215,11 @@ func testCorruptMeta(t *testing.T, d Disk, key, value []byte, want error) {
 func testWALDamage(t *testing.T, d Disk) {
 	b := d.New(t)
 	dir := t.TempDir()
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	const n = 200
 	for i := range int64(n) {
 		w := state.Write{Store: "s", Key: []byte("counter"), Value: fmt.Appendf(nil, "%d", i+1)}
-		if err := db.Apply(&state.Batch{Writes: []state.Write{w}, Offsets: diskOffsets(i + 1)}); err != nil {
+		if err := db.Apply(&state.Batch{Writes: []state.Write{w}, Offsets: OffsetsAt(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -260,7 +266,7 @@ func testWALDamage(t *testing.T, d Disk) {
 func testNewerFormat(t *testing.T, d Disk) {
 	b := d.New(t)
 	dir := t.TempDir()
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	apply(t, db, put("s", "k", "v"))
 	newer := disk.FormatNewest + 1
 	d.SetRaw(t, db, keys.Format(), disk.AppendFormat(nil, newer))
@@ -312,7 +318,7 @@ func wantFormat2(t *testing.T, d Disk, db state.DB) {
 func testFormat1Migrated(t *testing.T, d Disk) {
 	b := d.New(t)
 	dir := t.TempDir()
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	wantFormat2(t, d, db) // a new database is stamped at once
 	offsets := sampleOffsets()
 	if err := db.Apply(&state.Batch{Writes: []state.Write{put("s", "a", "1"), put("t", "b", "2")}, Offsets: offsets}); err != nil {
@@ -320,7 +326,7 @@ func testFormat1Migrated(t *testing.T, d Disk) {
 	}
 	toFormat1(t, d, db)
 	mustClose(t, db)
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	wantOffsets(t, db, offsets)
 	wantGet(t, db, "s", "a", "1", true)
 	wantScan(t, db, "t", nil, nil, []KV{{"b", "2"}})
@@ -331,7 +337,7 @@ func testFormat1Migrated(t *testing.T, d Disk) {
 		t.Fatal(err)
 	}
 	mustClose(t, db)
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	defer db.Close()
 	wantOffsets(t, db, offsets)
 	wantGet(t, db, "s", "a", "3", true)
@@ -374,7 +380,7 @@ func testFormat1Testdata(t *testing.T, d Disk) {
 		t.Fatal(err)
 	}
 	b := d.New(t)
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	stores, offsets := Format1Want()
 	check := func(when string) {
 		t.Helper()
@@ -388,7 +394,89 @@ func testFormat1Testdata(t *testing.T, d Disk) {
 	}
 	check("migrated")
 	mustClose(t, db)
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	defer db.Close()
 	check("reopened")
+}
+
+// DeleteRangeTables sets up a check of the order of ranges and writes where
+// an engine keeps them apart: it writes 2000 keys into each of the stores w
+// and w2 and flushes them into a table file, then applies one batch that
+// drops all of w, rewrites every tenth key of it, and carries 2 MiB of other
+// writes, more than a memtable of 1 MiB. It returns the check of the
+// result, to run after what the engine does next: a flush, a compaction
+// that must drop the covered keys but not the batch's writes, a reopen, a
+// crash.
+func DeleteRangeTables(t *testing.T, db state.DB, flush func(*testing.T, state.DB)) (check func(when string, db state.DB)) {
+	t.Helper()
+	var writes []state.Write
+	for i := range 2000 {
+		for _, s := range []string{"w", "w2"} {
+			writes = append(writes, state.Write{Store: s, Key: fmt.Appendf(nil, "k%05d", i), Value: []byte("old")})
+		}
+	}
+	if err := db.Apply(&state.Batch{Writes: writes}); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, db)
+	writes = writes[:0]
+	for i := 0; i < 2000; i += 10 {
+		writes = append(writes, state.Write{Store: "w", Key: fmt.Appendf(nil, "k%05d", i), Value: []byte("new")})
+	}
+	writes = append(writes, state.Write{Store: "big", Key: []byte("k"), Value: bytes.Repeat([]byte{'x'}, 2<<20)})
+	if err := db.Apply(&state.Batch{Ranges: []state.DeleteRange{{Store: "w"}}, Writes: writes, Offsets: OffsetsAt(7)}); err != nil {
+		t.Fatal(err)
+	}
+	return func(when string, db state.DB) {
+		t.Helper()
+		got := Scan(t, db, "w", nil, nil)
+		if len(got) != 200 {
+			t.Fatalf("%s: %d keys in w; want the 200 the batch rewrote", when, len(got))
+		}
+		for i, kv := range got {
+			if want := fmt.Sprintf("k%05d", i*10); kv.Key != want || kv.Value != "new" {
+				t.Fatalf("%s: key %d = %v; want %s=new", when, i, kv, want)
+			}
+		}
+		if n := len(Scan(t, db, "w2", nil, nil)); n != 2000 {
+			t.Fatalf("%s: %d keys in w2; want 2000 (the range is w's alone)", when, n)
+		}
+		if o, _ := db.Offsets(); o.Changelog["s"] != 7 {
+			t.Fatalf("%s: offsets %v; want the batch's", when, o)
+		}
+	}
+}
+
+func testDeleteRangeTables(t *testing.T, d Disk) {
+	b := d.New(t)
+	dir := t.TempDir()
+	db := Open(t, b, dir)
+	check := DeleteRangeTables(t, db, d.Flush)
+	check("after apply", db)
+	d.Flush(t, db)
+	check("after flush", db)
+	d.Compact(t, db)
+	check("after compaction", db)
+	mustClose(t, db)
+	db = Open(t, b, dir)
+	check("after reopen", db)
+}
+
+// ParseOptionsFile parses the OPTIONS file that Pebble and RocksDB write
+// into a database directory (an INI file) into section → key → value: what
+// the engine itself recorded that it runs with, for a backend's test that
+// its Options reach the engine.
+func ParseOptionsFile(data []byte) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	section := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			section = strings.Trim(line, "[]")
+			out[section] = map[string]string{}
+		} else if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			out[section][k] = v
+		}
+	}
+	return out
 }

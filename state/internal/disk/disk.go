@@ -50,11 +50,13 @@ type Errors struct {
 	IsCorruption func(error) bool
 }
 
-// Wrap wraps err, an error of op on the database in dir. A state.ErrFormat
-// error is returned as it is: it already names the directory and says
-// what to do, and it is the user's to read.
+// Wrap wraps err, an error of op on the database in dir; nil stays nil. A
+// state.ErrFormat error is returned as it is: it already names the
+// directory and says what to do, and it is the user's to read.
 func (e Errors) Wrap(op, dir string, err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, state.ErrFormat):
 		return err
 	case e.IsCorruption(err):
@@ -62,3 +64,33 @@ func (e Errors) Wrap(op, dir string, err error) error {
 	}
 	return fmt.Errorf("%s: %s %s: %w", e.Pkg, op, dir, err)
 }
+
+// Core is the engine-independent state of one open database: its
+// directory, the offsets it holds (read at Open, replaced by each Apply),
+// and Apply's encoder. Like the database, it is used by one goroutine at a
+// time.
+type Core struct {
+	Dir     string
+	offsets state.Offsets
+	enc     Encoder
+}
+
+// Open checks, migrates if needed, and reads the offsets of the database e
+// in c.Dir (see the package function Open).
+func (c *Core) Open(e Engine) (err error) {
+	c.offsets, err = Open(e, c.Dir)
+	return err
+}
+
+// Apply writes b through e as one atomic, synced batch and, once it is
+// written, keeps its offsets.
+func (c *Core) Apply(e Engine, b *state.Batch) error {
+	if err := e.Write(func(w Writer) error { return c.enc.Encode(w, b) }); err != nil {
+		return err
+	}
+	c.offsets = b.Offsets.Clone()
+	return nil
+}
+
+// Offsets returns a copy of the offsets the database holds.
+func (c *Core) Offsets() state.Offsets { return c.offsets.Clone() }
