@@ -10,10 +10,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/disk"
+	"github.com/eddy-streams/eddy/state/internal/disk/disktest"
 	"github.com/eddy-streams/eddy/state/internal/keys"
 	"github.com/eddy-streams/eddy/state/statetest"
 )
@@ -71,6 +72,7 @@ func flush(t *testing.T, d state.DB) {
 // database in testdata/format1 was written by eddy before formats had
 // versions).
 func TestDisk(t *testing.T) {
+	getRaw, setRaw := disktest.Raw(func(d state.DB) disk.Engine { return engine{d.(*db).pdb} })
 	statetest.RunDisk(t, statetest.Disk{
 		New:   func(t *testing.T) state.Backend { return newBackend(t, Options{MemTableSize: 1 << 20}) },
 		Flush: flush,
@@ -79,25 +81,8 @@ func TestDisk(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-		GetRaw: func(t *testing.T, d state.DB, key []byte) ([]byte, bool) {
-			v, ok, err := engine{d.(*db).pdb}.Get(key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v, ok
-		},
-		SetRaw: func(t *testing.T, d state.DB, key, value []byte) {
-			pdb := d.(*db).pdb
-			var err error
-			if value == nil {
-				err = pdb.Delete(key, pebbledb.Sync)
-			} else {
-				err = pdb.Set(key, value, pebbledb.Sync)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		},
+		GetRaw: getRaw,
+		SetRaw: setRaw,
 		// The OPTIONS file is read at Open.
 		Damages: []statetest.Damage{{Name: "options overwritten", Affix: "OPTIONS-", Fn: statetest.Overwrite(func([]byte) []byte { return []byte("[Version]\n\x00\xff garbage\n") })}},
 		Format1: "testdata/format1",

@@ -10,6 +10,8 @@ import (
 	"github.com/linxGnu/grocksdb"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/disk"
+	"github.com/eddy-streams/eddy/state/internal/disk/disktest"
 	"github.com/eddy-streams/eddy/state/internal/keys"
 	"github.com/eddy-streams/eddy/state/statetest"
 )
@@ -38,31 +40,15 @@ func flush(t *testing.T, d state.DB) {
 // database in testdata/format1 was written by eddy before formats had
 // versions).
 func TestDisk(t *testing.T) {
+	getRaw, setRaw := disktest.Raw(func(d state.DB) disk.Engine { return engine{d.(*db)} })
 	statetest.RunDisk(t, statetest.Disk{
 		New:   func(t *testing.T) state.Backend { return newBackend(t, Options{MemTableSize: 1 << 20}) },
 		Flush: flush,
 		Compact: func(t *testing.T, d state.DB) {
 			d.(*db).rdb.CompactRange(grocksdb.Range{Start: keys.StoresStart(), Limit: keys.StoresEnd()})
 		},
-		GetRaw: func(t *testing.T, d state.DB, key []byte) ([]byte, bool) {
-			v, ok, err := engine{d.(*db)}.Get(key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v, ok
-		},
-		SetRaw: func(t *testing.T, d state.DB, key, value []byte) {
-			rdb := d.(*db)
-			var err error
-			if value == nil {
-				err = rdb.rdb.Delete(rdb.wo, key)
-			} else {
-				err = rdb.rdb.Put(rdb.wo, key, value)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		},
+		GetRaw: getRaw,
+		SetRaw: setRaw,
 		// CURRENT names the MANIFEST.
 		Damages: []statetest.Damage{
 			{Name: "current removed", Affix: "CURRENT", Fn: statetest.Remove},

@@ -11,40 +11,24 @@ import (
 var ErrNotBuilt = errors.New("state/rocksdb: built without RocksDB: rebuild with -tags rocksdb (needs cgo and librocksdb-dev)")
 
 // Options configure a Backend, the way Kafka Streams' RocksDBConfigSetter
-// tunes its stores. The zero value is valid: every field has the default
-// named in its comment. Unlike Pebble, RocksDB shares no file cache between
-// databases, so sizes and counts apply per database (one per task) unless the
-// comment says the Backend shares them.
+// tunes its stores. They have state/pebble's fields, so that a program
+// switches backends without renaming its settings; each sets the RocksDB
+// option named beside it. The zero value is valid: a zero field takes the
+// default in parentheses (the constant Default + its name). RocksDB shares
+// no file cache between databases, so every value but CacheSize applies
+// per database, that is per task.
 type Options struct {
-	// CacheSize is the size in bytes of the LRU block cache shared by every
-	// database of the Backend. Zero means 64 MiB (DefaultCacheSize).
-	CacheSize int64
-	// MemTableSize is the size in bytes of each database's memtable
-	// (RocksDB's write_buffer_size). Zero means 16 MiB
-	// (DefaultMemTableSize). RocksDB takes 64 KiB to 64 GiB.
-	MemTableSize uint64
-	// MaxOpenFiles bounds the files each database keeps open. Zero means
-	// 256 (DefaultMaxOpenFiles): a task's database holds few tables, and
-	// the bound is per task, so a generous one multiplies quickly.
-	MaxOpenFiles int
-	// MaxConcurrentCompactions is the most compactions each database runs
-	// at once (RocksDB's max_background_compactions; flushes have a thread
-	// of their own). Zero means 1 (DefaultMaxConcurrentCompactions): with
-	// one database per task, tasks already compact in parallel.
-	MaxConcurrentCompactions int
-	// Compression is the block compression of table files. The empty value
-	// means CompressionSnappy, RocksDB's default.
-	Compression Compression
-	// L0CompactionThreshold is the number of level 0 files at which a
-	// database compacts level 0 (level0_file_num_compaction_trigger). Zero
-	// means 4 (DefaultL0CompactionThreshold).
-	L0CompactionThreshold int
-	// L0StopWritesThreshold is the number of level 0 files at which a
-	// database stops writes (Apply waits) until compactions catch up
-	// (level0_stop_writes_trigger; writes slow down from 20 files, or
-	// from this value if lower). Zero means 36
-	// (DefaultL0StopWritesThreshold). It must not be below
-	// L0CompactionThreshold.
+	CacheSize                int64       // the LRU block cache that every database shares, in bytes (64 MiB)
+	MemTableSize             uint64      // write_buffer_size, from 64 KiB to 64 GiB (16 MiB)
+	MaxOpenFiles             int         // max_open_files (256: a task's database holds few tables, and a generous bound multiplies by the tasks)
+	MaxConcurrentCompactions int         // max_background_compactions; flushes have a thread of their own (1: tasks already compact in parallel)
+	Compression              Compression // the compression of table blocks (CompressionSnappy, RocksDB's default)
+	L0CompactionThreshold    int         // level0_file_num_compaction_trigger, in level 0 files (4)
+
+	// L0StopWritesThreshold is level0_stop_writes_trigger (36): at that
+	// many level 0 files, Apply waits until compactions catch up (writes
+	// slow down from 20 files, or from this value if lower). It must not
+	// be below L0CompactionThreshold.
 	L0StopWritesThreshold int
 }
 
