@@ -19,14 +19,6 @@ import (
 	"github.com/eddy-streams/eddy/state/statetest"
 )
 
-func TestConformance(t *testing.T) {
-	statetest.Run(t, func(t *testing.T) state.Backend {
-		// A small memtable, so LargeBatch exercises Pebble's path for
-		// batches bigger than the memtable.
-		return newBackend(t, Options{MemTableSize: 1 << 20, CacheSize: 1 << 20})
-	})
-}
-
 func newBackend(t *testing.T, opts Options) *Backend {
 	b := New(opts)
 	t.Cleanup(func() { _ = b.Close() })
@@ -67,10 +59,11 @@ func flush(t *testing.T, d state.DB) {
 	}
 }
 
-// TestDisk runs the suite of every disk backend: damaged files and
-// metadata, a damaged log, a newer format refused, format 1 migrated (the
-// database in testdata/format1 was written by eddy before formats had
-// versions).
+// TestDisk runs the suites of every backend and of every disk backend:
+// conformance, damaged files and metadata, a damaged log, a newer format
+// refused, format 1 migrated (the database in testdata/format1 was written
+// by eddy before formats had versions). Its memtable is small, so that
+// LargeBatch exercises Pebble's path for batches bigger than the memtable.
 func TestDisk(t *testing.T) {
 	getRaw, setRaw := disktest.Raw(func(d state.DB) disk.Engine { return engine{d.(*db).pdb} })
 	statetest.RunDisk(t, statetest.Disk{

@@ -14,13 +14,6 @@ import (
 	"github.com/eddy-streams/eddy/state/statetest"
 )
 
-func TestConformance(t *testing.T) {
-	statetest.Run(t, func(t *testing.T) state.Backend {
-		// A small memtable, so LargeBatch writes a batch bigger than it.
-		return newBackend(t, Options{MemTableSize: 1 << 20, CacheSize: 1 << 20})
-	})
-}
-
 func newBackend(t *testing.T, opts Options) *Backend {
 	b := New(opts)
 	t.Cleanup(func() { _ = b.Close() })

@@ -74,11 +74,13 @@ var commonDamages = []Damage{
 	{"manifest removed", "MANIFEST-", Remove},
 }
 
-// RunDisk runs what every disk backend must do beyond Run: report damaged
-// files and metadata as state.ErrCorrupt, keep offsets and state together
-// when its log is damaged, refuse a newer format with state.ErrFormat, and
-// migrate format 1.
+// RunDisk runs Run, and what every disk backend must do beyond it: report
+// damaged files and metadata as state.ErrCorrupt, keep offsets and state
+// together when its log is damaged, keep a batch's writes over its ranges
+// through flushes and compactions, refuse a newer format with
+// state.ErrFormat, and migrate format 1.
 func RunDisk(t *testing.T, d Disk) {
+	t.Run("Conformance", func(t *testing.T) { Run(t, d.New) })
 	t.Run("CorruptFiles", func(t *testing.T) {
 		for _, dm := range append(append([]Damage(nil), commonDamages...), d.Damages...) {
 			t.Run(dm.Name, func(t *testing.T) { testCorruptFile(t, d, dm) })

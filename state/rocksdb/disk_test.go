@@ -35,10 +35,10 @@ func flush(t *testing.T, d state.DB) {
 	}
 }
 
-// TestDisk runs the suite of every disk backend: damaged files and
-// metadata, a damaged log, a newer format refused, format 1 migrated (the
-// database in testdata/format1 was written by eddy before formats had
-// versions).
+// TestDisk runs the suites of every backend and of every disk backend
+// (conformance, damage, formats) on RocksDB, with a small memtable so that
+// LargeBatch writes a batch bigger than it. testdata/format1 was written
+// by eddy's RocksDB backend before formats had versions.
 func TestDisk(t *testing.T) {
 	getRaw, setRaw := disktest.Raw(func(d state.DB) disk.Engine { return engine{d.(*db)} })
 	statetest.RunDisk(t, statetest.Disk{
