@@ -346,8 +346,8 @@ func testFormat1Migrated(t *testing.T, d Disk) {
 }
 
 // Format1Want is what the Format1 databases of the backends' testdata
-// hold, as eddy's format 1 wrote them (testdata/format1/README.md of each
-// backend says how):
+// hold, as eddy's format 1 wrote them (testdata/README.md of each backend
+// says how):
 //
 //   - store "counts": "user-000" → "updated", "user-002".."user-049" → i*i
 //     in decimal ("user-001" was deleted);
