@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -15,10 +16,22 @@ import (
 	"github.com/eddy-streams/eddy/state"
 )
 
-// ManifestVersion is the manifest format this package writes and reads. A
-// manifest of another version is skipped as damaged, so an older eddy never
-// restores what it cannot read correctly.
+// ManifestVersion is the manifest format this package writes and reads.
+// Like the task database's format it only grows. A manifest of a newer
+// version (a newer eddy wrote it) is refused with ErrVersion, so an older
+// eddy never restores what it cannot read correctly, and its retention
+// leaves such a manifest and every file alone; one of no version (0) is
+// damaged.
+//
+// The database files a manifest lists carry their own format version
+// (state/internal/keys): a checkpoint of an older database format is
+// migrated when its task opens it, one of a newer format refused there.
 const ManifestVersion = 1
+
+// ErrVersion is wrapped by the error for a manifest of a version newer
+// than ManifestVersion. The runtime then restores from an older checkpoint
+// or the changelog alone.
+var ErrVersion = errors.New("eddy: unsupported checkpoint manifest version")
 
 // Manifest describes one checkpoint of one task database.
 type Manifest struct {
@@ -161,6 +174,16 @@ func (m *Manifest) Encode() ([]byte, error) {
 // DecodeManifest parses and validates a manifest. Anything that does not
 // describe a restorable database wraps ErrDamaged.
 func DecodeManifest(b []byte) (*Manifest, error) {
+	// The version first, on its own: a newer manifest may have fields this
+	// eddy does not know, which the strict decoding below would take for
+	// damage.
+	var v struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(b, &v); err == nil && v.Version > ManifestVersion {
+		return nil, fmt.Errorf("%w: manifest version %d, newer than this eddy's (version %d): run an eddy release that reads version %d to restore it; "+
+			"this one restores from an older checkpoint or the changelog", ErrVersion, v.Version, ManifestVersion, v.Version)
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var m Manifest
@@ -178,7 +201,7 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 
 func (m *Manifest) validate() error {
 	if m.Version != ManifestVersion {
-		return fmt.Errorf("version %d, this eddy reads version %d", m.Version, ManifestVersion)
+		return fmt.Errorf("version %d, not a version eddy writes (this eddy reads version %d)", m.Version, ManifestVersion)
 	}
 	if m.Task == "" || m.Seq < 0 {
 		return fmt.Errorf("no task or a negative sequence number")

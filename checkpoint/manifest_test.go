@@ -56,7 +56,8 @@ func TestManifestRejects(t *testing.T) {
 		name string
 		edit func(m *checkpoint.Manifest)
 	}{
-		{"another version", func(m *checkpoint.Manifest) { m.Version = 2 }},
+		{"no version", func(m *checkpoint.Manifest) { m.Version = 0 }},
+		{"negative version", func(m *checkpoint.Manifest) { m.Version = -1 }},
 		{"no task", func(m *checkpoint.Manifest) { m.Task = "" }},
 		{"path in a name", func(m *checkpoint.Manifest) { m.Files[0].Name = "../../etc/passwd" }},
 		{"duplicate name", func(m *checkpoint.Manifest) { m.Files[1].Name = m.Files[0].Name }},
@@ -82,6 +83,26 @@ func TestManifestRejects(t *testing.T) {
 	for _, garbage := range []string{"", "{", "null", `{"version":1,"unknown":true}`, `{"version":1,"task":"0_1"} {}`} {
 		if _, err := checkpoint.DecodeManifest([]byte(garbage)); !errors.Is(err, checkpoint.ErrDamaged) {
 			t.Errorf("decode %q: %v; want ErrDamaged", garbage, err)
+		}
+	}
+}
+
+// TestManifestNewerVersion: a manifest a newer eddy wrote, with fields this
+// one does not know, is refused as of a newer version (not as damaged),
+// with an error that names its version and what to do.
+func TestManifestNewerVersion(t *testing.T) {
+	for _, b := range []string{
+		`{"version":2,"task":"0_3","seq":7,"offsets":{},"files":[],"format":3}`,
+		`{"version":99}`,
+	} {
+		_, err := checkpoint.DecodeManifest([]byte(b))
+		if !errors.Is(err, checkpoint.ErrVersion) || errors.Is(err, checkpoint.ErrDamaged) {
+			t.Fatalf("decode %s: %v; want ErrVersion, not ErrDamaged", b, err)
+		}
+		for _, want := range []string{"eddy: ", "newer than this eddy's (version 1)", "run an eddy release that reads version"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q does not say %q", err, want)
+			}
 		}
 	}
 }

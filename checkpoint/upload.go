@@ -252,7 +252,10 @@ func (u *Uploader) putFile(ctx context.Context, p string, f File) error {
 // they may belong to an upload in flight elsewhere (the task's previous
 // owner finishing its last checkpoint). A manifest that cannot be read
 // (not: does not decode) stops the collection, so a store that is briefly
-// unreachable never loses the checkpoints it holds.
+// unreachable never loses the checkpoints it holds. A manifest of a newer
+// version (ErrVersion: a newer eddy shares the store, as in a rolling
+// upgrade) is kept, and no file is deleted, since this eddy cannot know
+// which files it lists.
 func (u *Uploader) collect(ctx context.Context) (manifests, files int, err error) {
 	listing, err := u.store.List(ctx, u.prefix)
 	if err != nil {
@@ -274,9 +277,13 @@ func (u *Uploader) collect(ctx context.Context) (manifests, files int, err error
 	var drop []string
 	var oldestKept time.Time
 	n := 0
+	newer := false // a manifest of a newer version lists files we cannot see
 	for _, r := range refs {
 		m, err := u.manifest(ctx, r.obj.Key)
 		switch {
+		case errors.Is(err, ErrVersion):
+			newer = true
+			continue
 		case errors.Is(err, ErrDamaged):
 			if n >= u.keep {
 				drop = append(drop, r.obj.Key)
@@ -309,7 +316,7 @@ func (u *Uploader) collect(ctx context.Context) (manifests, files int, err error
 	}
 	for _, o := range listing {
 		rel := strings.TrimPrefix(o.Key, u.prefix)
-		if !strings.HasPrefix(rel, filesDir) || kept[rel] {
+		if newer || !strings.HasPrefix(rel, filesDir) || kept[rel] {
 			continue
 		}
 		if dropped[rel] || (!oldestKept.IsZero() && o.Modified.Before(oldestKept)) {

@@ -337,6 +337,37 @@ func TestRetention(t *testing.T) {
 	})
 }
 
+// TestRetentionLeavesNewerVersions: a manifest that a newer eddy wrote
+// into the same store (a rolling upgrade) is neither deleted nor counted,
+// and no file is deleted while one is there, since which files it lists
+// cannot be known.
+func TestRetentionLeavesNewerVersions(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s checkpoint.Store) {
+		const future = prefix + "manifests/00000000000000000000.json"
+		put(t, s, future, `{"version":2,"task":"0_1","seq":0,"files":[{"name":"000001.sst","blob":"files/future.sst"}]}`)
+		put(t, s, prefix+"files/future.sst", "x")
+		time.Sleep(1100 * time.Millisecond) // older than every checkpoint below (S3 clocks have 1s resolution)
+		up := checkpoint.NewUploader(s, prefix, "0_1", 1)
+		d := newTaskDB(t)
+		for range 3 {
+			d.write(3000)
+			d.upload(up)
+		}
+		manifests, err := checkpoint.ListManifests(ctx(t), s, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The newest of this eddy's (keep 1), and the newer version's.
+		want := []string{prefix + "manifests/00000000000000000003.json", future}
+		if !slices.Equal(manifests, want) {
+			t.Fatalf("manifests %v; want %v", manifests, want)
+		}
+		if !slices.Contains(keys(t, s, prefix+"files/"), prefix+"files/future.sst") {
+			t.Fatal("a file that a newer version's manifest may list was deleted")
+		}
+	})
+}
+
 // TestRestoreRoundTrip downloads a checkpoint into a new directory: it
 // opens with the data and offsets of the moment it was taken.
 func TestRestoreRoundTrip(t *testing.T) {

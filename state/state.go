@@ -37,6 +37,15 @@ var ErrClosed = errors.New("state: database closed")
 // by discarding the database and rebuilding it from the changelog.
 var ErrCorrupt = errors.New("state: database corrupt")
 
+// ErrFormat wraps the error of a backend that meets a task database in a
+// format it cannot read: one written by a newer eddy (formats only grow,
+// and an older eddy would misread a newer one), or by one too old to
+// migrate. The error names the database's format, the formats this eddy
+// reads, and what to do. Unlike ErrCorrupt, the runtime does not discard
+// such a database by itself: an operator who downgraded eddy by mistake
+// gets to upgrade again instead of paying a rebuild.
+var ErrFormat = errors.New("eddy: unsupported state format")
+
 // TopicPartition names one partition of one topic.
 type TopicPartition struct {
 	Topic     string

@@ -23,9 +23,20 @@ const (
 	offsetsFormatV1    = 1
 	offsetsFormatV2    = 2
 	maxOffsetsTopicLen = 1 << 15
+
+	// offsetsFormatNewest is the version appendOffsetsRecord writes. Like
+	// the task database's format it only grows: a record of a newer
+	// version is refused (errOffsetsFormat), never read as if it were
+	// one this eddy knows.
+	offsetsFormatNewest = offsetsFormatV2
 )
 
-var errBadOffsetsRecord = errors.New("runtime: malformed offsets record")
+var (
+	errBadOffsetsRecord = errors.New("runtime: malformed offsets record")
+	// errOffsetsFormat is wrapped by the error for an offsets record of
+	// a version newer than this eddy's: a newer eddy wrote the changelog.
+	errOffsetsFormat = errors.New("eddy: unsupported changelog offsets record format")
+)
 
 // appendOffsetsRecord encodes the input offsets and the stream time: a
 // version byte (2), the stream time (varint; state.NoStreamTime before the
@@ -33,7 +44,7 @@ var errBadOffsetsRecord = errors.New("runtime: malformed offsets record")
 // source partition the topic (uvarint length + bytes), partition and offset
 // (varints). Version 1 is the same without the stream time.
 func appendOffsetsRecord(dst []byte, input map[state.TopicPartition]int64, streamTime int64) []byte {
-	dst = append(dst, offsetsFormatV2)
+	dst = append(dst, offsetsFormatNewest)
 	dst = binary.AppendVarint(dst, streamTime)
 	dst = binary.AppendUvarint(dst, uint64(len(input)))
 	for tp, off := range input {
@@ -46,10 +57,17 @@ func appendOffsetsRecord(dst []byte, input map[state.TopicPartition]int64, strea
 }
 
 // decodeOffsetsRecord decodes both versions; a version 1 record (written
-// before stream time was persisted) has state.NoStreamTime.
+// before stream time was persisted) has state.NoStreamTime. A record of a
+// newer version wraps errOffsetsFormat; one of no version eddy ever wrote
+// (0) is malformed.
 func decodeOffsetsRecord(b []byte) (input map[state.TopicPartition]int64, streamTime int64, err error) {
-	if len(b) == 0 || b[0] != offsetsFormatV1 && b[0] != offsetsFormatV2 {
-		return nil, 0, fmt.Errorf("%w: unknown version", errBadOffsetsRecord)
+	switch {
+	case len(b) == 0 || b[0] < offsetsFormatV1:
+		return nil, 0, fmt.Errorf("%w: no version", errBadOffsetsRecord)
+	case b[0] > offsetsFormatNewest:
+		return nil, 0, fmt.Errorf("%w: the record is of format %d, newer than this eddy's (formats %d to %d): "+
+			"run an eddy release that reads format %d (the one that wrote this changelog, or a later one)",
+			errOffsetsFormat, b[0], offsetsFormatV1, offsetsFormatNewest, b[0])
 	}
 	version := b[0]
 	b = b[1:]

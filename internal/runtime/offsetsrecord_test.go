@@ -3,7 +3,9 @@ package runtime
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/eddy-streams/eddy/state"
@@ -58,7 +60,7 @@ func TestOffsetsRecordRejectsGarbage(t *testing.T) {
 	goodV1 := appendOffsetsRecordV1(nil, map[state.TopicPartition]int64{{Topic: "t", Partition: 1}: 9})
 	for name, b := range map[string][]byte{
 		"empty":       nil,
-		"version":     {9},
+		"version 0":   {0, 0, 0},
 		"trailing":    append(append([]byte(nil), good...), 0),
 		"short":       good[:len(good)-1],
 		"count":       {offsetsFormatV2, 0, 200},
@@ -68,6 +70,25 @@ func TestOffsetsRecordRejectsGarbage(t *testing.T) {
 	} {
 		if _, _, err := decodeOffsetsRecord(b); !errors.Is(err, errBadOffsetsRecord) {
 			t.Errorf("%s: got %v, want errBadOffsetsRecord", name, err)
+		}
+	}
+}
+
+// TestOffsetsRecordNewerFormat: a record of a version this eddy does not
+// know is refused with an error that names it and what to do, not read as
+// one of the known versions.
+func TestOffsetsRecordNewerFormat(t *testing.T) {
+	good := appendOffsetsRecord(nil, map[state.TopicPartition]int64{{Topic: "t", Partition: 1}: 9}, 77)
+	for _, v := range []byte{offsetsFormatNewest + 1, 9, 255} {
+		b := append([]byte{v}, good[1:]...)
+		_, _, err := decodeOffsetsRecord(b)
+		if !errors.Is(err, errOffsetsFormat) || errors.Is(err, errBadOffsetsRecord) {
+			t.Fatalf("version %d: %v; want errOffsetsFormat", v, err)
+		}
+		for _, want := range []string{"eddy: ", fmt.Sprintf("format %d,", v), fmt.Sprintf("formats 1 to %d", offsetsFormatNewest), "run an eddy release"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("version %d: %q does not say %q", v, err, want)
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/statetest"
 )
 
 // TestCheckpoint: a checkpoint holds the state and offsets of the moment it
@@ -17,17 +18,17 @@ func TestCheckpoint(t *testing.T) {
 	b := newBackend(t, Options{})
 	dir := t.TempDir()
 	fill(t, b, dir) // 1000 keys in a table
-	d := mustOpen(t, b, dir)
+	d := statetest.Open(t, b, dir)
 	defer d.Close()
 	// And some only in the memtable and log.
-	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("wal-only"), Value: []byte("x")}}, Offsets: testOffsets(1001)}); err != nil {
+	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("wal-only"), Value: []byte("x")}}, Offsets: statetest.OffsetsAt(1001)}); err != nil {
 		t.Fatal(err)
 	}
 	cp := filepath.Join(t.TempDir(), "cp")
 	if err := d.(state.Checkpointer).Checkpoint(cp); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("after"), Value: []byte("y")}}, Offsets: testOffsets(1002)}); err != nil {
+	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("after"), Value: []byte("y")}}, Offsets: statetest.OffsetsAt(1002)}); err != nil {
 		t.Fatal(err)
 	}
 	// A second checkpoint into an existing directory is refused rather
@@ -36,7 +37,7 @@ func TestCheckpoint(t *testing.T) {
 		t.Fatal("a checkpoint into an existing directory succeeded")
 	}
 
-	c := mustOpen(t, b, cp)
+	c := statetest.Open(t, b, cp)
 	defer c.Close()
 	offsets, err := c.Offsets()
 	if err != nil || offsets.Changelog["s"] != 1001 {
@@ -61,7 +62,7 @@ func TestCheckpoint(t *testing.T) {
 // through the OS, so a backend on another file system says so.
 func TestCheckpointNeedsTheOSFileSystem(t *testing.T) {
 	b := newBackend(t, Options{FS: vfs.NewMem()})
-	d := mustOpen(t, b, "/db")
+	d := statetest.Open(t, b, "/db")
 	defer d.Close()
 	err := d.(state.Checkpointer).Checkpoint("/cp")
 	if err == nil || !strings.Contains(err.Error(), "Options.FS") {

@@ -9,22 +9,18 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/disk"
 	"github.com/eddy-streams/eddy/state/internal/keys"
-	"github.com/eddy-streams/eddy/state/internal/offsetcodec"
 )
 
 // db is one task's Pebble database. Like every state.DB it is used by one
 // goroutine at a time, which lets it reuse its key buffers.
 type db struct {
-	backend *Backend
-	dir     string
-	pdb     *pebbledb.DB // nil once closed; Pebble panics on use after Close
-	stalls  *stalls      // write stalls, counted from Pebble's events
-	// offsets caches what the metadata key holds: read at Open, replaced
-	// after each successful Apply.
-	offsets state.Offsets
-	key     []byte // scratch for Get and Apply keys
-	meta    []byte // scratch for encoded offsets
+	disk.Core // the directory, the offsets, Apply's encoding
+	backend   *Backend
+	pdb       *pebbledb.DB // nil once closed; Pebble panics on use after Close
+	stalls    *stalls      // write stalls, counted from Pebble's events
+	key       []byte       // scratch for Get keys
 	// it is Scan's iterator, kept from scan to scan until the next Apply:
 	// the database changes only through Apply, so it sees what a new one
 	// would, and repositioning it costs much less than creating one (a
@@ -54,12 +50,23 @@ func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 // get reads the full key k; it touches no scratch buffer, so SharedGet
 // may call it from any goroutine.
 func (d *db) get(k []byte) ([]byte, bool, error) {
-	v, closer, err := d.pdb.Get(k)
+	v, ok, err := engine{d.pdb}.Get(k)
+	if err != nil {
+		return nil, false, errs.Wrap("get from", d.Dir, err)
+	}
+	return v, ok, nil
+}
+
+// engine is a Pebble database as state/internal/disk reads and writes it.
+type engine struct{ pdb *pebbledb.DB }
+
+func (e engine) Get(k []byte) ([]byte, bool, error) {
+	v, closer, err := e.pdb.Get(k)
 	if errors.Is(err, pebbledb.ErrNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, wrapErr("get from", d.dir, err)
+		return nil, false, err
 	}
 	// v points into Pebble's memory until closer.Close; the caller owns
 	// what we return.
@@ -68,10 +75,26 @@ func (d *db) get(k []byte) ([]byte, bool, error) {
 		out = []byte{}
 	}
 	if err := closer.Close(); err != nil {
-		return nil, false, wrapErr("get from", d.dir, err)
+		return nil, false, err
 	}
 	return out, true, nil
 }
+
+func (e engine) Write(fn func(disk.Writer) error) error {
+	batch := e.pdb.NewBatch()
+	defer batch.Close()
+	if err := fn(batchWriter{batch}); err != nil {
+		return err
+	}
+	return batch.Commit(pebbledb.Sync)
+}
+
+// batchWriter adds to a Pebble batch, which copies keys and values.
+type batchWriter struct{ b *pebbledb.Batch }
+
+func (w batchWriter) Set(k, v []byte) error           { return w.b.Set(k, v, nil) }
+func (w batchWriter) Delete(k []byte) error           { return w.b.Delete(k, nil) }
+func (w batchWriter) DeleteRange(lo, hi []byte) error { return w.b.DeleteRange(lo, hi, nil) }
 
 func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) error) error {
 	if d.iterBusy || d.pdb == nil {
@@ -94,7 +117,7 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 		// bounds' slices, so they are its own.
 		it, err := d.pdb.NewIter(&pebbledb.IterOptions{LowerBound: bytes.Clone(d.lo), UpperBound: bytes.Clone(d.hi)})
 		if err != nil {
-			return wrapErr("scan", d.dir, err)
+			return errs.Wrap("scan", d.Dir, err)
 		}
 		d.it = it
 	} else {
@@ -118,7 +141,7 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 		if fnErr != nil {
 			return fnErr
 		}
-		return wrapErr("scan", d.dir, err)
+		return errs.Wrap("scan", d.Dir, err)
 	}
 	return fnErr
 }
@@ -174,7 +197,7 @@ func (d *db) scan(store string, lower, upper []byte, fn func(key, value []byte) 
 	prefixLen := keys.PrefixLen(store)
 	it, err := d.pdb.NewIter(&opts)
 	if err != nil {
-		return wrapErr("scan", d.dir, err)
+		return errs.Wrap("scan", d.Dir, err)
 	}
 	var fnErr error
 	for valid := it.First(); valid; valid = it.Next() {
@@ -192,9 +215,9 @@ func (d *db) scan(store string, lower, upper []byte, fn func(key, value []byte) 
 	case fnErr != nil:
 		return fnErr
 	case iterErr != nil:
-		return wrapErr("scan", d.dir, iterErr)
+		return errs.Wrap("scan", d.Dir, iterErr)
 	case closeErr != nil:
-		return wrapErr("scan", d.dir, closeErr)
+		return errs.Wrap("scan", d.Dir, closeErr)
 	}
 	return nil
 }
@@ -203,89 +226,17 @@ func (d *db) Apply(b *state.Batch) error {
 	if d.pdb == nil {
 		return fmt.Errorf("state/pebble: apply: %w", state.ErrClosed)
 	}
-	if b == nil {
-		return fmt.Errorf("state/pebble: apply to %s: nil batch", d.dir)
-	}
 	if err := d.closeIter(); err != nil {
-		return wrapErr("apply to", d.dir, err)
+		return errs.Wrap("apply to", d.Dir, err)
 	}
-	batch := d.pdb.NewBatch()
-	defer batch.Close()
-	// Ranges go into the batch before the writes. Pebble numbers a batch's
-	// operations in the order they were added, and a range tombstone
-	// deletes only keys with lower numbers, so the writes survive the
-	// ranges, as state.Batch specifies.
-	for _, r := range b.Ranges {
-		if err := state.CheckStoreName(r.Store); err != nil {
-			return fmt.Errorf("state/pebble: apply to %s: %w", d.dir, err)
-		}
-		if len(r.Upper) != 0 && bytes.Compare(r.Lower, r.Upper) >= 0 {
-			continue // empty: Pebble wants start < end
-		}
-		// Both bounds in the one scratch buffer; the batch copies them.
-		d.key = keys.Append(d.key[:0], r.Store, r.Lower)
-		n := len(d.key)
-		if len(r.Upper) == 0 {
-			d.key = keys.AppendStoreEnd(d.key, r.Store)
-		} else {
-			d.key = keys.Append(d.key, r.Store, r.Upper)
-		}
-		if err := batch.DeleteRange(d.key[:n], d.key[n:], nil); err != nil {
-			return wrapErr("apply to", d.dir, err)
-		}
-	}
-	for _, w := range b.Writes {
-		if err := state.CheckStoreName(w.Store); err != nil {
-			return fmt.Errorf("state/pebble: apply to %s: %w", d.dir, err)
-		}
-		// The batch copies keys and values, so the scratch can be reused.
-		d.key = keys.Append(d.key[:0], w.Store, w.Key)
-		var err error
-		if w.Delete {
-			err = batch.Delete(d.key, nil)
-		} else {
-			err = batch.Set(d.key, w.Value, nil)
-		}
-		if err != nil {
-			return wrapErr("apply to", d.dir, err)
-		}
-	}
-	d.meta = offsetcodec.Append(d.meta[:0], b.Offsets)
-	if err := batch.Set(keys.Meta(), d.meta, nil); err != nil {
-		return wrapErr("apply to", d.dir, err)
-	}
-	if err := batch.Commit(pebbledb.Sync); err != nil {
-		return wrapErr("apply to", d.dir, err)
-	}
-	d.offsets = b.Offsets.Clone()
-	return nil
+	return errs.Wrap("apply to", d.Dir, d.Core.Apply(engine{d.pdb}, b))
 }
 
 func (d *db) Offsets() (state.Offsets, error) {
 	if d.pdb == nil {
 		return state.Offsets{}, fmt.Errorf("state/pebble: offsets: %w", state.ErrClosed)
 	}
-	return d.offsets.Clone(), nil
-}
-
-// readOffsets reads the metadata key; a new database has none and reflects
-// no offsets and no stream time.
-func (d *db) readOffsets() (state.Offsets, error) {
-	v, closer, err := d.pdb.Get(keys.Meta())
-	if errors.Is(err, pebbledb.ErrNotFound) {
-		return state.NewOffsets(), nil
-	}
-	if err != nil {
-		return state.Offsets{}, wrapErr("read offsets of", d.dir, err)
-	}
-	o, decErr := offsetcodec.Decode(v)
-	if err := closer.Close(); err != nil {
-		return state.Offsets{}, wrapErr("read offsets of", d.dir, err)
-	}
-	if decErr != nil {
-		return state.Offsets{}, fmt.Errorf("state/pebble: read offsets of %s: %w: %w", d.dir, state.ErrCorrupt, decErr)
-	}
-	return o, nil
+	return d.Core.Offsets(), nil
 }
 
 // Close closes the Pebble database. Applied batches were synced, so nothing
@@ -297,9 +248,9 @@ func (d *db) Close() error {
 	iterErr := d.closeIter()
 	err := errors.Join(iterErr, d.pdb.Close())
 	d.pdb = nil
-	d.backend.closed1(d.dir)
+	d.backend.dirs.Release(d.Dir)
 	if err != nil {
-		return wrapErr("close", d.dir, err)
+		return errs.Wrap("close", d.Dir, err)
 	}
 	return nil
 }
@@ -318,10 +269,10 @@ func (d *db) Checkpoint(dir string) error {
 	// checkpoint uploads them), so a database on another file system
 	// (an in-memory one in tests) cannot give one.
 	if d.backend.opts.FS != vfs.Default {
-		return fmt.Errorf("state/pebble: checkpoint of %s: the backend's file system is not the OS's; remote checkpoints need Options.FS = nil", d.dir)
+		return fmt.Errorf("state/pebble: checkpoint of %s: the backend's file system is not the OS's; remote checkpoints need Options.FS = nil", d.Dir)
 	}
 	if err := d.pdb.Checkpoint(dir); err != nil {
-		return wrapErr("checkpoint", d.dir, err)
+		return errs.Wrap("checkpoint", d.Dir, err)
 	}
 	return nil
 }

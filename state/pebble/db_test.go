@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/statetest"
 )
 
 // TestSharedReads: SharedGet and SharedScan run on other goroutines while
@@ -18,7 +19,7 @@ import (
 // a value never goes back.
 func TestSharedReads(t *testing.T) {
 	b := newBackend(t, Options{})
-	d := mustOpen(t, b, filepath.Join(t.TempDir(), "task"))
+	d := statetest.Open(t, b, filepath.Join(t.TempDir(), "task"))
 	r := d.(state.SharedReader)
 	const keys = 20
 	key := func(i int) []byte { return []byte(fmt.Sprintf("k%02d", i)) }
@@ -27,7 +28,7 @@ func TestSharedReads(t *testing.T) {
 		for i := range keys {
 			ws = append(ws, state.Write{Store: "s", Key: key(i), Value: binary.BigEndian.AppendUint64(nil, n)})
 		}
-		if err := d.Apply(&state.Batch{Writes: ws, Offsets: testOffsets(int64(n))}); err != nil {
+		if err := d.Apply(&state.Batch{Writes: ws, Offsets: statetest.OffsetsAt(int64(n))}); err != nil {
 			t.Error(err)
 		}
 	}

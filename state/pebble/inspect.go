@@ -12,14 +12,17 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/disk"
 	"github.com/eddy-streams/eddy/state/internal/keys"
-	"github.com/eddy-streams/eddy/state/internal/offsetcodec"
 )
 
 // Summary is what Inspect found in a task database.
 type Summary struct {
 	// Offsets are the offsets the database reflects.
 	Offsets state.Offsets
+	// Format is the database's format version (state/internal/keys): an
+	// older one is migrated when eddy next opens the database.
+	Format int
 	// Stores are the task's stores, by name, with what they hold.
 	Stores []StoreSummary
 	// DiskBytes is the space the database's files take (tables, logs,
@@ -64,30 +67,21 @@ func Inspect(dir string) (Summary, error) {
 		FormatMajorVersion: pebbledb.FormatNewest,
 	})
 	if err != nil {
-		return sum, wrapErr("inspect", dir, err)
+		return sum, errs.Wrap("inspect", dir, err)
 	}
 	defer pdb.Close()
 
-	sum.Offsets = state.NewOffsets()
-	v, closer, err := pdb.Get(keys.Meta())
-	switch {
-	case errors.Is(err, pebbledb.ErrNotFound):
-	case err != nil:
-		return sum, wrapErr("inspect", dir, err)
-	default:
-		sum.Offsets, err = offsetcodec.Decode(v)
-		closer.Close()
-		if err != nil {
-			return sum, fmt.Errorf("state/pebble: inspect %s: offsets: %w: %w", dir, state.ErrCorrupt, err)
-		}
+	// Read-only: an older format is read as it is, not migrated.
+	if sum.Offsets, sum.Format, err = disk.ReadOffsets(engine{pdb}, dir); err != nil {
+		return sum, errs.Wrap("inspect", dir, err)
 	}
 
 	it, err := pdb.NewIter(&pebbledb.IterOptions{
-		LowerBound: []byte{keys.PrefixStore},
-		UpperBound: []byte{keys.PrefixStore + 1},
+		LowerBound: keys.StoresStart(),
+		UpperBound: keys.StoresEnd(),
 	})
 	if err != nil {
-		return sum, wrapErr("inspect", dir, err)
+		return sum, errs.Wrap("inspect", dir, err)
 	}
 	stores := map[string]*StoreSummary{}
 	for it.First(); it.Valid(); it.Next() {
@@ -106,7 +100,7 @@ func Inspect(dir string) (Summary, error) {
 		s.ValueBytes += int64(len(it.Value()))
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return sum, wrapErr("inspect", dir, err)
+		return sum, errs.Wrap("inspect", dir, err)
 	}
 	for _, s := range stores {
 		sum.Stores = append(sum.Stores, *s)

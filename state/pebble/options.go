@@ -1,14 +1,14 @@
 package pebble
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/eddy-streams/eddy/state/internal/disk"
 )
 
 // Options configure a Backend, the way Kafka Streams' RocksDBConfigSetter
@@ -97,67 +97,35 @@ func (c Compression) profile() *sstable.CompressionProfile {
 	return nil
 }
 
+// defaults and limits are what state/internal/disk validates Options
+// against and fills them in with.
+var (
+	defaults = disk.Tuning{
+		CacheSize:                DefaultCacheSize,
+		MemTableSize:             DefaultMemTableSize,
+		MaxOpenFiles:             DefaultMaxOpenFiles,
+		MaxConcurrentCompactions: DefaultMaxConcurrentCompactions,
+		L0CompactionThreshold:    DefaultL0CompactionThreshold,
+		L0StopWritesThreshold:    DefaultL0StopWritesThreshold,
+	}
+	limits = disk.Limits{Pkg: "state/pebble", Defaults: defaults, MemTableMax: maxMemTableSize, MemTableRule: "must be below 4 GiB, Pebble's limit"}
+)
+
+// tuning returns the fields of o that state/internal/disk validates.
+func (o Options) tuning() disk.Tuning {
+	return disk.Tuning{CacheSize: o.CacheSize, MemTableSize: o.MemTableSize, MaxOpenFiles: o.MaxOpenFiles, MaxConcurrentCompactions: o.MaxConcurrentCompactions,
+		Compression: string(o.Compression), L0CompactionThreshold: o.L0CompactionThreshold, L0StopWritesThreshold: o.L0StopWritesThreshold}
+}
+
 // Validate reports every invalid field of o at once, each error naming its
 // field. New accepts any Options, so that a caller can validate its whole
 // configuration first; with options that Validate rejects, the Backend's
 // Open returns the same errors.
-func (o Options) Validate() error {
-	var errs []error
-	bad := func(field string, v any, why string) {
-		errs = append(errs, fmt.Errorf("state/pebble: Options.%s = %v: %s", field, v, why))
-	}
-	if o.CacheSize < 0 {
-		bad("CacheSize", o.CacheSize, "must not be negative (0 means the default, 64 MiB)")
-	}
-	if o.MemTableSize > maxMemTableSize {
-		bad("MemTableSize", o.MemTableSize, "must be below 4 GiB, Pebble's limit")
-	}
-	if o.MaxOpenFiles < 0 {
-		bad("MaxOpenFiles", o.MaxOpenFiles, "must not be negative (0 means the default, 1000)")
-	}
-	if o.MaxConcurrentCompactions < 0 {
-		bad("MaxConcurrentCompactions", o.MaxConcurrentCompactions, "must not be negative (0 means the default, 1)")
-	}
-	if o.Compression.profile() == nil {
-		bad("Compression", fmt.Sprintf("%q", o.Compression), `must be "none", "snappy" or "zstd" (empty means snappy)`)
-	}
-	if o.L0CompactionThreshold < 0 {
-		bad("L0CompactionThreshold", o.L0CompactionThreshold, "must not be negative (0 means the default, 4)")
-	}
-	if o.L0StopWritesThreshold < 0 {
-		bad("L0StopWritesThreshold", o.L0StopWritesThreshold, "must not be negative (0 means the default, 12)")
-	}
-	if o.L0CompactionThreshold >= 0 && o.L0StopWritesThreshold >= 0 {
-		if c, s := o.withDefaults().L0CompactionThreshold, o.withDefaults().L0StopWritesThreshold; s < c {
-			bad("L0StopWritesThreshold", s, fmt.Sprintf("must be at least L0CompactionThreshold (%d), or writes stop before level 0 compacts", c))
-		}
-	}
-	return errors.Join(errs...)
-}
+func (o Options) Validate() error { return o.tuning().Validate(limits) }
 
-// withDefaults returns o with every zero field set to its default.
+// withDefaults returns o with a logger and a file system; the tuning's
+// defaults are the Backend's tune.
 func (o Options) withDefaults() Options {
-	if o.CacheSize == 0 {
-		o.CacheSize = DefaultCacheSize
-	}
-	if o.MemTableSize == 0 {
-		o.MemTableSize = DefaultMemTableSize
-	}
-	if o.MaxOpenFiles == 0 {
-		o.MaxOpenFiles = DefaultMaxOpenFiles
-	}
-	if o.MaxConcurrentCompactions == 0 {
-		o.MaxConcurrentCompactions = DefaultMaxConcurrentCompactions
-	}
-	if o.Compression == "" {
-		o.Compression = CompressionSnappy
-	}
-	if o.L0CompactionThreshold == 0 {
-		o.L0CompactionThreshold = DefaultL0CompactionThreshold
-	}
-	if o.L0StopWritesThreshold == 0 {
-		o.L0StopWritesThreshold = DefaultL0StopWritesThreshold
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -167,22 +135,22 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// apply sets the tuning fields of o (with defaults) in po. The caches are
-// the Backend's and set by the caller.
-func (o Options) apply(po *pebbledb.Options) {
+// apply sets o's file system and its tuning t (with defaults) in po. The
+// caches are the Backend's and set by the caller.
+func (o Options) apply(po *pebbledb.Options, t disk.Tuning) {
 	po.FS = o.FS
-	po.MemTableSize = o.MemTableSize
+	po.MemTableSize = t.MemTableSize
 	// Pebble sizes its file cache from MaxOpenFiles only when it makes
 	// one; ours is shared and sized by New. Passing it anyway records it in
 	// the database's OPTIONS file, where an operator looks for it.
-	po.MaxOpenFiles = o.MaxOpenFiles
-	n := o.MaxConcurrentCompactions
+	po.MaxOpenFiles = t.MaxOpenFiles
+	n := t.MaxConcurrentCompactions
 	po.CompactionConcurrencyRange = func() (int, int) { return 1, n }
-	po.L0CompactionThreshold = o.L0CompactionThreshold
-	po.L0StopWritesThreshold = o.L0StopWritesThreshold
+	po.L0CompactionThreshold = t.L0CompactionThreshold
+	po.L0StopWritesThreshold = t.L0StopWritesThreshold
 	// Every level alike: per-level choices are Pebble's tuning for large
 	// stores, and one knob is what a user of RocksDBConfigSetter expects.
-	profile := o.Compression.profile()
+	profile := Compression(t.Compression).profile()
 	for i := range po.Levels {
 		po.Levels[i].Compression = func() *sstable.CompressionProfile { return profile }
 		// Bloom filters (10 bits a key, about 1% false positives), as

@@ -1,7 +1,6 @@
 package pebble
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -12,48 +11,24 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/statetest"
 )
 
+// TestOptionsValidate checks that Pebble's limit and defaults reach the
+// shared validation (state/internal/disk tests the rest of it).
 func TestOptionsValidate(t *testing.T) {
-	valid := []Options{
-		{},
-		{CacheSize: 1, MemTableSize: maxMemTableSize, MaxOpenFiles: 1, MaxConcurrentCompactions: 8, Compression: CompressionZstd},
-		{Compression: CompressionNone, L0CompactionThreshold: 2, L0StopWritesThreshold: 2}, // equal is allowed
-		{L0StopWritesThreshold: DefaultL0CompactionThreshold, Compression: "snappy"},       // against the default
+	if err := (Options{MemTableSize: maxMemTableSize, Compression: CompressionZstd}).Validate(); err != nil {
+		t.Fatalf("largest memtable: %v", err)
 	}
-	for _, o := range valid {
-		if err := o.Validate(); err != nil {
-			t.Errorf("Validate(%+v) = %v; want nil", o, err)
-		}
-	}
-	tests := []struct {
-		name string
-		opts Options
-		want []string // each in the error
-	}{
-		{"negative cache", Options{CacheSize: -1}, []string{"Options.CacheSize = -1"}},
-		{"huge memtable", Options{MemTableSize: 4 << 30}, []string{"Options.MemTableSize = 4294967296", "4 GiB"}},
-		{"negative open files", Options{MaxOpenFiles: -5}, []string{"Options.MaxOpenFiles = -5"}},
-		{"negative compactions", Options{MaxConcurrentCompactions: -1}, []string{"Options.MaxConcurrentCompactions = -1"}},
-		{"unknown compression", Options{Compression: "lz4"}, []string{`Options.Compression = "lz4"`, `"zstd"`}},
-		{"case matters", Options{Compression: "Zstd"}, []string{`Options.Compression = "Zstd"`}},
-		{"negative L0 compaction", Options{L0CompactionThreshold: -1}, []string{"Options.L0CompactionThreshold = -1"}},
-		{"negative L0 stop", Options{L0StopWritesThreshold: -1}, []string{"Options.L0StopWritesThreshold = -1"}},
-		{"stop below compaction", Options{L0CompactionThreshold: 8, L0StopWritesThreshold: 4}, []string{"Options.L0StopWritesThreshold = 4", "L0CompactionThreshold (8)"}},
-		{"stop default below compaction", Options{L0CompactionThreshold: 20}, []string{"Options.L0StopWritesThreshold = 12", "L0CompactionThreshold (20)"}},
-		// Every problem at once, not the first.
-		{"several", Options{CacheSize: -1, Compression: "gzip", MaxOpenFiles: -1}, []string{"Options.CacheSize", "Options.Compression", "Options.MaxOpenFiles"}},
-	}
-	for _, tt := range tests {
-		err := tt.opts.Validate()
-		if err == nil {
-			t.Errorf("%s: Validate(%+v) = nil; want an error", tt.name, tt.opts)
-			continue
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: Validate = %q; want it to mention %q", tt.name, err, w)
-			}
+	err := Options{MemTableSize: 4 << 30, CacheSize: -1, MaxOpenFiles: -5, L0CompactionThreshold: 20}.Validate()
+	for _, want := range []string{
+		"state/pebble: Options.MemTableSize = 4294967296: must be below 4 GiB, Pebble's limit",
+		"Options.CacheSize = -1: must not be negative (0 means the default, 64 MiB)",
+		"Options.MaxOpenFiles = -5: must not be negative (0 means the default, 1000)",
+		"Options.L0StopWritesThreshold = 12: must be at least L0CompactionThreshold (20)",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %v; want it to say %q", err, want)
 		}
 	}
 }
@@ -106,19 +81,7 @@ func readOptionsFile(t *testing.T, fs vfs.FS, dir string) map[string]map[string]
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]map[string]string{}
-		section := ""
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
-			if strings.HasPrefix(line, "[") {
-				section = strings.Trim(line, "[]")
-				out[section] = map[string]string{}
-			} else if k, v, ok := strings.Cut(line, "="); ok {
-				out[section][k] = v
-			}
-		}
-		return out
+		return statetest.ParseOptionsFile(data)
 	}
 	t.Fatalf("no OPTIONS file in %s (%v)", dir, names)
 	return nil

@@ -3,8 +3,9 @@
 // the Backend so that memory and file descriptors do not grow with the
 // number of tasks.
 //
-// The layout inside a database is state/internal/keys, shared with
-// state/rocksdb; the offsets are encoded by state/internal/offsetcodec.
+// The layout inside a database is state/internal/keys, its format version
+// and migrations, the batch encoding and the directory bookkeeping are
+// state/internal/disk: all shared with state/rocksdb.
 package pebble
 
 import (
@@ -16,42 +17,44 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/disk"
 )
 
 // Backend opens Pebble databases that share one block cache and one file
 // cache. It is safe for concurrent use.
 type Backend struct {
-	opts Options // with defaults
+	opts Options     // with defaults
+	tune disk.Tuning // opts' tuning, with defaults
 	// invalid is what Options.Validate reported, returned by every Open.
 	invalid error
 
-	mu        sync.Mutex
+	dirs      *disk.Dirs
 	cache     *pebbledb.Cache
 	fileCache *pebbledb.FileCache
-	open      map[string]bool // directories with an open DB
-	closed    bool
 }
 
 var _ state.Backend = (*Backend)(nil)
+
+// errs maps Pebble's errors; see isCorruption.
+var errs = disk.Errors{Pkg: "state/pebble", IsCorruption: isCorruption}
 
 // New returns a Backend configured by opts. Call Close when done with it.
 // New does not fail: options that Options.Validate rejects make every Open
 // fail with Validate's errors, so call Validate first to report them early.
 func New(opts Options) *Backend {
-	b := &Backend{opts: opts.withDefaults(), invalid: opts.Validate(), open: make(map[string]bool)}
+	b := &Backend{opts: opts.withDefaults(), tune: opts.tuning().WithDefaults(defaults), invalid: opts.Validate(), dirs: disk.NewDirs("state/pebble")}
 	if b.invalid != nil {
 		// Caches sized from invalid values could be huge or panic; the
 		// Backend needs none, since no database will open.
-		b.closed = true
+		b.dirs.Close(nil)
 		return b
 	}
-	b.cache = pebbledb.NewCache(b.opts.CacheSize)
-	b.fileCache = pebbledb.NewFileCache(runtime.GOMAXPROCS(0), pebbledb.FileCacheSize(b.opts.MaxOpenFiles))
+	b.cache = pebbledb.NewCache(b.tune.CacheSize)
+	b.fileCache = pebbledb.NewFileCache(runtime.GOMAXPROCS(0), pebbledb.FileCacheSize(b.tune.MaxOpenFiles))
 	return b
 }
 
@@ -59,51 +62,42 @@ func New(opts Options) *Backend {
 // still open keep their own references and stay usable until they close;
 // Open fails after Close.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil
-	}
-	b.closed = true
-	b.fileCache.Unref()
-	b.cache.Unref()
+	b.dirs.Close(func() {
+		b.fileCache.Unref()
+		b.cache.Unref()
+	})
 	return nil
 }
 
-// Open opens the database in dir, creating it if needed, and reads its
-// offsets, so that damaged metadata is reported here, as state.ErrCorrupt,
-// before the task starts. A directory can be open only once at a time.
+// ref takes references on the shared caches, so that a concurrent Close
+// cannot free them while a database opens with them.
+func (b *Backend) ref() {
+	b.cache.Ref()
+	b.fileCache.Ref()
+}
+
+func (b *Backend) unref() {
+	b.fileCache.Unref()
+	b.cache.Unref()
+}
+
+// Open opens the database in dir, creating it if needed, checks its format
+// (migrating an older one, refusing a newer one with state.ErrFormat) and
+// reads its offsets, so that damaged metadata is reported here, as
+// state.ErrCorrupt, before the task starts. A directory can be open only
+// once at a time.
 func (b *Backend) Open(dir string) (state.DB, error) {
 	dir = filepath.Clean(dir)
 	if b.invalid != nil {
 		return nil, fmt.Errorf("state/pebble: open %s: fix the Backend's options: %w", dir, b.invalid)
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, fmt.Errorf("state/pebble: open %s: backend closed", dir)
+	if err := b.dirs.Acquire(dir, b.ref); err != nil {
+		return nil, err
 	}
-	if b.open[dir] {
-		b.mu.Unlock()
-		return nil, fmt.Errorf("state/pebble: open %s: already open", dir)
-	}
-	b.open[dir] = true
-	// Hold references while pebble.Open runs outside the lock, so a
-	// concurrent Close cannot free the caches under it.
-	b.cache.Ref()
-	b.fileCache.Ref()
-	b.mu.Unlock()
-
 	d, err := b.open1(dir)
-
-	b.mu.Lock()
-	b.fileCache.Unref()
-	b.cache.Unref()
+	b.unref()
 	if err != nil {
-		delete(b.open, dir)
-	}
-	b.mu.Unlock()
-	if err != nil {
+		b.dirs.Release(dir)
 		return nil, err
 	}
 	return d, nil
@@ -121,28 +115,18 @@ var _ state.CheckpointPreparer = (*Backend)(nil)
 // earlier and later checkpoints.
 func (b *Backend) PrepareCheckpoint(dir string) (state.Offsets, error) {
 	dir = filepath.Clean(dir)
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.dirs.IfOpen(b.ref) {
 		return state.Offsets{}, fmt.Errorf("state/pebble: prepare checkpoint %s: backend closed", dir)
 	}
-	b.cache.Ref()
-	b.fileCache.Ref()
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		b.fileCache.Unref()
-		b.cache.Unref()
-		b.mu.Unlock()
-	}()
+	defer b.unref()
 	d, err := b.open1(dir)
 	if err != nil {
 		return state.Offsets{}, err
 	}
 	if err := d.pdb.Close(); err != nil {
-		return state.Offsets{}, wrapErr("close checkpoint", dir, err)
+		return state.Offsets{}, errs.Wrap("close checkpoint", dir, err)
 	}
-	return d.offsets, nil
+	return d.Core.Offsets(), nil
 }
 
 func (b *Backend) open1(dir string) (*db, error) {
@@ -163,17 +147,17 @@ func (b *Backend) open1(dir string) (*db, error) {
 		},
 	}
 	st.listen(po.EventListener)
-	b.opts.apply(po)
+	b.opts.apply(po, b.tune)
 	pdb, err := pebbledb.Open(dir, po)
 	if err != nil {
-		return nil, wrapErr("open", dir, err)
+		return nil, errs.Wrap("open", dir, err)
 	}
-	d := &db{backend: b, dir: dir, pdb: pdb, stalls: st}
-	if d.offsets, err = d.readOffsets(); err != nil {
-		// The read error is the one worth returning; Close cannot make
-		// the database more usable.
+	d := &db{Core: disk.Core{Dir: dir}, backend: b, pdb: pdb, stalls: st}
+	if err := d.Core.Open(engine{pdb}); err != nil {
+		// The format's error is the one worth returning; Close cannot
+		// make the database more usable.
 		_ = pdb.Close()
-		return nil, err
+		return nil, errs.Wrap("open", dir, err)
 	}
 	return d, nil
 }
@@ -181,31 +165,7 @@ func (b *Backend) open1(dir string) (*db, error) {
 // Destroy removes the database in dir (the whole directory), so the next
 // Open starts empty. It fails if the database is open.
 func (b *Backend) Destroy(dir string) error {
-	dir = filepath.Clean(dir)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.open[dir] {
-		return fmt.Errorf("state/pebble: destroy %s: database is open", dir)
-	}
-	if err := b.opts.FS.RemoveAll(dir); err != nil {
-		return fmt.Errorf("state/pebble: destroy %s: %w", dir, err)
-	}
-	return nil
-}
-
-func (b *Backend) closed1(dir string) {
-	b.mu.Lock()
-	delete(b.open, dir)
-	b.mu.Unlock()
-}
-
-// wrapErr prefixes err with the package, the operation and the directory, and
-// adds state.ErrCorrupt when the error means the database is damaged.
-func wrapErr(op, dir string, err error) error {
-	if isCorruption(err) {
-		return fmt.Errorf("state/pebble: %s %s: %w: %w", op, dir, state.ErrCorrupt, err)
-	}
-	return fmt.Errorf("state/pebble: %s %s: %w", op, dir, err)
+	return b.dirs.Destroy(filepath.Clean(dir), b.opts.FS.RemoveAll)
 }
 
 // isCorruption reports whether a Pebble error means the database cannot be

@@ -9,6 +9,7 @@ import (
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/statetest"
 )
 
 func TestStallsFromEvents(t *testing.T) {
@@ -38,7 +39,7 @@ func TestStallsFromEvents(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	b := newBackend(t, Options{MemTableSize: 256 << 10, CacheSize: 1 << 20})
-	d := mustOpen(t, b, filepath.Join(t.TempDir(), "db"))
+	d := statetest.Open(t, b, filepath.Join(t.TempDir(), "db"))
 	m := d.(*db).Metrics()
 	if m.DiskBytes == 0 {
 		t.Error("a new database takes no disk space")
@@ -48,7 +49,7 @@ func TestMetrics(t *testing.T) {
 		for j := range 100 {
 			batch.Writes = append(batch.Writes, state.Write{Store: "s", Key: fmt.Appendf(nil, "k%d-%d", i, j), Value: make([]byte, 1024)})
 		}
-		batch.Offsets = testOffsets(int64(i))
+		batch.Offsets = statetest.OffsetsAt(int64(i))
 		if err := d.Apply(&batch); err != nil {
 			t.Fatal(err)
 		}
@@ -60,13 +61,13 @@ func TestMetrics(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.(*db).Metrics(); got != (Metrics{}) {
+	if got := d.(*db).Metrics(); got != (state.DBMetrics{}) {
 		t.Errorf("closed database reports %+v", got)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.CacheMetrics(); got != (CacheMetrics{}) {
+	if got := b.CacheMetrics(); got != (state.CacheMetrics{}) {
 		t.Errorf("closed backend reports %+v", got)
 	}
 }
@@ -76,7 +77,7 @@ func TestMetrics(t *testing.T) {
 // those stalls from Pebble's events.
 func TestWriteStallsCounted(t *testing.T) {
 	b := newBackend(t, Options{MemTableSize: 64 << 10, L0CompactionThreshold: 1, L0StopWritesThreshold: 1, MaxConcurrentCompactions: 1})
-	d := mustOpen(t, b, filepath.Join(t.TempDir(), "db"))
+	d := statetest.Open(t, b, filepath.Join(t.TempDir(), "db"))
 	defer d.Close()
 	for i := range 20 {
 		var batch state.Batch
@@ -87,7 +88,7 @@ func TestWriteStallsCounted(t *testing.T) {
 			}
 			batch.Writes = append(batch.Writes, state.Write{Store: "s", Key: fmt.Appendf(nil, "k%d-%d", i, j), Value: v})
 		}
-		batch.Offsets = testOffsets(int64(i))
+		batch.Offsets = statetest.OffsetsAt(int64(i))
 		if err := d.Apply(&batch); err != nil {
 			t.Fatal(err)
 		}

@@ -58,7 +58,7 @@ func TestCrashKeepsSyncedApplies(t *testing.T) {
 		t.Fatalf("child acknowledged %d Applies before it was killed; want 300 (scan: %v)", acked, sc.Err())
 	}
 
-	d := mustOpen(t, newBackend(t, Options{}), dir)
+	d := statetest.Open(t, newBackend(t, Options{}), dir)
 	defer d.Close()
 	o, err := d.Offsets()
 	if err != nil {

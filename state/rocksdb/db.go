@@ -13,25 +13,21 @@ import (
 	"github.com/linxGnu/grocksdb"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/disk"
 	"github.com/eddy-streams/eddy/state/internal/keys"
-	"github.com/eddy-streams/eddy/state/internal/offsetcodec"
 )
 
 // db is one task's RocksDB database. Like every state.DB it is used by one
 // goroutine at a time, which lets it reuse its C objects and key buffers.
 type db struct {
-	backend *Backend
-	dir     string
-	rdb     *grocksdb.DB // nil once closed; RocksDB crashes on use after close
-	opts    rocksOptions
-	ro      *grocksdb.ReadOptions  // for Get
-	wo      *grocksdb.WriteOptions // synced
-	wb      *grocksdb.WriteBatch   // reused by Apply
-	// offsets caches what the metadata key holds: read at Open, replaced
-	// after each successful Apply.
-	offsets state.Offsets
-	key     []byte // scratch for Get and Apply keys
-	meta    []byte // scratch for encoded offsets
+	disk.Core // the directory, the offsets, Apply's encoding
+	backend   *Backend
+	rdb       *grocksdb.DB // nil once closed; RocksDB crashes on use after close
+	opts      rocksOptions
+	ro        *grocksdb.ReadOptions  // for Get
+	wo        *grocksdb.WriteOptions // synced
+	wb        *grocksdb.WriteBatch   // reused by Apply
+	key       []byte                 // scratch for Get keys
 }
 
 var _ state.DB = (*db)(nil)
@@ -40,8 +36,8 @@ func newDB(b *Backend, dir string, rdb *grocksdb.DB, opts rocksOptions) *db {
 	wo := grocksdb.NewDefaultWriteOptions()
 	wo.SetSync(true)
 	return &db{
+		Core:    disk.Core{Dir: dir},
 		backend: b,
-		dir:     dir,
 		rdb:     rdb,
 		opts:    opts,
 		ro:      grocksdb.NewDefaultReadOptions(),
@@ -61,12 +57,24 @@ func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 	return d.get("get from", d.key)
 }
 
-// get reads one database key for op. A pinned slice, not rocksdb_get: its
-// result tells a missing key (no slice) from an empty value (an empty slice).
+// get reads one database key for op.
 func (d *db) get(op string, key []byte) ([]byte, bool, error) {
-	h, err := d.rdb.GetPinned(d.ro, key)
+	v, ok, err := engine{d}.Get(key)
 	if err != nil {
-		return nil, false, wrapErr(op, d.dir, err)
+		return nil, false, errs.Wrap(op, d.Dir, err)
+	}
+	return v, ok, nil
+}
+
+// engine is a RocksDB database as state/internal/disk reads and writes it.
+type engine struct{ d *db }
+
+// Get reads through a pinned slice, not rocksdb_get: its result tells a
+// missing key (no slice) from an empty value (an empty slice).
+func (e engine) Get(key []byte) ([]byte, bool, error) {
+	h, err := e.d.rdb.GetPinned(e.d.ro, key)
+	if err != nil {
+		return nil, false, err
 	}
 	if !h.Exists() {
 		return nil, false, nil
@@ -80,6 +88,25 @@ func (d *db) get(op string, key []byte) ([]byte, bool, error) {
 	}
 	return out, true, nil
 }
+
+// Write fills the database's reused WriteBatch and writes it, synced.
+// Nothing reaches the database before Write, so a failure part way leaves
+// it untouched.
+func (e engine) Write(fn func(disk.Writer) error) error {
+	e.d.wb.Clear()
+	if err := fn(batchWriter{e.d.wb}); err != nil {
+		return err
+	}
+	return e.d.rdb.Write(e.d.wo, e.d.wb)
+}
+
+// batchWriter adds to a RocksDB WriteBatch, which copies keys and values
+// and reports no errors of its own.
+type batchWriter struct{ wb *grocksdb.WriteBatch }
+
+func (w batchWriter) Set(k, v []byte) error           { w.wb.Put(k, v); return nil }
+func (w batchWriter) Delete(k []byte) error           { w.wb.Delete(k); return nil }
+func (w batchWriter) DeleteRange(lo, hi []byte) error { w.wb.DeleteRange(lo, hi); return nil }
 
 // cBytes copies b into C memory. Iterator bounds are kept by RocksDB for the
 // iterator's life, and cgo forbids C keeping Go pointers past a call.
@@ -126,83 +153,25 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 		}
 	}
 	if err := it.Err(); err != nil {
-		return wrapErr("scan", d.dir, err)
+		return errs.Wrap("scan", d.Dir, err)
 	}
 	return nil
 }
 
+// Apply is one synced WriteBatch: its range deletes, then its writes, then
+// the offsets.
 func (d *db) Apply(b *state.Batch) error {
 	if d.rdb == nil {
 		return fmt.Errorf("state/rocksdb: apply: %w", state.ErrClosed)
 	}
-	if b == nil {
-		return fmt.Errorf("state/rocksdb: apply to %s: nil batch", d.dir)
-	}
-	d.wb.Clear()
-	// Ranges go into the batch before the writes. RocksDB gives each
-	// operation of a batch the next sequence number, and a range tombstone
-	// deletes only keys with lower numbers, so the writes survive the
-	// ranges, as state.Batch specifies. Nothing reaches the database before
-	// Write, so an invalid entry part way leaves it untouched.
-	for _, r := range b.Ranges {
-		if err := state.CheckStoreName(r.Store); err != nil {
-			return fmt.Errorf("state/rocksdb: apply to %s: %w", d.dir, err)
-		}
-		if len(r.Upper) != 0 && bytes.Compare(r.Lower, r.Upper) >= 0 {
-			continue // empty, and RocksDB wants start < end
-		}
-		// Both bounds in the one scratch buffer; the batch copies them.
-		d.key = keys.Append(d.key[:0], r.Store, r.Lower)
-		n := len(d.key)
-		if len(r.Upper) == 0 {
-			d.key = keys.AppendStoreEnd(d.key, r.Store)
-		} else {
-			d.key = keys.Append(d.key, r.Store, r.Upper)
-		}
-		d.wb.DeleteRange(d.key[:n], d.key[n:])
-	}
-	for _, w := range b.Writes {
-		if err := state.CheckStoreName(w.Store); err != nil {
-			return fmt.Errorf("state/rocksdb: apply to %s: %w", d.dir, err)
-		}
-		d.key = keys.Append(d.key[:0], w.Store, w.Key)
-		if w.Delete {
-			d.wb.Delete(d.key)
-		} else {
-			d.wb.Put(d.key, w.Value)
-		}
-	}
-	d.meta = offsetcodec.Append(d.meta[:0], b.Offsets)
-	d.wb.Put(keys.Meta(), d.meta)
-	if err := d.rdb.Write(d.wo, d.wb); err != nil {
-		return wrapErr("apply to", d.dir, err)
-	}
-	d.offsets = b.Offsets.Clone()
-	return nil
+	return errs.Wrap("apply to", d.Dir, d.Core.Apply(engine{d}, b))
 }
 
 func (d *db) Offsets() (state.Offsets, error) {
 	if d.rdb == nil {
 		return state.Offsets{}, fmt.Errorf("state/rocksdb: offsets: %w", state.ErrClosed)
 	}
-	return d.offsets.Clone(), nil
-}
-
-// readOffsets reads the metadata key; a new database has none and reflects
-// no offsets and no stream time.
-func (d *db) readOffsets() (state.Offsets, error) {
-	v, ok, err := d.get("read offsets of", keys.Meta())
-	if err != nil {
-		return state.Offsets{}, err
-	}
-	if !ok {
-		return state.NewOffsets(), nil
-	}
-	o, err := offsetcodec.Decode(v)
-	if err != nil {
-		return state.Offsets{}, fmt.Errorf("state/rocksdb: read offsets of %s: %w: %w", d.dir, state.ErrCorrupt, err)
-	}
-	return o, nil
+	return d.Core.Offsets(), nil
 }
 
 // release closes the RocksDB database and frees the C objects of d, but not
@@ -223,6 +192,6 @@ func (d *db) Close() error {
 	}
 	d.release()
 	d.opts.destroy()
-	d.backend.closed1(d.dir)
+	d.backend.dirs.Release(d.Dir)
 	return nil
 }

@@ -16,10 +16,11 @@
 // Without the tag, New still compiles and Open fails with ErrNotBuilt, so a
 // program can offer RocksDB as a runtime choice and report the fix.
 //
-// Each task's database is one RocksDB database with the key layout of
-// state/internal/keys and the offsets encoding of state/internal/offsetcodec,
-// the same as state/pebble's (the files differ: a task directory cannot
-// switch backends; Destroy it and restore from the changelog instead).
+// Each task's database is one RocksDB database with the key layout and
+// format version of state/internal/keys, read, migrated and written by
+// state/internal/disk exactly as state/pebble's are (the files differ: a
+// task directory cannot switch backends; Destroy it and restore from the
+// changelog instead).
 // Every Apply is one synced WriteBatch: its range deletes, then its writes,
 // then the offsets.
 package rocksdb

@@ -2,7 +2,8 @@ package rocksdb
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/eddy-streams/eddy/state/internal/disk"
 )
 
 // ErrNotBuilt is returned by Open and Destroy in a program built without the
@@ -10,40 +11,24 @@ import (
 var ErrNotBuilt = errors.New("state/rocksdb: built without RocksDB: rebuild with -tags rocksdb (needs cgo and librocksdb-dev)")
 
 // Options configure a Backend, the way Kafka Streams' RocksDBConfigSetter
-// tunes its stores. The zero value is valid: every field has the default
-// named in its comment. Unlike Pebble, RocksDB shares no file cache between
-// databases, so sizes and counts apply per database (one per task) unless the
-// comment says the Backend shares them.
+// tunes its stores. They have state/pebble's fields, so that a program
+// switches backends without renaming its settings; each sets the RocksDB
+// option named beside it. The zero value is valid: a zero field takes the
+// default in parentheses (the constant Default + its name). RocksDB shares
+// no file cache between databases, so every value but CacheSize applies
+// per database, that is per task.
 type Options struct {
-	// CacheSize is the size in bytes of the LRU block cache shared by every
-	// database of the Backend. Zero means 64 MiB (DefaultCacheSize).
-	CacheSize int64
-	// MemTableSize is the size in bytes of each database's memtable
-	// (RocksDB's write_buffer_size). Zero means 16 MiB
-	// (DefaultMemTableSize). RocksDB takes 64 KiB to 64 GiB.
-	MemTableSize uint64
-	// MaxOpenFiles bounds the files each database keeps open. Zero means
-	// 256 (DefaultMaxOpenFiles): a task's database holds few tables, and
-	// the bound is per task, so a generous one multiplies quickly.
-	MaxOpenFiles int
-	// MaxConcurrentCompactions is the most compactions each database runs
-	// at once (RocksDB's max_background_compactions; flushes have a thread
-	// of their own). Zero means 1 (DefaultMaxConcurrentCompactions): with
-	// one database per task, tasks already compact in parallel.
-	MaxConcurrentCompactions int
-	// Compression is the block compression of table files. The empty value
-	// means CompressionSnappy, RocksDB's default.
-	Compression Compression
-	// L0CompactionThreshold is the number of level 0 files at which a
-	// database compacts level 0 (level0_file_num_compaction_trigger). Zero
-	// means 4 (DefaultL0CompactionThreshold).
-	L0CompactionThreshold int
-	// L0StopWritesThreshold is the number of level 0 files at which a
-	// database stops writes (Apply waits) until compactions catch up
-	// (level0_stop_writes_trigger; writes slow down from 20 files, or
-	// from this value if lower). Zero means 36
-	// (DefaultL0StopWritesThreshold). It must not be below
-	// L0CompactionThreshold.
+	CacheSize                int64       // the LRU block cache that every database shares, in bytes (64 MiB)
+	MemTableSize             uint64      // write_buffer_size, from 64 KiB to 64 GiB (16 MiB)
+	MaxOpenFiles             int         // max_open_files (256: a task's database holds few tables, and a generous bound multiplies by the tasks)
+	MaxConcurrentCompactions int         // max_background_compactions; flushes have a thread of their own (1: tasks already compact in parallel)
+	Compression              Compression // the compression of table blocks (CompressionSnappy, RocksDB's default)
+	L0CompactionThreshold    int         // level0_file_num_compaction_trigger, in level 0 files (4)
+
+	// L0StopWritesThreshold is level0_stop_writes_trigger (36): at that
+	// many level 0 files, Apply waits until compactions catch up (writes
+	// slow down from 20 files, or from this value if lower). It must not
+	// be below L0CompactionThreshold.
 	L0StopWritesThreshold int
 }
 
@@ -78,76 +63,30 @@ const (
 	CompressionZstd   Compression = "zstd"
 )
 
-func (c Compression) valid() bool {
-	switch c {
-	case "", CompressionNone, CompressionSnappy, CompressionZstd:
-		return true
+// defaults and limits are what state/internal/disk validates Options
+// against and fills them in with.
+var (
+	defaults = disk.Tuning{
+		CacheSize:                DefaultCacheSize,
+		MemTableSize:             DefaultMemTableSize,
+		MaxOpenFiles:             DefaultMaxOpenFiles,
+		MaxConcurrentCompactions: DefaultMaxConcurrentCompactions,
+		L0CompactionThreshold:    DefaultL0CompactionThreshold,
+		L0StopWritesThreshold:    DefaultL0StopWritesThreshold,
 	}
-	return false
+	// RocksDB would silently clip a memtable size out of its range.
+	limits = disk.Limits{Pkg: "state/rocksdb", Defaults: defaults, MemTableMin: minMemTableSize, MemTableMax: maxMemTableSize,
+		MemTableRule: "must be from 64 KiB to 64 GiB, RocksDB's range (0 means the default, 16 MiB)"}
+)
+
+// tuning returns the fields of o that state/internal/disk validates.
+func (o Options) tuning() disk.Tuning {
+	return disk.Tuning{CacheSize: o.CacheSize, MemTableSize: o.MemTableSize, MaxOpenFiles: o.MaxOpenFiles, MaxConcurrentCompactions: o.MaxConcurrentCompactions,
+		Compression: string(o.Compression), L0CompactionThreshold: o.L0CompactionThreshold, L0StopWritesThreshold: o.L0StopWritesThreshold}
 }
 
 // Validate reports every invalid field of o at once, each error naming its
 // field. New accepts any Options, so that a caller can validate its whole
 // configuration first; with options that Validate rejects, the Backend's
 // Open returns the same errors.
-func (o Options) Validate() error {
-	var errs []error
-	bad := func(field string, v any, why string) {
-		errs = append(errs, fmt.Errorf("state/rocksdb: Options.%s = %v: %s", field, v, why))
-	}
-	if o.CacheSize < 0 {
-		bad("CacheSize", o.CacheSize, "must not be negative (0 means the default, 64 MiB)")
-	}
-	// RocksDB would silently clip a value out of its range.
-	if o.MemTableSize != 0 && (o.MemTableSize < minMemTableSize || o.MemTableSize > maxMemTableSize) {
-		bad("MemTableSize", o.MemTableSize, "must be from 64 KiB to 64 GiB, RocksDB's range (0 means the default, 16 MiB)")
-	}
-	if o.MaxOpenFiles < 0 {
-		bad("MaxOpenFiles", o.MaxOpenFiles, "must not be negative (0 means the default, 256)")
-	}
-	if o.MaxConcurrentCompactions < 0 {
-		bad("MaxConcurrentCompactions", o.MaxConcurrentCompactions, "must not be negative (0 means the default, 1)")
-	}
-	if !o.Compression.valid() {
-		bad("Compression", fmt.Sprintf("%q", o.Compression), `must be "none", "snappy" or "zstd" (empty means snappy)`)
-	}
-	if o.L0CompactionThreshold < 0 {
-		bad("L0CompactionThreshold", o.L0CompactionThreshold, "must not be negative (0 means the default, 4)")
-	}
-	if o.L0StopWritesThreshold < 0 {
-		bad("L0StopWritesThreshold", o.L0StopWritesThreshold, "must not be negative (0 means the default, 36)")
-	}
-	if o.L0CompactionThreshold >= 0 && o.L0StopWritesThreshold >= 0 {
-		// RocksDB would silently raise the stop trigger instead.
-		if d := o.withDefaults(); d.L0StopWritesThreshold < d.L0CompactionThreshold {
-			bad("L0StopWritesThreshold", d.L0StopWritesThreshold, fmt.Sprintf("must be at least L0CompactionThreshold (%d), or writes stop before level 0 compacts", d.L0CompactionThreshold))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// withDefaults returns o with every zero field set to its default.
-func (o Options) withDefaults() Options {
-	if o.CacheSize == 0 {
-		o.CacheSize = DefaultCacheSize
-	}
-	if o.MemTableSize == 0 {
-		o.MemTableSize = DefaultMemTableSize
-	}
-	if o.MaxOpenFiles == 0 {
-		o.MaxOpenFiles = DefaultMaxOpenFiles
-	}
-	if o.MaxConcurrentCompactions == 0 {
-		o.MaxConcurrentCompactions = DefaultMaxConcurrentCompactions
-	}
-	if o.Compression == "" {
-		o.Compression = CompressionSnappy
-	}
-	if o.L0CompactionThreshold == 0 {
-		o.L0CompactionThreshold = DefaultL0CompactionThreshold
-	}
-	if o.L0StopWritesThreshold == 0 {
-		o.L0StopWritesThreshold = DefaultL0StopWritesThreshold
-	}
-	return o
-}
+func (o Options) Validate() error { return o.tuning().Validate(limits) }

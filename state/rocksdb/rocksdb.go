@@ -7,38 +7,39 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/linxGnu/grocksdb"
 
 	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/internal/disk"
 )
 
 // Backend opens RocksDB databases that share one block cache. It is safe for
 // concurrent use.
 type Backend struct {
-	opts Options // with defaults
+	tune disk.Tuning // the Options' tuning, with defaults
 	// invalid is what Options.Validate reported, returned by every Open.
 	invalid error
 
-	mu     sync.Mutex
-	cache  *grocksdb.Cache // nil once closed
-	open   map[string]bool // directories with an open DB
-	closed bool
+	dirs  *disk.Dirs
+	cache *grocksdb.Cache // nil once closed
 }
 
 var _ state.Backend = (*Backend)(nil)
+
+// errs maps RocksDB's errors; see isCorruption.
+var errs = disk.Errors{Pkg: "state/rocksdb", IsCorruption: isCorruption}
 
 // New returns a Backend configured by opts. Call Close when done with it.
 // New does not fail: options that Options.Validate rejects make every Open
 // fail with Validate's errors, so call Validate first to report them early.
 func New(opts Options) *Backend {
-	b := &Backend{opts: opts.withDefaults(), invalid: opts.Validate(), open: make(map[string]bool)}
+	b := &Backend{tune: opts.tuning().WithDefaults(defaults), invalid: opts.Validate(), dirs: disk.NewDirs("state/rocksdb")}
 	if b.invalid != nil {
-		b.closed = true // nothing to release: no database will open
+		b.dirs.Close(nil) // nothing to release: no database will open
 		return b
 	}
-	b.cache = grocksdb.NewLRUCache(uint64(b.opts.CacheSize))
+	b.cache = grocksdb.NewLRUCache(uint64(b.tune.CacheSize))
 	return b
 }
 
@@ -46,45 +47,34 @@ func New(opts Options) *Backend {
 // open hold their own references (RocksDB's table options keep the cache
 // alive) and stay usable until they close; Open fails after Close.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil
-	}
-	b.closed = true
-	b.cache.Destroy()
-	b.cache = nil
+	b.dirs.Close(func() {
+		b.cache.Destroy()
+		b.cache = nil
+	})
 	return nil
 }
 
 // Open opens the database in dir, creating it (and its parents) if needed,
-// and reads its offsets, so that damaged metadata is reported here, as
-// state.ErrCorrupt, before the task starts. A directory can be open only
-// once at a time; RocksDB's LOCK file also keeps other processes out.
+// checks its format (migrating an older one, refusing a newer one with
+// state.ErrFormat) and reads its offsets, so that damaged metadata is
+// reported here, as state.ErrCorrupt, before the task starts. A directory
+// can be open only once at a time; RocksDB's LOCK file also keeps other
+// processes out.
 func (b *Backend) Open(dir string) (state.DB, error) {
 	dir = filepath.Clean(dir)
 	if b.invalid != nil {
 		return nil, fmt.Errorf("state/rocksdb: open %s: fix the Backend's options: %w", dir, b.invalid)
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, fmt.Errorf("state/rocksdb: open %s: backend closed", dir)
-	}
-	if b.open[dir] {
-		b.mu.Unlock()
-		return nil, fmt.Errorf("state/rocksdb: open %s: already open", dir)
-	}
-	b.open[dir] = true
 	// The options take their reference on the cache under the lock, so a
 	// concurrent Close cannot free it before RocksDB holds it.
-	ro := b.newOptions()
-	b.mu.Unlock()
-
+	var ro rocksOptions
+	if err := b.dirs.Acquire(dir, func() { ro = b.newOptions() }); err != nil {
+		return nil, err
+	}
 	d, err := b.open1(dir, ro)
 	if err != nil {
 		ro.destroy()
-		b.closed1(dir)
+		b.dirs.Release(dir)
 		return nil, err
 	}
 	return d, nil
@@ -104,7 +94,7 @@ func (r rocksOptions) destroy() {
 }
 
 func (b *Backend) newOptions() rocksOptions {
-	o := b.opts
+	o := b.tune
 	table := grocksdb.NewDefaultBlockBasedTableOptions()
 	table.SetBlockCache(b.cache)
 
@@ -119,7 +109,7 @@ func (b *Backend) newOptions() rocksOptions {
 	// still honours them when set.
 	opts.SetMaxBackgroundCompactions(o.MaxConcurrentCompactions)
 	opts.SetMaxBackgroundFlushes(1)
-	opts.SetCompression(o.Compression.rocks())
+	opts.SetCompression(Compression(o.Compression).rocks())
 	opts.SetLevel0FileNumCompactionTrigger(o.L0CompactionThreshold)
 	opts.SetLevel0SlowdownWritesTrigger(min(l0SlowdownWrites, o.L0StopWritesThreshold))
 	opts.SetLevel0StopWritesTrigger(o.L0StopWritesThreshold)
@@ -148,14 +138,14 @@ func (b *Backend) open1(dir string, ro rocksOptions) (*db, error) {
 	}
 	rdb, err := grocksdb.OpenDb(ro.db, dir)
 	if err != nil {
-		return nil, wrapErr("open", dir, err)
+		return nil, errs.Wrap("open", dir, err)
 	}
 	d := newDB(b, dir, rdb, ro)
-	if d.offsets, err = d.readOffsets(); err != nil {
-		// The read error is the one worth returning; Close cannot make
-		// the database more usable.
+	if err := d.Core.Open(engine{d}); err != nil {
+		// The format's error is the one worth returning; Close cannot
+		// make the database more usable.
 		d.release()
-		return nil, err
+		return nil, errs.Wrap("open", dir, err)
 	}
 	return d, nil
 }
@@ -165,31 +155,7 @@ func (b *Backend) open1(dir string, ro rocksOptions) (*db, error) {
 // itself rather than through RocksDB's DestroyDB, which needs a readable
 // database and the rebuild is for one that is not.
 func (b *Backend) Destroy(dir string) error {
-	dir = filepath.Clean(dir)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.open[dir] {
-		return fmt.Errorf("state/rocksdb: destroy %s: database is open", dir)
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("state/rocksdb: destroy %s: %w", dir, err)
-	}
-	return nil
-}
-
-func (b *Backend) closed1(dir string) {
-	b.mu.Lock()
-	delete(b.open, dir)
-	b.mu.Unlock()
-}
-
-// wrapErr prefixes err with the package, the operation and the directory,
-// and adds state.ErrCorrupt when the error means the database is damaged.
-func wrapErr(op, dir string, err error) error {
-	if isCorruption(err) {
-		return fmt.Errorf("state/rocksdb: %s %s: %w: %w", op, dir, state.ErrCorrupt, err)
-	}
-	return fmt.Errorf("state/rocksdb: %s %s: %w", op, dir, err)
+	return b.dirs.Destroy(filepath.Clean(dir), os.RemoveAll)
 }
 
 // isCorruption reports whether a RocksDB error means the database cannot be

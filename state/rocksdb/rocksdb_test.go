@@ -3,7 +3,6 @@
 package rocksdb
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -11,19 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/linxGnu/grocksdb"
-
 	"github.com/eddy-streams/eddy/state"
-	"github.com/eddy-streams/eddy/state/internal/keys"
 	"github.com/eddy-streams/eddy/state/statetest"
 )
-
-func TestConformance(t *testing.T) {
-	statetest.Run(t, func(t *testing.T) state.Backend {
-		// A small memtable, so LargeBatch writes a batch bigger than it.
-		return newBackend(t, Options{MemTableSize: 1 << 20, CacheSize: 1 << 20})
-	})
-}
 
 func newBackend(t *testing.T, opts Options) *Backend {
 	b := New(opts)
@@ -33,7 +22,7 @@ func newBackend(t *testing.T, opts Options) *Backend {
 
 func TestBackendClose(t *testing.T) {
 	b := New(Options{})
-	d := mustOpen(t, b, t.TempDir())
+	d := statetest.Open(t, b, t.TempDir())
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +49,7 @@ func TestBackendClose(t *testing.T) {
 // are kept apart by RocksDB's LOCK file, not only by a Backend's own map.
 func TestLockAcrossBackends(t *testing.T) {
 	dir := t.TempDir()
-	d := mustOpen(t, newBackend(t, Options{}), dir)
+	d := statetest.Open(t, newBackend(t, Options{}), dir)
 	defer d.Close()
 	other := newBackend(t, Options{})
 	if d2, err := other.Open(dir); err == nil {
@@ -73,7 +62,7 @@ func TestLockAcrossBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The failed Open did not leave the directory marked open.
-	d2 := mustOpen(t, other, dir)
+	d2 := statetest.Open(t, other, dir)
 	if err := d2.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +70,7 @@ func TestLockAcrossBackends(t *testing.T) {
 
 func TestOpenCreatesParents(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "app", "tasks", "0_1")
-	d := mustOpen(t, newBackend(t, Options{}), dir)
+	d := statetest.Open(t, newBackend(t, Options{}), dir)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -127,19 +116,7 @@ func readOptionsFile(t *testing.T, dir string) map[string]map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]map[string]string{}
-	section := ""
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") {
-			section = strings.Trim(line, "[]")
-			out[section] = map[string]string{}
-		} else if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
-			out[section][k] = v
-		}
-	}
-	return out
+	return statetest.ParseOptionsFile(data)
 }
 
 func TestOptionsReachRocksDB(t *testing.T) {
@@ -185,7 +162,7 @@ func TestOptionsReachRocksDB(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			d := mustOpen(t, newBackend(t, tt.opts), dir)
+			d := statetest.Open(t, newBackend(t, tt.opts), dir)
 			defer d.Close()
 			got := readOptionsFile(t, dir)
 			for section, kvs := range tt.want {
@@ -212,7 +189,7 @@ func TestCompressionReachesTables(t *testing.T) {
 	}{{"", "Snappy"}, {CompressionNone, "NoCompression"}, {CompressionSnappy, "Snappy"}, {CompressionZstd, "ZSTD"}} {
 		t.Run(string(tt.c), func(t *testing.T) {
 			dir := t.TempDir()
-			d := mustOpen(t, newBackend(t, Options{Compression: tt.c}), dir)
+			d := statetest.Open(t, newBackend(t, Options{Compression: tt.c}), dir)
 			defer d.Close()
 			var writes []state.Write
 			value := bytes.Repeat([]byte("compressible "), 20)
@@ -242,65 +219,6 @@ func TestCompressionReachesTables(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestDeleteRangeTables checks the order of ranges and writes where RocksDB
-// keeps them apart: over keys already in table files, in a batch larger than
-// the memtable, and after flushes and a compaction that must drop the
-// covered keys but not the batch's writes.
-func TestDeleteRangeTables(t *testing.T) {
-	b := newBackend(t, Options{MemTableSize: 1 << 20})
-	dir := t.TempDir()
-	d := mustOpen(t, b, dir)
-	var writes []state.Write
-	for i := range 2000 {
-		for _, s := range []string{"w", "w2"} {
-			writes = append(writes, state.Write{Store: s, Key: fmt.Appendf(nil, "k%05d", i), Value: []byte("old")})
-		}
-	}
-	if err := d.Apply(&state.Batch{Writes: writes}); err != nil {
-		t.Fatal(err)
-	}
-	flush(t, d)
-	// One batch: drop all of w, rewrite every tenth key of it, and carry
-	// 2 MiB of other writes so it is bigger than the memtable.
-	writes = writes[:0]
-	for i := 0; i < 2000; i += 10 {
-		writes = append(writes, state.Write{Store: "w", Key: fmt.Appendf(nil, "k%05d", i), Value: []byte("new")})
-	}
-	writes = append(writes, state.Write{Store: "big", Key: []byte("k"), Value: bytes.Repeat([]byte{'x'}, 2<<20)})
-	if err := d.Apply(&state.Batch{Ranges: []state.DeleteRange{{Store: "w"}}, Writes: writes, Offsets: testOffsets(7)}); err != nil {
-		t.Fatal(err)
-	}
-	check := func(when string, d state.DB) {
-		t.Helper()
-		got := statetest.Scan(t, d, "w", nil, nil)
-		if len(got) != 200 {
-			t.Fatalf("%s: %d keys in w; want the 200 the batch rewrote", when, len(got))
-		}
-		for i, kv := range got {
-			if want := fmt.Sprintf("k%05d", i*10); kv.Key != want || kv.Value != "new" {
-				t.Fatalf("%s: key %d = %v; want %s=new", when, i, kv, want)
-			}
-		}
-		if n := len(statetest.Scan(t, d, "w2", nil, nil)); n != 2000 {
-			t.Fatalf("%s: %d keys in w2; want 2000 (the range is w's alone)", when, n)
-		}
-		if o, _ := d.Offsets(); o.Changelog["s"] != 7 {
-			t.Fatalf("%s: offsets %v; want the batch's", when, o)
-		}
-	}
-	check("after apply", d)
-	flush(t, d)
-	check("after flush", d)
-	d.(*db).rdb.CompactRange(grocksdb.Range{Start: []byte{keys.PrefixStore}, Limit: []byte{keys.PrefixStore + 1}})
-	check("after compaction", d)
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	d = mustOpen(t, b, dir)
-	defer d.Close()
-	check("after reopen", d)
 }
 
 // BenchmarkBackend runs the workloads every backend is measured with, with

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eddy-streams/eddy/state"
 	"github.com/eddy-streams/eddy/state/pebble"
+	"github.com/eddy-streams/eddy/state/statetest"
 )
 
 // TestPebbleDirIsCorrupt: a state dir written by Pebble, opened by a program
@@ -21,7 +22,7 @@ func TestPebbleDirIsCorrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("k"), Value: []byte("v")}}, Offsets: testOffsets(1)}); err != nil {
+	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("k"), Value: []byte("v")}}, Offsets: statetest.OffsetsAt(1)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Close(); err != nil {
@@ -38,8 +39,8 @@ func TestPebbleDirIsCorrupt(t *testing.T) {
 // to Pebble finds a state dir that RocksDB wrote.
 func TestRocksDBDirIsCorrupt(t *testing.T) {
 	dir := t.TempDir()
-	d := mustOpen(t, newBackend(t, Options{}), dir)
-	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("k"), Value: []byte("v")}}, Offsets: testOffsets(1)}); err != nil {
+	d := statetest.Open(t, newBackend(t, Options{}), dir)
+	if err := d.Apply(&state.Batch{Writes: []state.Write{{Store: "s", Key: []byte("k"), Value: []byte("v")}}, Offsets: statetest.OffsetsAt(1)}); err != nil {
 		t.Fatal(err)
 	}
 	flush(t, d)

@@ -13,14 +13,14 @@ import (
 // directories, and misuse.
 
 func testReopen(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	offsets := sampleOffsets()
 	if err := db.Apply(&state.Batch{Writes: []state.Write{put("s", "a", "1"), put("s", "b", "2"), put("t", "a", "3")}, Offsets: offsets}); err != nil {
 		t.Fatal(err)
 	}
 	apply(t, db, del("s", "b"))
 	mustClose(t, db)
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	wantScan(t, db, "s", nil, nil, []KV{{"a", "1"}})
 	wantGet(t, db, "t", "a", "3", true)
 	wantOffsets(t, db, state.Offsets{}.Clone()) // the second Apply carried no offsets
@@ -28,13 +28,13 @@ func testReopen(t *testing.T, b state.Backend, dir string) {
 		t.Fatal(err)
 	}
 	mustClose(t, db)
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	wantOffsets(t, db, offsets)
 	wantGet(t, db, "s", "a", "1", true)
 }
 
 func testDestroy(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	if err := db.Apply(&state.Batch{Writes: []state.Write{put("s", "a", "1")}, Offsets: sampleOffsets()}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,15 +49,15 @@ func testDestroy(t *testing.T, b state.Backend, dir string) {
 	if err := b.Destroy(dir); err != nil {
 		t.Fatalf("Destroy of a destroyed database: %v", err)
 	}
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	wantScan(t, db, "s", nil, nil, nil)
 	wantOffsets(t, db, state.NewOffsets())
 }
 
 func testDirsIndependent(t *testing.T, b state.Backend, dir string) {
 	other := dir + "-other"
-	db1 := open(t, b, dir)
-	db2 := open(t, b, other)
+	db1 := Open(t, b, dir)
+	db2 := Open(t, b, other)
 	apply(t, db1, put("s", "k", "one"))
 	apply(t, db2, put("s", "k", "two"))
 	wantGet(t, db1, "s", "k", "one", true)
@@ -70,7 +70,7 @@ func testDirsIndependent(t *testing.T, b state.Backend, dir string) {
 }
 
 func testOpenTwice(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	if db2, err := b.Open(dir); err == nil {
 		_ = db2.Close()
 		t.Fatal("second Open of an open directory succeeded")
@@ -80,12 +80,12 @@ func testOpenTwice(t *testing.T, b state.Backend, dir string) {
 		t.Fatal("second Open of an open directory, spelled differently, succeeded")
 	}
 	mustClose(t, db)
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	mustClose(t, db)
 }
 
 func testUseAfterClose(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	mustClose(t, db)
 	_, _, err := db.Get("s", []byte("k"))
 	checkClosed(t, "Get", err)
@@ -136,7 +136,7 @@ func testConcurrentDirs(t *testing.T, b state.Backend, dir string) {
 		t.Error(err)
 	}
 	for w := range 8 {
-		db := open(t, b, fmt.Sprintf("%s-%d", dir, w))
+		db := Open(t, b, fmt.Sprintf("%s-%d", dir, w))
 		if got := len(Scan(t, db, "s", nil, nil)); got != 3 {
 			t.Errorf("worker %d: %d keys; want 3", w, got)
 		}

@@ -81,7 +81,7 @@ func testDeleteRange(t *testing.T, b state.Backend, dir string) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db := open(t, b, fmt.Sprintf("%s-%d", dir, i))
+			db := Open(t, b, fmt.Sprintf("%s-%d", dir, i))
 			seedRange(t, db, "s", "t")
 			applyRanges(t, db, tt.ranges)
 			want := kvsExcept("s", tt.drop...)
@@ -113,7 +113,7 @@ func testDeleteRangeStoreNames(t *testing.T, b state.Backend, dir string) {
 	for i, target := range stores {
 		for j, bounds := range [][2][]byte{{nil, nil}, {[]byte(""), []byte("\xff\xff\xff")}, {[]byte("\xff"), nil}} {
 			t.Run(fmt.Sprintf("%q/%d", target, j), func(t *testing.T) {
-				db := open(t, b, fmt.Sprintf("%s-%d-%d", dir, i, j))
+				db := Open(t, b, fmt.Sprintf("%s-%d-%d", dir, i, j))
 				seedRange(t, db, stores...)
 				applyRanges(t, db, []state.DeleteRange{rng(target, bounds[0], bounds[1])})
 				for _, s := range stores {
@@ -137,7 +137,7 @@ func testDeleteRangeStoreNames(t *testing.T, b state.Backend, dir string) {
 // testDeleteRangeThenWrites checks the order within one batch: ranges
 // first, then writes, so a key the batch writes survives a range over it.
 func testDeleteRangeThenWrites(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	seedRange(t, db, "s")
 	applyRanges(t, db,
 		[]state.DeleteRange{rng("s", []byte("a"), []byte("d")), rng("s", []byte("c"), nil)},
@@ -151,14 +151,14 @@ func testDeleteRangeThenWrites(t *testing.T, b state.Backend, dir string) {
 	wantGet(t, db, "s", "b\x00", "", false)
 	wantGet(t, db, "s", "\xff\xff", "", false)
 	mustClose(t, db)
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	wantScan(t, db, "s", nil, nil, []KV{{"", "root"}, {"b", "new"}, {"bb", "fresh"}, {"\xff", "new-end"}})
 }
 
 // testDeleteRangeAtomic checks that ranges share the batch's fate: applied
 // with its offsets, or not at all when the batch fails.
 func testDeleteRangeAtomic(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	seedRange(t, db, "s")
 	before := state.NewOffsets()
 	before.Changelog["s"] = 1
@@ -199,7 +199,7 @@ func testDeleteRangeAtomic(t *testing.T, b state.Backend, dir string) {
 	wantScan(t, db, "s", nil, nil, want)
 	wantOffsets(t, db, after)
 	mustClose(t, db)
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	wantScan(t, db, "s", nil, nil, want)
 	wantOffsets(t, db, after)
 }
@@ -207,7 +207,7 @@ func testDeleteRangeAtomic(t *testing.T, b state.Backend, dir string) {
 // testDeleteRangeReopen checks that ranges are durable, including over many
 // keys and across several batches, and that the store is writable after.
 func testDeleteRangeReopen(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	const n = 3000
 	var writes []state.Write
 	for i := range n {
@@ -221,7 +221,7 @@ func testDeleteRangeReopen(t *testing.T, b state.Backend, dir string) {
 	}
 	applyRanges(t, db, []state.DeleteRange{rng("w", []byte("seg-20/"), nil)}, put("w", "seg-25/new", "v"))
 	mustClose(t, db)
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	got := Scan(t, db, "w", nil, nil)
 	if len(got) != 1001 || got[0].Key != "seg-10/01000" || got[999].Key != "seg-19/01999" || got[1000].Key != "seg-25/new" {
 		t.Fatalf("after reopen: %d keys from %v to %v; want seg-10/01000 to seg-19/01999, then seg-25/new", len(got), got[0], got[len(got)-1])

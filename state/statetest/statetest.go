@@ -77,7 +77,9 @@ func Scan(t testing.TB, db state.DB, store string, lower, upper []byte) []KV {
 	return got
 }
 
-func open(t *testing.T, b state.Backend, dir string) state.DB {
+// Open opens dir with b, failing the test on error, and closes the database
+// when the test ends if the test did not.
+func Open(t testing.TB, b state.Backend, dir string) state.DB {
 	t.Helper()
 	db, err := b.Open(dir)
 	if err != nil {
@@ -128,7 +130,7 @@ func wantScan(t *testing.T, db state.DB, store string, lower, upper []byte, want
 }
 
 func testGetPutDelete(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	wantGet(t, db, "s", "k", "", false)
 	apply(t, db, put("s", "k", "v1"))
 	wantGet(t, db, "s", "k", "v1", true)
@@ -148,7 +150,7 @@ func testGetPutDelete(t *testing.T, b state.Backend, dir string) {
 }
 
 func testGetReturnsCopy(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	w := put("s", "k", "value")
 	apply(t, db, w)
 	copy(w.Value, "XXXXX") // the DB must have copied at Apply
@@ -161,7 +163,7 @@ func testGetReturnsCopy(t *testing.T, b state.Backend, dir string) {
 }
 
 func testScan(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	apply(t, db, put("s", "d", "4"), put("s", "b", "2"), put("s", "a", "1"), put("s", "c", "3"))
 	all := []KV{{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}}
 	for _, tt := range []struct {
@@ -184,7 +186,7 @@ func testScan(t *testing.T, b state.Backend, dir string) {
 }
 
 func testScanStopsOnError(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	apply(t, db, put("s", "a", "1"), put("s", "b", "2"), put("s", "c", "3"))
 	stop := errors.New("stop")
 	n := 0
@@ -204,7 +206,7 @@ func testScanStopsOnError(t *testing.T, b state.Backend, dir string) {
 }
 
 func testScanCallsGet(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	apply(t, db, put("s", "a", "1"), put("s", "b", "2"), put("other", "zzzzzzzz", "x"))
 	var got []KV
 	err := db.Scan("s", []byte("a"), []byte("z"), func(k, v []byte) error {
@@ -224,7 +226,7 @@ func testScanCallsGet(t *testing.T, b state.Backend, dir string) {
 // A backend may keep what it needs for scans between them (Pebble keeps its
 // iterator); every scan must still see every Apply before it.
 func testScanAfterApply(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	apply(t, db, put("s", "a", "1"), put("s", "c", "3"))
 	wantScan(t, db, "s", nil, nil, []KV{{"a", "1"}, {"c", "3"}})
 	wantScan(t, db, "s", []byte("b"), nil, []KV{{"c", "3"}})
@@ -238,7 +240,7 @@ func testScanAfterApply(t *testing.T, b state.Backend, dir string) {
 // A scan's callback may scan again (a session store looks up a session's
 // value while it walks its index).
 func testScanInScan(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	apply(t, db, put("s", "a", "1"), put("s", "b", "2"), put("t", "x", "8"), put("t", "y", "9"))
 	var got []KV
 	err := db.Scan("s", nil, nil, func(k, v []byte) error {
@@ -258,7 +260,7 @@ func testScanInScan(t *testing.T, b state.Backend, dir string) {
 }
 
 func testBinaryKeys(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	keys := []string{"", "\x00", "\x00\x00", "\x00\xff", "a", "a\x00", "a\x00b", "a\xff", "\xff", "\xff\x00", "\xff\xff"}
 	var writes []state.Write
 	var all []KV
@@ -281,7 +283,7 @@ func testBinaryKeys(t *testing.T, b state.Backend, dir string) {
 }
 
 func testStoreIsolation(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	// Names that are prefixes of each other, or differ only after the
 	// shorter one ends, are where a key layout leaks.
 	stores := []string{"ab", "abc", "ab\x01", "ab\xff", "a", "b"}
@@ -299,7 +301,7 @@ func testStoreIsolation(t *testing.T, b state.Backend, dir string) {
 }
 
 func testInvalidStoreName(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	for _, name := range []string{"", "a\x00b", "\x00"} {
 		err := db.Apply(&state.Batch{Writes: []state.Write{put(name, "k", "v")}})
 		if !errors.Is(err, state.ErrInvalidStoreName) {
@@ -316,7 +318,7 @@ func testInvalidStoreName(t *testing.T, b state.Backend, dir string) {
 }
 
 func testOffsetsNew(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	o, err := db.Offsets()
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +356,7 @@ func sampleOffsets() state.Offsets {
 }
 
 func testOffsetsRoundTrip(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	want := sampleOffsets()
 	if err := db.Apply(&state.Batch{Writes: []state.Write{put("counts", "k", "1")}, Offsets: want}); err != nil {
 		t.Fatal(err)
@@ -380,7 +382,7 @@ func testOffsetsRoundTrip(t *testing.T, b state.Backend, dir string) {
 }
 
 func testStreamTime(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	// The extremes, a negative time (before the epoch) and the epoch
 	// itself, which must stay distinct from NoStreamTime.
 	times := []int64{0, 1_700_000_000_123, -1, math.MaxInt64, state.NoStreamTime, 42}
@@ -392,7 +394,7 @@ func testStreamTime(t *testing.T, b state.Backend, dir string) {
 		}
 		wantOffsets(t, db, o)
 		mustClose(t, db)
-		db = open(t, b, dir)
+		db = Open(t, b, dir)
 		wantOffsets(t, db, o)
 	}
 	// It travels with the writes, like the other offsets.
@@ -402,7 +404,7 @@ func testStreamTime(t *testing.T, b state.Backend, dir string) {
 		t.Fatal(err)
 	}
 	mustClose(t, db)
-	db = open(t, b, dir)
+	db = Open(t, b, dir)
 	wantOffsets(t, db, o)
 	wantGet(t, db, "s", "k", "v", true)
 }
@@ -422,7 +424,7 @@ func wantOffsets(t *testing.T, db state.DB, want state.Offsets) {
 }
 
 func testApplyAtomic(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	before := state.Offsets{Changelog: map[string]int64{"s": 1}}
 	if err := db.Apply(&state.Batch{Writes: []state.Write{put("s", "a", "old")}, Offsets: before}); err != nil {
 		t.Fatal(err)
@@ -450,7 +452,7 @@ func testApplyAtomic(t *testing.T, b state.Backend, dir string) {
 }
 
 func testLargeBatch(t *testing.T, b state.Backend, dir string) {
-	db := open(t, b, dir)
+	db := Open(t, b, dir)
 	const n = 20000
 	writes := make([]state.Write, 0, n+1)
 	for i := range n {

@@ -26,8 +26,27 @@ func TestStoreRanges(t *testing.T) {
 				}
 			}
 		}
-		if m := Meta(); bytes.Compare(m, lo) >= 0 && bytes.Compare(m, hi) < 0 {
-			t.Errorf("meta key %q inside store %q", m, s)
+		for _, m := range [][]byte{Offsets(), Format(), OffsetsV1()} {
+			if bytes.Compare(m, lo) >= 0 && bytes.Compare(m, hi) < 0 {
+				t.Errorf("meta key %q inside store %q", m, s)
+			}
 		}
+		if bytes.Compare(lo, StoresStart()) < 0 || bytes.Compare(hi, StoresEnd()) > 0 {
+			t.Errorf("store %q range [%q, %q) outside [StoresStart, StoresEnd)", s, lo, hi)
+		}
+	}
+}
+
+// TestMetaAfterStores pins format 2's point: the metadata sorts after every
+// store key, so a flushed table with the offsets key does not span the key
+// space before its store keys.
+func TestMetaAfterStores(t *testing.T) {
+	for _, m := range [][]byte{Offsets(), Format()} {
+		if bytes.Compare(m, StoresEnd()) < 0 {
+			t.Errorf("meta key %q sorts before the end of the stores %q", m, StoresEnd())
+		}
+	}
+	if bytes.Equal(Offsets(), Format()) {
+		t.Error("offsets and format share a key")
 	}
 }

@@ -6,21 +6,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eddy-streams/eddy/state/pebble"
+	"github.com/eddy-streams/eddy/state"
 )
 
-// pebbleDB is what the collector needs of a task database to export
-// Pebble's figures: state/pebble's databases have it. Other backends (the
+// lsmDB is what the collector needs of a task database to export its
+// LSM figures: state/pebble's databases have it. Other backends (the
 // in-memory one, RocksDB) need not; their tasks then have no eddy_pebble_*
-// or eddy_state_bytes series.
-type pebbleDB interface {
-	Metrics() pebble.Metrics
+// or eddy_state_bytes series. The figures are state's type, so this
+// package depends on no backend.
+type lsmDB interface {
+	Metrics() state.DBMetrics
 }
 
-// pebbleCache is what the collector needs of a backend to export its
+// blockCache is what the collector needs of a backend to export its
 // shared block cache: state/pebble's Backend has it.
-type pebbleCache interface {
-	CacheMetrics() pebble.CacheMetrics
+type blockCache interface {
+	CacheMetrics() state.CacheMetrics
 }
 
 // dbCollector reads the open task databases when Prometheus scrapes, so
@@ -30,7 +31,7 @@ type pebbleCache interface {
 type dbCollector struct {
 	mu      sync.Mutex
 	dbs     map[*dbEntry]struct{}
-	backend pebbleCache
+	backend blockCache
 
 	stateBytes, writeAmp, flushes, compactions, compactionsRunning, compactionDebt,
 	stalls, stallSeconds, l0Files, l0Sublevels, readAmp, memtableBytes, memtables *prometheus.Desc
@@ -39,7 +40,7 @@ type dbCollector struct {
 
 type dbEntry struct {
 	task string
-	db   pebbleDB
+	db   lsmDB
 }
 
 func newDBCollector() *dbCollector {
@@ -73,7 +74,7 @@ func newDBCollector() *dbCollector {
 // database that is not Pebble's is not reported, and remove is then a
 // no-op.
 func (m *Metrics) AddDB(task string, db any) (remove func()) {
-	p, ok := db.(pebbleDB)
+	p, ok := db.(lsmDB)
 	if !ok {
 		return func() {}
 	}
@@ -96,7 +97,7 @@ func (m *Metrics) AddDB(task string, db any) (remove func()) {
 // (state/pebble's Backend). A nil backend stops reporting it.
 func (m *Metrics) SetBackend(backend any) {
 	c := m.dbs
-	p, _ := backend.(pebbleCache)
+	p, _ := backend.(blockCache)
 	c.mu.Lock()
 	c.backend = p
 	c.mu.Unlock()
