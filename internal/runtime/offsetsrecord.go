@@ -32,7 +32,7 @@ const (
 )
 
 var (
-	errBadOffsetsRecord = errors.New("runtime: malformed offsets record")
+	errBadOffsetsRecord = errors.New("eddy: malformed offsets record")
 	// errOffsetsFormat is wrapped by the error for an offsets record of
 	// a version newer than this eddy's: a newer eddy wrote the changelog.
 	errOffsetsFormat = errors.New("eddy: unsupported changelog offsets record format")

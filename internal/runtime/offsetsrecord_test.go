@@ -1,14 +1,19 @@
 package runtime
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/state"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestOffsetsRecordRoundTrip(t *testing.T) {
@@ -106,4 +111,23 @@ func FuzzDecodeOffsetsRecord(f *testing.F) {
 			t.Fatalf("re-encoding %v %d: %v %d %v", m, st, again, st2, err)
 		}
 	})
+}
+
+// TestNewerOffsetsRecordStopsTheApp: a changelog whose offsets record was
+// written by a newer eddy (an unknown format) stops the app with the
+// error that names the format, instead of a new session meeting it again
+// and again.
+func TestNewerOffsetsRecordStopsTheApp(t *testing.T) {
+	h := newHarness(t)
+	changelog := ChangelogTopic("count", "counts")
+	h.createTopics(kafka.TopicSpec{Name: changelog, Partitions: 2})
+	h.produceRecords(&kgo.Record{Topic: changelog, Partition: 0, Key: []byte(offsetsRecordKey), Value: []byte{9, 1, 2, 3},
+		Headers: []kgo.RecordHeader{{Key: offsetsHeaderKey, Value: []byte{9}}}})
+	cfg := h.config(t.TempDir(), io.Discard)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := Run(ctx, cfg, counting())
+	if !errors.Is(err, errOffsetsFormat) || !strings.Contains(err.Error(), "format 9") {
+		t.Fatalf("Run: %v; want it to stop on the offsets record of format 9", err)
+	}
 }

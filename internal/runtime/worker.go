@@ -147,6 +147,11 @@ func (w *worker) run(ctx context.Context) error {
 			// Missing ACLs do not appear by retrying: say which.
 			return fmt.Errorf("eddy: the brokers refused this app an operation; grant the app's principal the ACLs README.md lists (`eddy acls`): %w", err)
 		}
+		if errors.Is(err, state.ErrFormat) || errors.Is(err, errOffsetsFormat) {
+			// State or a changelog written by a newer eddy: every new
+			// session would meet it again. The error says what to do.
+			return err
+		}
 		// Anything else (a broker restarting or unreachable, fencing, a
 		// failed End) is retried with a new session for as long as it
 		// takes, as a Kafka client retries; the backoff grows to 5s.
