@@ -9,7 +9,7 @@ import (
 	"time"
 
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
-	"github.com/eddy-streams/eddy/internal/demo"
+	"github.com/eddy-streams/eddy/internal/harness/demo"
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 

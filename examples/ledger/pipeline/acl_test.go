@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 	"github.com/eddy-streams/eddy/internal/kafka"
-	"github.com/eddy-streams/eddy/internal/verify"
 )
 
 // TestLedgerWithOnlyItsACLs runs the ledger as a SASL user that has only

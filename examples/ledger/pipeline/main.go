@@ -14,7 +14,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/checkpoint"
-	"github.com/eddy-streams/eddy/internal/chaos/diskfault"
+	"github.com/eddy-streams/eddy/internal/harness/chaos/diskfault"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/logging"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
-	"github.com/eddy-streams/eddy/internal/chaos/diskfault"
+	"github.com/eddy-streams/eddy/internal/harness/chaos/diskfault"
 	"github.com/eddy-streams/eddy/internal/logging"
 )
 

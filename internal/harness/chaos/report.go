@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 )
 
 // Report is what a chaos run injected and found.

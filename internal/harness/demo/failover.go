@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
-	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 )
 
 // FailoverOptions configure a failover measurement: ledger instances share

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 )
 
 // instance is one ledger process of the scale-out test, with its own

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 )
 
 // TestZombieLedgerIsFenced freezes a ledger instance (SIGSTOP) past its

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/failpoint"
-	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 )
 
 // TestCrashAtEachFailpoint crashes the ledger (a real process, SIGKILLed

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
-	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 )
 
 // TestLedgerQueries runs examples/ledger as a process with --http under a

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
-	"github.com/eddy-streams/eddy/internal/local"
+	"github.com/eddy-streams/eddy/internal/harness/local"
 	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/state/pebble"

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/eddy-streams/eddy/internal/chaos/diskfault"
-	"github.com/eddy-streams/eddy/internal/demo"
+	"github.com/eddy-streams/eddy/internal/harness/chaos/diskfault"
+	"github.com/eddy-streams/eddy/internal/harness/demo"
 )
 
 // brokerProc is `eddy broker` as a child process: the harness SIGKILLs and

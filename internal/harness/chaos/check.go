@@ -12,7 +12,7 @@ import (
 
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
-	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 )
 
 // validPayment is the examples' rule: a non-empty id and account and an

@@ -22,8 +22,8 @@ import (
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/examples/ledger/pipeline"
+	"github.com/eddy-streams/eddy/internal/harness/versitygw"
 	"github.com/eddy-streams/eddy/internal/kafka"
-	"github.com/eddy-streams/eddy/internal/versitygw"
 )
 
 // RestoreOptions configure the restore benchmark.

@@ -16,7 +16,7 @@ import (
 // measurement, not part of CI: set EDDY_STRESS_KILLS to the number of broker
 // kills per mode, e.g.
 //
-//	EDDY_STRESS_KILLS=20 go test ./internal/demo -run TestBrokerKillStress -v -timeout 90m
+//	EDDY_STRESS_KILLS=20 go test ./internal/harness/demo -run TestBrokerKillStress -v -timeout 90m
 //
 // Each trial is a fresh broker and ledger: payments flow, the broker is
 // SIGKILLed at a random moment and restarted on its data directory, and the

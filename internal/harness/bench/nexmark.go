@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
-	"github.com/eddy-streams/eddy/internal/local"
+	"github.com/eddy-streams/eddy/internal/harness/local"
 	"github.com/eddy-streams/eddy/nexmark"
 	"github.com/eddy-streams/eddy/nexmark/queries"
 	"github.com/eddy-streams/eddy/state/pebble"
@@ -80,7 +80,7 @@ type NexmarkResult struct {
 const nexmarkOutput = "nexmark-out"
 
 // Nexmark runs one query over events [0, opts.Events) of the generator,
-// in-process (internal/local): state in Pebble, a commit every
+// in-process (internal/harness/local): state in Pebble, a commit every
 // CommitInterval, the result counted and checked by the query's Check.
 func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	q := opts.Query

@@ -28,8 +28,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
-	"github.com/eddy-streams/eddy/internal/demo"
-	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/internal/harness/demo"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 )
 
 // Fault kinds, as --faults names them.
