@@ -24,6 +24,7 @@ import (
 	"github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	"github.com/eddy-streams/eddy/internal/harness/versitygw"
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/kafkaclient"
 )
 
 // RestoreOptions configure the restore benchmark.
@@ -103,7 +104,10 @@ func Restore(ctx context.Context, opts RestoreOptions) ([]RestoreResult, error) 
 		return nil, err
 	}
 	defer cl.Close()
-	if err := pipeline.CreateTopics(ctx, seeds, nil, inputTopic, int32(opts.Partitions), "balances"); err != nil {
+	if err := kafkaclient.CreateTopics(ctx, cl, int32(opts.Partitions), inputTopic); err != nil {
+		return nil, err
+	}
+	if err := kafkaclient.CreateTopicsLike(ctx, cl, inputTopic, "balances"); err != nil {
 		return nil, err
 	}
 	dirStore, err := checkpoint.NewDir(filepath.Join(root, "store"))

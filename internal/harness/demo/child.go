@@ -16,6 +16,13 @@ import (
 	"time"
 )
 
+// IgnoreStateOffsetsEnv, set to 1 in the environment of `eddy ledger`,
+// makes the ledger resume from the group's committed offsets alone
+// (eddy.Config.IgnoreStateOffsets), as Kafka Streams does: the broker-kill
+// stress test compares it with eddy's offsets in the changelog. The
+// example does not know it; cmd/eddy sets the config.
+const IgnoreStateOffsetsEnv = "EDDY_IGNORE_STATE_OFFSETS"
+
 // Child is a subprocess whose output lines go to a log file and, for lines
 // that contain a watched marker, to a channel.
 type Child struct {

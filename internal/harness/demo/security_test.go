@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/testutil"
+	"github.com/eddy-streams/eddy/kafkaclient"
 )
 
 // TestLedgerOverTLSAndSCRAM runs `eddy broker` with TLS and SASL users and
@@ -45,13 +45,13 @@ func TestLedgerOverTLSAndSCRAM(t *testing.T) {
 	// TLS but a wrong password: refused too.
 	cmd := exec.CommandContext(ctx, eddyBin, "ledger", "--brokers", broker.addr, "--state-dir", filepath.Join(dir, "refused"),
 		"--tls-ca", certs.CA, "--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", "ledger")
-	cmd.Env = append(os.Environ(), kafka.PasswordEnv+"=wrong")
+	cmd.Env = append(os.Environ(), kafkaclient.PasswordEnv+"=wrong")
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "credentials") {
 		t.Fatalf("ledger with a wrong password: %v, output:\n%s", err, out)
 	}
 
-	t.Setenv(kafka.PasswordEnv, password) // the ledger processes inherit it
-	sec := kafka.Security{TLSCA: certs.CA, SASLMechanism: "SCRAM-SHA-256", SASLUser: "ledger", SASLPassword: password}
+	t.Setenv(kafkaclient.PasswordEnv, password) // the ledger processes inherit it
+	sec := kafkaclient.Security{TLSCA: certs.CA, SASLMechanism: "SCRAM-SHA-256", SASLUser: "ledger", SASLPassword: password}
 	clientOpts, err := sec.ClientOpts()
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func TestBrokerKillStress(t *testing.T) {
 		name   string
 		ignore string
 	}{{"eddy (state offsets)", "0"}, {"group offsets only", "1"}} {
-		t.Setenv("EDDY_IGNORE_STATE_OFFSETS", mode.ignore)
+		t.Setenv(IgnoreStateOffsetsEnv, mode.ignore)
 		var tally stressTally
 		for i := 0; i < kills; i++ {
 			var res Result

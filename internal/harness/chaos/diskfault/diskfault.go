@@ -2,8 +2,10 @@
 // testing only: when the environment variable EDDY_CHAOS_DISK names a
 // control file, the app's Pebble databases live on Pebble's errorfs over
 // the OS file system, and the file's content (re-read every 100 ms) says
-// what the disk does now. It is off unless that variable is set; the
-// examples read it, `eddy chaos` sets it.
+// what the disk does now. It is off unless that variable is set: `eddy
+// chaos` sets it for the `eddy ledger` and `eddy windowed` processes it
+// starts, whose commands (cmd/eddy) hand the example this package's
+// Backend through a config option; the examples know nothing of it.
 //
 // Control file content, one line:
 //

@@ -1,4 +1,4 @@
-package logging
+package pipeline
 
 import (
 	"bytes"
@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-func TestNew(t *testing.T) {
+func TestNewLogger(t *testing.T) {
 	var buf bytes.Buffer
-	log, err := New(&buf, "info", "json")
+	log, err := NewLogger(&buf, "info", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestNew(t *testing.T) {
 	}
 
 	buf.Reset()
-	if log, err = New(&buf, "DEBUG", "text"); err != nil {
+	if log, err = NewLogger(&buf, "DEBUG", "text"); err != nil {
 		t.Fatal(err)
 	}
 	log.Debug("shown", "task", "0_1")
@@ -36,7 +36,7 @@ func TestNew(t *testing.T) {
 		{"loud", "text", "--log-level"},
 		{"info", "xml", "--log-format"},
 	} {
-		if _, err := New(&buf, c.level, c.format); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := NewLogger(&buf, c.level, c.format); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%q, %q): %v, want an error naming %s", c.level, c.format, err, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package kafkaclient
 
 import (
 	"flag"
@@ -10,12 +10,12 @@ import (
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
-// SecurityFlags are the flags that secure the connection to the brokers
-// (TLS, mTLS, SASL), shared by the examples and eddy's commands. The SASL
-// password comes from the environment variable EDDY_SASL_PASSWORD, never
-// a flag, so that it does not show in process listings.
+// SecurityFlags are the command-line flags that secure the connection to
+// the brokers (TLS, mTLS, SASL), as the examples and the eddy binary take
+// them. The SASL password comes from the environment variable PasswordEnv,
+// never a flag, so that it does not show in process listings.
 type SecurityFlags struct {
-	s kafka.Security
+	s Security
 }
 
 // AddSecurityFlags registers --tls, --tls-ca, --tls-cert, --tls-key,
@@ -27,14 +27,15 @@ func AddSecurityFlags(fs *flag.FlagSet) *SecurityFlags {
 	fs.StringVar(&f.s.TLSCert, "tls-cert", "", "PEM file of this client's certificate, for brokers that require one (mTLS)")
 	fs.StringVar(&f.s.TLSKey, "tls-key", "", "PEM file of the key of --tls-cert")
 	fs.StringVar(&f.s.SASLMechanism, "sasl-mechanism", "", "SASL mechanism: "+strings.Join(kafka.SASLMechanisms, ", ")+" (default: no SASL)")
-	fs.StringVar(&f.s.SASLUser, "sasl-user", "", "SASL user; the password is read from the environment variable "+kafka.PasswordEnv)
+	fs.StringVar(&f.s.SASLUser, "sasl-user", "", "SASL user; the password is read from the environment variable "+PasswordEnv)
 	return f
 }
 
-// ClientOpts returns the franz-go options for the parsed flags, or every
-// problem with them, each naming the flag and the fix.
+// ClientOpts returns the franz-go options for the parsed flags and the
+// password in PasswordEnv, or every problem with them at once, each
+// naming the flag and the fix.
 func (f *SecurityFlags) ClientOpts() ([]kgo.Opt, error) {
 	s := f.s
-	s.SASLPassword = os.Getenv(kafka.PasswordEnv)
+	s.SASLPassword = os.Getenv(PasswordEnv)
 	return s.ClientOpts()
 }

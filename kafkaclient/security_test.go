@@ -1,6 +1,7 @@
-package kafka
+package kafkaclient
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/testutil"
 )
 
@@ -56,16 +58,16 @@ func TestSecureBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := startTestBroker(t, BrokerConfig{TLS: serverTLS(t, certs, false), Users: []User{{Name: "ledger", Password: "s3cret:with:colons"}}})
+	b := startTestBroker(t, kafka.BrokerConfig{TLS: serverTLS(t, certs, false), Users: []kafka.User{{Name: "ledger", Password: "s3cret:with:colons"}}})
 
-	for _, m := range SASLMechanisms {
+	for _, m := range SASLMechanisms() {
 		opts, err := Security{TLSCA: certs.CA, SASLMechanism: m, SASLUser: "ledger", SASLPassword: "s3cret:with:colons"}.ClientOpts()
 		if err != nil {
 			t.Fatal(err)
 		}
 		cl := newTestClient(t, b.Addr(), opts...)
 		topic := "t-" + strings.ToLower(m)
-		if err := CreateTopics(ctx, cl, TopicSpec{Name: topic, Partitions: 1}); err != nil {
+		if err := CreateTopics(ctx, cl, 1, topic); err != nil {
 			t.Fatalf("%s: %v", m, err)
 		}
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
@@ -82,10 +84,10 @@ func TestSecureBroker(t *testing.T) {
 		cl := newTestClient(t, b.Addr(), opts...)
 		start := time.Now()
 		_, err = Partitions(ctx, cl, "t-plain")
-		if !errors.Is(err, ErrSecurityMismatch) {
+		if !errors.Is(err, kafka.ErrSecurityMismatch) {
 			t.Errorf("%s: %v, want ErrSecurityMismatch", name, err)
 		}
-		if waited := time.Since(start); waited >= StartupWait {
+		if waited := time.Since(start); waited >= kafka.StartupWait {
 			t.Errorf("%s: refused after %v: waited as for an unreachable broker", name, waited)
 		}
 	}
@@ -103,19 +105,19 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := startTestBroker(t, BrokerConfig{TLS: serverTLS(t, certs, true)})
+	b := startTestBroker(t, kafka.BrokerConfig{TLS: serverTLS(t, certs, true)})
 
 	opts, err := Security{TLSCA: certs.CA}.ClientOpts()
 	if err != nil {
 		t.Fatal(err)
 	}
 	noCert := newTestClient(t, b.Addr(), opts...)
-	if _, err := Partitions(ctx, noCert, "x"); !errors.Is(err, ErrSecurityMismatch) {
+	if _, err := Partitions(ctx, noCert, "x"); !errors.Is(err, kafka.ErrSecurityMismatch) {
 		t.Fatalf("a client without a certificate: %v, want ErrSecurityMismatch", err)
 	}
 	// A client that does not trust the broker's CA refuses the broker.
 	untrusting := newTestClient(t, b.Addr(), mustOpts(t, Security{TLS: true, TLSCert: certs.ClientCert, TLSKey: certs.ClientKey})...)
-	if _, err := Partitions(ctx, untrusting, "x"); !errors.Is(err, ErrSecurityMismatch) {
+	if _, err := Partitions(ctx, untrusting, "x"); !errors.Is(err, kafka.ErrSecurityMismatch) {
 		t.Fatalf("a client without the broker's CA: %v, want ErrSecurityMismatch", err)
 	}
 
@@ -124,7 +126,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := newTestClient(t, b.Addr(), opts...)
-	if err := CreateTopics(ctx, cl, TopicSpec{Name: "mtls", Partitions: 1}); err != nil {
+	if err := CreateTopics(ctx, cl, 1, "mtls"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -155,4 +157,34 @@ func serverTLS(t *testing.T, certs testutil.Certs, requireClientCert bool) *tls.
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg
+}
+
+// hangGuard bounds a test that would otherwise wait for a broker forever.
+const hangGuard = 30 * time.Second
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func startTestBroker(t *testing.T, cfg kafka.BrokerConfig) *kafka.Broker {
+	t.Helper()
+	b, err := kafka.StartBroker(cfg)
+	if err != nil {
+		t.Fatalf("StartBroker: %v", err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+func newTestClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatalf("kgo.NewClient: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

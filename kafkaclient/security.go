@@ -1,4 +1,4 @@
-package kafka
+package kafkaclient
 
 import (
 	"crypto/tls"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // Security is how a client authenticates to the brokers and protects the
@@ -44,13 +47,9 @@ type Security struct {
 // password from.
 const PasswordEnv = "EDDY_SASL_PASSWORD"
 
-// SASLMechanisms are the mechanisms Security accepts.
-var SASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
-
-// Enabled reports whether s asks for anything beyond plaintext.
-func (s Security) Enabled() bool {
-	return s.TLS || s.TLSCA != "" || s.TLSCert != "" || s.SASLMechanism != ""
-}
+// SASLMechanisms returns the mechanisms Security accepts: PLAIN,
+// SCRAM-SHA-256 and SCRAM-SHA-512 (the ones eddy's embedded broker serves).
+func SASLMechanisms() []string { return slices.Clone(kafka.SASLMechanisms) }
 
 // ClientOpts returns the franz-go options that apply s, or every problem
 // with it at once, each naming the flag and the fix.
@@ -63,21 +62,21 @@ func (s Security) ClientOpts() ([]kgo.Opt, error) {
 			pem, err := os.ReadFile(s.TLSCA)
 			switch {
 			case err != nil:
-				errs = append(errs, fmt.Errorf("--tls-ca: %w", err))
+				errs = append(errs, fmt.Errorf("eddy: --tls-ca: %w", err))
 			default:
 				cfg.RootCAs = x509.NewCertPool()
 				if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-					errs = append(errs, fmt.Errorf("--tls-ca %s: no PEM certificate in it; pass the CA certificate that signed the brokers' certificates", s.TLSCA))
+					errs = append(errs, fmt.Errorf("eddy: --tls-ca %s: no PEM certificate in it; pass the CA certificate that signed the brokers' certificates", s.TLSCA))
 				}
 			}
 		}
 		switch {
 		case (s.TLSCert == "") != (s.TLSKey == ""):
-			errs = append(errs, errors.New("--tls-cert and --tls-key: pass both (a client certificate and its key) or neither"))
+			errs = append(errs, errors.New("eddy: --tls-cert and --tls-key: pass both (a client certificate and its key) or neither"))
 		case s.TLSCert != "":
 			cert, err := tls.LoadX509KeyPair(s.TLSCert, s.TLSKey)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("--tls-cert/--tls-key: %w", err))
+				errs = append(errs, fmt.Errorf("eddy: --tls-cert/--tls-key: %w", err))
 			}
 			cfg.Certificates = []tls.Certificate{cert}
 		}
@@ -94,15 +93,15 @@ func (s Security) ClientOpts() ([]kgo.Opt, error) {
 		case "SCRAM-SHA-512":
 			m = scram.Auth{User: s.SASLUser, Pass: s.SASLPassword}.AsSha512Mechanism()
 		case "":
-			errs = append(errs, fmt.Errorf("--sasl-user %q without --sasl-mechanism: pass one of %s", s.SASLUser, strings.Join(SASLMechanisms, ", ")))
+			errs = append(errs, fmt.Errorf("eddy: --sasl-user %q without --sasl-mechanism: pass one of %s", s.SASLUser, strings.Join(kafka.SASLMechanisms, ", ")))
 		default:
-			errs = append(errs, fmt.Errorf("--sasl-mechanism %q: pass one of %s", s.SASLMechanism, strings.Join(SASLMechanisms, ", ")))
+			errs = append(errs, fmt.Errorf("eddy: --sasl-mechanism %q: pass one of %s", s.SASLMechanism, strings.Join(kafka.SASLMechanisms, ", ")))
 		}
 		if s.SASLMechanism != "" && s.SASLUser == "" {
-			errs = append(errs, fmt.Errorf("--sasl-mechanism %s without --sasl-user: pass the user", s.SASLMechanism))
+			errs = append(errs, fmt.Errorf("eddy: --sasl-mechanism %s without --sasl-user: pass the user", s.SASLMechanism))
 		}
 		if s.SASLUser != "" && s.SASLPassword == "" {
-			errs = append(errs, fmt.Errorf("--sasl-user %s: no password; set it in the environment variable %s", s.SASLUser, PasswordEnv))
+			errs = append(errs, fmt.Errorf("eddy: --sasl-user %s: no password; set it in the environment variable %s", s.SASLUser, PasswordEnv))
 		}
 		if m != nil {
 			opts = append(opts, kgo.SASL(m))

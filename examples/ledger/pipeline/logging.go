@@ -1,6 +1,4 @@
-// Package logging builds the slog loggers of eddy's commands and examples
-// from their --log-level and --log-format flags.
-package logging
+package pipeline
 
 import (
 	"errors"
@@ -10,11 +8,13 @@ import (
 	"strings"
 )
 
-// New returns a logger writing to w at level ("debug", "info", "warn",
+// NewLogger returns a logger writing to w at level ("debug", "info", "warn",
 // "error") in format ("text": slog's key=value lines; "json": one JSON
-// object per line, for log collectors). Errors name the flag and the
-// values it takes.
-func New(w io.Writer, level, format string) (*slog.Logger, error) {
+// object per line, for log collectors), from the examples' --log-level
+// and --log-format flags. Errors name the flag and the values it takes.
+// It is the example's, not eddy's: an application picks its own logging
+// and hands eddy a *slog.Logger (eddy.Config.Logger).
+func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var errs []error
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
