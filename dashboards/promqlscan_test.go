@@ -1,8 +1,7 @@
-// Package dashboards holds eddy's Grafana dashboards (eddy.json) and what
-// checks them: a scanner that finds the metric names a PromQL expression
-// reads, so that a test can tell a panel that names a metric eddy does
-// not export (a typo, a renamed family) before a user sees an empty chart.
 package dashboards
+
+// A scanner that finds the metric names a PromQL expression reads, for
+// the dashboard check (check_test.go).
 
 import (
 	"fmt"
