@@ -132,7 +132,7 @@ func inspectDB(dir, name string) DB {
 		if !db.InUse {
 			db.Err = err.Error()
 		}
-		db.DiskBytes = dirSize(dir)
+		db.DiskBytes = DirSize(dir)
 		return db
 	}
 	db.DiskBytes, db.Tables, db.Stores = sum.DiskBytes, sum.Tables, sum.Stores
@@ -152,7 +152,9 @@ func inspectDB(dir, name string) DB {
 	return db
 }
 
-func dirSize(dir string) uint64 {
+// DirSize is the size of the files under dir (0 if it cannot be read);
+// eddy demo reports its data directory's with it too.
+func DirSize(dir string) uint64 {
 	var n uint64
 	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -177,10 +179,10 @@ func WriteText(w io.Writer, apps []App) error {
 		for _, db := range app.DBs {
 			switch {
 			case db.InUse:
-				fmt.Fprintf(tw, "%s\t(in use by a running instance: see its /v1/status)\t\t\t%s\t\t\t\n", db.Name, bytesText(db.DiskBytes))
+				fmt.Fprintf(tw, "%s\t(in use by a running instance: see its /v1/status)\t\t\t%s\t\t\t\n", db.Name, BytesText(db.DiskBytes))
 				continue
 			case db.Err != "":
-				fmt.Fprintf(tw, "%s\t(unreadable: %s)\t\t\t%s\t\t\t\n", db.Name, db.Err, bytesText(db.DiskBytes))
+				fmt.Fprintf(tw, "%s\t(unreadable: %s)\t\t\t%s\t\t\t\n", db.Name, db.Err, BytesText(db.DiskBytes))
 				continue
 			}
 			stream := "-"
@@ -193,10 +195,10 @@ func WriteText(w io.Writer, apps []App) error {
 			}
 			for j, s := range stores {
 				if j == 0 {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", db.Name, s.Name, s.Keys, bytesText(uint64(s.KeyBytes+s.ValueBytes)),
-						bytesText(db.DiskBytes), offsetsText(db.Input), offsetsText(db.Changelog), stream)
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", db.Name, s.Name, s.Keys, BytesText(uint64(s.KeyBytes+s.ValueBytes)),
+						BytesText(db.DiskBytes), offsetsText(db.Input), offsetsText(db.Changelog), stream)
 				} else {
-					fmt.Fprintf(tw, "\t%s\t%d\t%s\t\t\t\t\n", s.Name, s.Keys, bytesText(uint64(s.KeyBytes+s.ValueBytes)))
+					fmt.Fprintf(tw, "\t%s\t%d\t%s\t\t\t\t\n", s.Name, s.Keys, BytesText(uint64(s.KeyBytes+s.ValueBytes)))
 				}
 			}
 		}
@@ -216,7 +218,8 @@ func offsetsText(m map[string]int64) string {
 	return strings.Join(parts, " ")
 }
 
-func bytesText(n uint64) string {
+// BytesText writes n bytes for a reader: "157.3 MiB".
+func BytesText(n uint64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
