@@ -9,10 +9,6 @@ import (
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
-// ErrUnknownTopic is wrapped by Partitions and CreateTopicsLike when a
-// topic they need does not exist.
-var ErrUnknownTopic = kafka.ErrUnknownTopic
-
 // CreateTopics creates each of topics that does not exist yet with
 // partitions partitions (0: the broker's default). An existing topic is
 // left alone whatever its partition count, also when the client may not
@@ -50,7 +46,7 @@ func CreateTopicsLike(ctx context.Context, cl *kgo.Client, model string, topics 
 }
 
 // Partitions returns the partition count of each topic. Missing topics are
-// an error wrapping ErrUnknownTopic that names all of them. An unreachable
+// one error that names all of them. An unreachable
 // broker is waited for, as in CreateTopics.
 func Partitions(ctx context.Context, cl *kgo.Client, topics ...string) (map[string]int32, error) {
 	parts, err := kafka.Partitions(ctx, cl, topics...)

@@ -44,10 +44,10 @@ func TestCreateTopicsErrors(t *testing.T) {
 	cl := newTestClient(t, b.Addr())
 
 	err := CreateTopicsLike(ctx, cl, "no-such-model", "out")
-	if !errors.Is(err, ErrUnknownTopic) || !strings.HasPrefix(err.Error(), "eddy: ") || !strings.Contains(err.Error(), "no-such-model") {
-		t.Errorf("model missing: %v, want an eddy: error wrapping ErrUnknownTopic that names the model", err)
+	if !errors.Is(err, kafka.ErrUnknownTopic) || !strings.HasPrefix(err.Error(), "eddy: ") || !strings.Contains(err.Error(), "no-such-model") {
+		t.Errorf("model missing: %v, want an eddy: error that names the model as unknown", err)
 	}
-	if _, err := Partitions(ctx, cl, "out"); !errors.Is(err, ErrUnknownTopic) {
+	if _, err := Partitions(ctx, cl, "out"); !errors.Is(err, kafka.ErrUnknownTopic) {
 		t.Errorf("CreateTopicsLike with a missing model created its topics: %v", err)
 	}
 	if err := CreateTopics(ctx, cl, -1, "x"); err == nil || !strings.Contains(err.Error(), "pass 0") {
