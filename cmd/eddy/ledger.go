@@ -12,18 +12,23 @@ import (
 
 // runLedger runs the ledger example (the demo's child process); it takes
 // the flags of examples/ledger, and the harness's adjustments from the
-// environment (see harnessOptions).
+// environment (see ledgerOptions).
 func runLedger(ctx context.Context, args []string) error {
+	return pipeline.Main(ctx, args, os.Stderr, ledgerOptions()...)
+}
+
+// ledgerOptions are harnessOptions and, with demo.IgnoreStateOffsetsEnv
+// set to 1 (only the broker-kill stress run sets it, to measure what the
+// offsets in the changelog protect against), Config.IgnoreStateOffsets.
+func ledgerOptions() []pipeline.ConfigOption {
 	opts := harnessOptions()
 	if os.Getenv(demo.IgnoreStateOffsetsEnv) == "1" {
-		// Only the broker-kill stress run sets it, to measure what the
-		// offsets in the changelog protect against.
 		opts = append(opts, func(cfg *eddy.Config) func() {
 			cfg.IgnoreStateOffsets = true
 			return nil
 		})
 	}
-	return pipeline.Main(ctx, args, os.Stderr, opts...)
+	return opts
 }
 
 // harnessOptions are what eddy's harness changes in the examples it runs
