@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 	"github.com/eddy-streams/eddy/internal/kafka"
-	"github.com/eddy-streams/eddy/internal/verify"
 	"github.com/eddy-streams/eddy/serde"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/checkpoint"
-	"github.com/eddy-streams/eddy/internal/versitygw"
+	"github.com/eddy-streams/eddy/internal/harness/versitygw"
 )
 
 // stores returns one store of each kind, empty: a directory, and an S3

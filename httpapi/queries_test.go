@@ -15,7 +15,7 @@ import (
 // instanceQueries is one instance of an app in these tests: it holds the
 // keys of its own tasks and believes owners says who holds the others.
 // The query routes are what is tested; eddy's own tests run them over
-// real apps (app_query_test.go, internal/demo).
+// real apps (app_query_test.go, internal/harness/demo).
 type instanceQueries struct {
 	self   string
 	task   string // its one task

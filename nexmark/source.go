@@ -9,7 +9,7 @@ import (
 )
 
 // Source replays the event stream as records addressed by event index, for
-// eddy's in-process runner (internal/local): record i is event i, on its
+// eddy's in-process runner (internal/harness/local): record i is event i, on its
 // kind's topic, keyed and encoded as Produce writes it (key: 8 big-endian
 // bytes of the person id, auction id, or for a bid its auction id; value:
 // the binary encoding; timestamp: the event's DateTime). Because events

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
-	"github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/kafkaclient"
 )
 
 // runACLs prints the ACLs an application needs, as kafka-acls.sh commands,
@@ -27,7 +27,7 @@ func runACLs(ctx context.Context, args []string) error {
 	createTopics := fs.Bool("create-topics", false, "let the application create its inputs and outputs (the examples do when they are missing)")
 	apply := fs.Bool("apply", false, "create the ACLs on --brokers instead of printing them; authenticate as a superuser with the security flags")
 	brokers := fs.String("brokers", "127.0.0.1:9092", "with --apply: comma-separated Kafka bootstrap servers")
-	security := pipeline.AddSecurityFlags(fs)
+	security := kafkaclient.AddSecurityFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: eddy acls --app-id ID --user NAME --inputs T,... --outputs T,... [--apply --brokers ... --sasl-user ADMIN ...]\n\nThe ACLs an eddy application needs on a cluster with authorization on, and no more:\nread its inputs, write its outputs and dead-letter topics, its internal topics\n(<app-id>- prefixed), its group, its transactional ids (<app-id>- prefixed).\n\nflags:")
 		fs.PrintDefaults()

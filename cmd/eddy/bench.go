@@ -10,8 +10,8 @@ import (
 	"time"
 
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
-	"github.com/eddy-streams/eddy/internal/bench"
-	"github.com/eddy-streams/eddy/internal/versitygw"
+	"github.com/eddy-streams/eddy/internal/harness/bench"
+	"github.com/eddy-streams/eddy/internal/harness/versitygw"
 )
 
 const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failover|nexmark [flags]

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/eddy-streams/eddy/internal/kafka"
-	"github.com/eddy-streams/eddy/internal/logging"
 )
 
 // runBroker is `eddy broker`: the embedded Kafka-protocol broker, durable
@@ -137,18 +136,27 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// brokerLogger maps --log-level and --log-format to a logger on w; level
-// "none" discards.
+// brokerLogger maps --log-level (slog's levels, or none: discard) and
+// --log-format (text or json) to a logger on w, reporting both flags'
+// problems at once. The broker is not an eddy app: its logger is its own.
 func brokerLogger(level, format string, w io.Writer) (*slog.Logger, error) {
-	if strings.ToLower(level) == "none" {
-		if _, err := logging.New(io.Discard, "info", format); err != nil {
-			return nil, err
-		}
+	var errs []error
+	var lvl slog.Level
+	discard := strings.EqualFold(level, "none")
+	if err := lvl.UnmarshalText([]byte(level)); err != nil && !discard {
+		errs = append(errs, fmt.Errorf("--log-level %q: use debug, info, warn or error (--log-level also takes none)", level))
+	}
+	json := strings.EqualFold(format, "json")
+	if !json && !strings.EqualFold(format, "text") {
+		errs = append(errs, fmt.Errorf("--log-format %q: use text or json", format))
+	}
+	switch err := errors.Join(errs...); {
+	case err != nil:
+		return nil, err
+	case discard:
 		return nil, nil
+	case json:
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 	}
-	l, err := logging.New(w, strings.ToLower(level), format)
-	if err != nil {
-		return nil, fmt.Errorf("%w (--log-level also takes none)", err)
-	}
-	return l, nil
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 }

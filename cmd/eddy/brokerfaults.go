@@ -6,7 +6,7 @@ import (
 	"io"
 	"net"
 
-	"github.com/eddy-streams/eddy/internal/chaos"
+	"github.com/eddy-streams/eddy/internal/harness/chaos"
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eddy-streams/eddy/internal/chaos"
+	"github.com/eddy-streams/eddy/internal/harness/chaos"
 )
 
-// runChaos is `eddy chaos`: the chaos harness (internal/chaos). It exits
+// runChaos is `eddy chaos`: the chaos harness (internal/harness/chaos). It exits
 // non-zero when eddy violated exactly-once.
 func runChaos(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eddy chaos", flag.ContinueOnError)

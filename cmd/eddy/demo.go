@@ -5,20 +5,24 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
-	"github.com/eddy-streams/eddy/internal/demo"
+	"github.com/eddy-streams/eddy/internal/harness/demo"
+	"github.com/eddy-streams/eddy/internal/harness/inspect"
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // runDemo starts the embedded broker, the payment generator and the ledger
 // and windowed examples as child processes that it kills and restarts, then
-// verifies their outputs.
-func runDemo(ctx context.Context, args []string) error {
+// verifies their outputs. A temporary data directory is removed after a
+// verified run; it is kept, for its logs, after a failed one, and so is a
+// --data-dir, and the demo says where and how big.
+func runDemo(ctx context.Context, args []string) (err error) {
 	fs := flag.NewFlagSet("eddy demo", flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "", "directory for the broker's data, the apps' state and logs (default: a new temporary directory)")
+	dataDir := fs.String("data-dir", "", "directory for the broker's data, the apps' state and logs, kept at the end (default: a new temporary directory, removed at the end unless the verification fails)")
 	rate := fs.Int("rate", 2000, "payments per second")
 	accounts := fs.Int("accounts", 1000, "number of accounts")
 	partitions := fs.Int("partitions", 4, "partitions of the payments topic")
@@ -62,13 +66,16 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	dir := *dataDir
-	if dir == "" {
+	temporary := dir == ""
+	if temporary {
 		tmp, err := os.MkdirTemp("", "eddy-demo-")
 		if err != nil {
 			return err
 		}
 		dir = tmp
 	}
+	// Deferred first, so it runs after the broker and the apps are gone.
+	defer func() { finishDataDir(os.Stdout, dir, temporary, err == nil) }()
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own executable to run the ledger: %w", err)
@@ -140,6 +147,26 @@ func runDemo(ctx context.Context, args []string) error {
 		fmt.Println("exactly once: every closed window has exactly one correct total, no open window was emitted")
 	}
 	return nil
+}
+
+// finishDataDir removes the demo's temporary data directory after a
+// verified run, or says where the data is and how big: a failed run keeps
+// it for its logs, and a --data-dir is the user's.
+func finishDataDir(w io.Writer, dir string, temporary, ok bool) {
+	size := inspect.BytesText(inspect.DirSize(dir))
+	if temporary && ok {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(w, "eddy demo: could not remove the data directory %s (%s): %v\n", dir, size, err)
+			return
+		}
+		fmt.Fprintf(w, "eddy demo: removed the data directory %s (%s); pass --data-dir DIR to keep it\n", dir, size)
+		return
+	}
+	fmt.Fprintf(w, "eddy demo: the broker's data, the apps' state and the logs are in %s (%s)", dir, size)
+	if temporary {
+		fmt.Fprintf(w, "; remove it with: rm -r %s", dir)
+	}
+	fmt.Fprintln(w)
 }
 
 func slowest(rs []time.Duration) time.Duration {

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/eddy-streams/eddy/internal/demo"
+	"github.com/eddy-streams/eddy/internal/harness/demo"
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/eddy-streams/eddy/internal/inspect"
+	"github.com/eddy-streams/eddy/internal/harness/inspect"
 )
 
 // runInspect prints what a state directory holds: tasks, stores, keys,

@@ -12,8 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/kafkaclient"
 )
 
 // runLag prints an application's consumer lag per partition.
@@ -22,7 +22,7 @@ func runLag(ctx context.Context, args []string) error {
 	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap servers")
 	appID := fs.String("app-id", "", "the application id (its consumer group; required)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	security := pipeline.AddSecurityFlags(fs)
+	security := kafkaclient.AddSecurityFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: eddy lag --app-id ID [--brokers HOST:PORT,...] [--json]\n\nPrints, per input partition of the application (repartition topics included), the\ngroup's committed offset, the partition's last stable offset, the lag between them\nand the instance that owns it, then the total.\n\nflags:")
 		fs.PrintDefaults()

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eddy-streams/eddy/internal/bench"
+	"github.com/eddy-streams/eddy/internal/harness/bench"
 	"github.com/eddy-streams/eddy/nexmark/queries"
 )
 

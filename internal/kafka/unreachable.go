@@ -32,7 +32,7 @@ func unreachable(err error) bool {
 // ErrSecurityMismatch wraps the error of a broker that accepts connections
 // and closes them at once, again and again: it wants TLS or SASL the
 // client does not speak (or the client speaks TLS to a plaintext broker).
-var ErrSecurityMismatch = errors.New("kafka: the broker closes every connection at once; check the client's TLS and SASL settings and credentials (--tls-ca, --sasl-mechanism, --sasl-user and " + PasswordEnv + ") against the broker's")
+var ErrSecurityMismatch = errors.New("kafka: the broker closes every connection at once; check the client's TLS and SASL settings and credentials (--tls-ca, --sasl-mechanism, --sasl-user and EDDY_SASL_PASSWORD) against the broker's")
 
 // securityMismatchTries is how many connections in a row, accepted and
 // then closed (EOF), whileUnreachable sees before it gives up: one can be a

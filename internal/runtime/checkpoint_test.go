@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/checkpoint"
+	"github.com/eddy-streams/eddy/internal/harness/versitygw"
 	"github.com/eddy-streams/eddy/internal/testutil"
-	"github.com/eddy-streams/eddy/internal/versitygw"
 )
 
 func dirStore(t *testing.T) checkpoint.Store {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 	"github.com/eddy-streams/eddy/internal/testutil"
-	"github.com/eddy-streams/eddy/internal/verify"
 	"github.com/eddy-streams/eddy/state"
 	"github.com/eddy-streams/eddy/state/pebble"
 )

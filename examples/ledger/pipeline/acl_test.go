@@ -11,8 +11,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 	"github.com/eddy-streams/eddy/internal/kafka"
-	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/kafkaclient"
 )
 
 // TestLedgerWithOnlyItsACLs runs the ledger as a SASL user that has only
@@ -37,7 +38,7 @@ func TestLedgerWithOnlyItsACLs(t *testing.T) {
 	}
 	defer b.Close()
 	as := func(user, pw string) []kgo.Opt {
-		opts, err := kafka.Security{SASLMechanism: "SCRAM-SHA-256", SASLUser: user, SASLPassword: pw}.ClientOpts()
+		opts, err := kafkaclient.Security{SASLMechanism: "SCRAM-SHA-256", SASLUser: user, SASLPassword: pw}.ClientOpts()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +66,7 @@ func TestLedgerWithOnlyItsACLs(t *testing.T) {
 	}
 
 	run := func(user, stateDir string, wait func() bool) error {
-		t.Setenv(kafka.PasswordEnv, "ledger-pw")
+		t.Setenv(kafkaclient.PasswordEnv, "ledger-pw")
 		runCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		done := make(chan error, 1)

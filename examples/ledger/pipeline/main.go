@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -14,13 +13,19 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/checkpoint"
-	"github.com/eddy-streams/eddy/internal/chaos/diskfault"
-	"github.com/eddy-streams/eddy/internal/kafka"
-	"github.com/eddy-streams/eddy/internal/logging"
+	"github.com/eddy-streams/eddy/kafkaclient"
 )
 
-// Main parses the ledger's flags and runs it until ctx is cancelled.
-func Main(ctx context.Context, args []string, stderr io.Writer) error {
+// A ConfigOption adjusts the eddy.Config that Main built from the flags,
+// just before the app is created, for a program that runs the example
+// with settings the flags do not reach (eddy's test harness gives it a
+// state backend on a faulty disk). It returns a function that Main calls
+// once the app has stopped, to release what the option opened, or nil.
+type ConfigOption func(cfg *eddy.Config) (release func())
+
+// Main parses the ledger's flags and runs it until ctx is cancelled. The
+// options, if any, adjust the app's config after the flags.
+func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOption) error {
 	fs := flag.NewFlagSet("ledger", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap servers")
@@ -38,7 +43,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	standbys := fs.Int("standby-replicas", 0, "standby copies of each task kept warm on other instances, so a failed instance's tasks resume elsewhere after a short replay (give every instance the same value)")
 	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
 	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
-	security := AddSecurityFlags(fs)
+	security := kafkaclient.AddSecurityFlags(fs)
 	httpFlags := AddHTTPFlags(fs, "127.0.0.1:8080")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -64,7 +69,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if *checkpointInterval == 0 {
 		*checkpointInterval = -1 // eddy.Config: negative is "only at a clean stop"
 	}
-	log, err := logging.New(stderr, *logLevel, *logFormat)
+	log, err := NewLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
 	}
@@ -93,11 +98,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := CreateTopics(ctx, seeds, kafkaOpts, *input, int32(*partitions), *output); err != nil {
 		return err
 	}
-	// nil (the default backend) unless eddy chaos faults the disk.
-	backend, closeBackend := diskfault.Backend(log)
-	defer closeBackend()
-	app, err := eddy.New(Topology(*input, *output), eddy.Config{
-		Backend:            backend,
+	cfg := eddy.Config{
 		AppID:              *appID,
 		Brokers:            seeds,
 		StateDir:           *stateDir,
@@ -111,40 +112,46 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		Endpoint:           web.Endpoint,
 		HTTPToken:          web.Token,
 		HTTPPeerTLS:        web.PeerTLS,
-		// Only the broker-kill stress run sets this, to measure what the
-		// offsets in the changelog protect against.
-		IgnoreStateOffsets: os.Getenv("EDDY_IGNORE_STATE_OFFSETS") == "1",
 		Logger:             log,
 		KafkaOptions:       kafkaOpts,
-	})
+	}
+	defer Adjust(&cfg, opts)()
+	app, err := eddy.New(Topology(*input, *output), cfg)
 	if err != nil {
 		return err
 	}
 	return RunApp(ctx, app, web.Listener)
 }
 
+// Adjust applies opts to cfg in order and returns a function that
+// releases what they opened, in reverse order. examples/windowed uses it
+// too.
+func Adjust(cfg *eddy.Config, opts []ConfigOption) (release func()) {
+	var releases []func()
+	for _, o := range opts {
+		if r := o(cfg); r != nil {
+			releases = append(releases, r)
+		}
+	}
+	return func() {
+		for i := len(releases) - 1; i >= 0; i-- {
+			releases[i]()
+		}
+	}
+}
+
 // CreateTopics creates, with a client built with opts (security), the
-// input (if missing, with partitions partitions)
-// and the outputs with the input's partition count, so that an output
-// partition holds the keys of the input partition of the same number.
-// examples/windowed uses it too.
+// input (if missing, with partitions partitions) and the outputs with the
+// input's partition count, so that an output partition holds the keys of
+// the input partition of the same number. examples/windowed uses it too.
 func CreateTopics(ctx context.Context, seeds []string, opts []kgo.Opt, input string, partitions int32, outputs ...string) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
 	defer cl.Close()
-	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: input, Partitions: partitions}); err != nil {
-		return fmt.Errorf("create %s: %w", input, err)
-	}
-	parts, err := kafka.Partitions(ctx, cl, input)
-	if err != nil {
+	if err := kafkaclient.CreateTopics(ctx, cl, partitions, input); err != nil {
 		return err
 	}
-	for _, out := range outputs {
-		if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: out, Partitions: parts[input]}); err != nil {
-			return fmt.Errorf("create %s: %w", out, err)
-		}
-	}
-	return nil
+	return kafkaclient.CreateTopicsLike(ctx, cl, input, outputs...)
 }

@@ -11,8 +11,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
-	"github.com/eddy-streams/eddy/internal/chaos/diskfault"
-	"github.com/eddy-streams/eddy/internal/logging"
+	"github.com/eddy-streams/eddy/kafkaclient"
 )
 
 // Defaults of the command line, named so that the demo and the tests agree
@@ -22,10 +21,15 @@ const (
 	DefaultGrace  = 2 * time.Second
 )
 
+// A ConfigOption adjusts the app's config after the flags; see the
+// ledger's.
+type ConfigOption = ledger.ConfigOption
+
 // Main parses the windowed example's flags and runs it until ctx is
 // cancelled. Every flag problem is reported at once, each naming the flag
-// and what to pass instead.
-func Main(ctx context.Context, args []string, stderr io.Writer) error {
+// and what to pass instead. The options, if any, adjust the app's config
+// after the flags.
+func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOption) error {
 	fs := flag.NewFlagSet("windowed", flag.ContinueOnError)
 	// The flag package prints parse errors itself; the caller prints ours,
 	// so silence it and print the usage only when asked for.
@@ -42,7 +46,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	partitions := fs.Int("partitions", 4, "partitions of the input topic when the example creates it")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "text", "log format: text (key=value) or json (one object per line)")
-	security := ledger.AddSecurityFlags(fs)
+	security := kafkaclient.AddSecurityFlags(fs)
 	httpFlags := ledger.AddHTTPFlags(fs, "127.0.0.1:8081")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -80,7 +84,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if *output == *input || (*lateTopic != "" && (*lateTopic == *input || *lateTopic == *output)) {
 		problems = append(problems, fmt.Errorf("--input %q, --output %q and --late-topic %q: pass three different topics", *input, *output, *lateTopic))
 	}
-	log, logErr := logging.New(stderr, *logLevel, *logFormat)
+	log, logErr := ledger.NewLogger(stderr, *logLevel, *logFormat)
 	if logErr != nil {
 		problems = append(problems, logErr)
 	}
@@ -104,12 +108,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := ledger.CreateTopics(ctx, seeds, kafkaOpts, *input, int32(*partitions), outputs...); err != nil {
 		return err
 	}
-	opts := Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace}
-	// nil (the default backend) unless eddy chaos faults the disk.
-	backend, closeBackend := diskfault.Backend(log)
-	defer closeBackend()
-	app, err := eddy.New(Topology(opts), eddy.Config{
-		Backend:        backend,
+	topo := Topology(Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace})
+	cfg := eddy.Config{
 		AppID:          *appID,
 		Brokers:        seeds,
 		StateDir:       *stateDir,
@@ -119,7 +119,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer) error {
 		Endpoint:       web.Endpoint,
 		HTTPToken:      web.Token,
 		HTTPPeerTLS:    web.PeerTLS,
-	})
+	}
+	defer ledger.Adjust(&cfg, opts)()
+	app, err := eddy.New(topo, cfg)
 	if err != nil {
 		return err
 	}

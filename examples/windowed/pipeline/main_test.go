@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/testutil"
-	"github.com/eddy-streams/eddy/internal/verify"
 )
 
 // Bad flags are reported together, each naming the flag and the fix,

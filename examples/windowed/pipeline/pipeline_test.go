@@ -13,7 +13,7 @@ import (
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/eddytest"
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
-	"github.com/eddy-streams/eddy/internal/verify"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -67,7 +67,7 @@ func (d *driver) read() []string {
 }
 
 // TestWindowedTotals follows the hand-computed case of the verifier's
-// reference (internal/verify, TestWindowedReference) step by step: W = 10s,
+// reference (internal/harness/verify, TestWindowedReference) step by step: W = 10s,
 // G = 2s; nothing is emitted before stream time reaches end + grace, a
 // window is emitted once, late and malformed payments are not counted.
 func TestWindowedTotals(t *testing.T) {

@@ -1,0 +1,553 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
+	"github.com/eddy-streams/eddy/internal/harness/verify"
+)
+
+// FirstCommitMarker is the log line an app process prints once its first
+// transaction committed; the demo measures recovery time with it.
+const FirstCommitMarker = "first transaction committed"
+
+// Options configure a demo run.
+type Options struct {
+	Brokers []string
+	// LedgerCommand is the argv prefix that runs the ledger, e.g.
+	// {"/path/to/eddy", "ledger"}; the demo appends the flags. Nil runs
+	// no ledger.
+	LedgerCommand []string
+	// WindowedCommand is the argv prefix that runs examples/windowed on
+	// the same payments, e.g. {"/path/to/eddy", "windowed"}; nil runs
+	// none. It is killed and restarted with the ledger, and its late
+	// payments go to LateTopic, which the verification checks too.
+	WindowedCommand []string
+	// Window and Grace are the windowed example's (default: its own,
+	// 10s and 2s).
+	Window, Grace time.Duration
+	// EventSpeed is how much faster than the wall clock the payments'
+	// event time runs when the windowed example runs (default 5: a
+	// 10 s window closes every 2 s of the run).
+	EventSpeed float64
+	// WorkDir holds the apps' state directories and their logs.
+	WorkDir    string
+	Rate       int
+	Accounts   int
+	Partitions int
+	Duration   time.Duration
+	// CrashEvery is the mean time between SIGKILLs of the apps (each
+	// interval drawn uniformly from half to one and a half of it); 0
+	// never kills.
+	CrashEvery time.Duration
+	Seed       uint64
+	// MidRun, when set, is called once half-way through the generation
+	// (the crash tests restart the broker there).
+	MidRun func() error
+	// StallTimeout is how long the demo waits, once generation ended,
+	// for an app that makes no progress before it verifies anyway.
+	// Default 2 minutes.
+	StallTimeout time.Duration
+	// Out receives progress lines; nil discards them.
+	Out io.Writer
+	// AppArgs are flags added to every app's command line (e.g. TLS and
+	// SASL flags; the SASL password goes in the environment, which the
+	// apps inherit).
+	AppArgs []string
+	// ClientOpts are added to the demo's own Kafka clients (generator,
+	// counters, verification), e.g. TLS and SASL.
+	ClientOpts []kgo.Opt
+}
+
+func (o Options) stallTimeout() time.Duration {
+	if o.StallTimeout > 0 {
+		return o.StallTimeout
+	}
+	return 2 * time.Minute
+}
+
+func (o Options) window() time.Duration {
+	if o.Window > 0 {
+		return o.Window
+	}
+	return windowed.DefaultWindow
+}
+
+func (o Options) grace() time.Duration {
+	if o.Grace > 0 {
+		return o.Grace
+	}
+	return windowed.DefaultGrace
+}
+
+func (o Options) eventSpeed() float64 {
+	if o.EventSpeed > 0 {
+		return o.EventSpeed
+	}
+	return 5
+}
+
+// Result is what a demo run measured.
+type Result struct {
+	// Ledger and Windowed say which apps ran.
+	Ledger, Windowed bool
+	Report           verify.LedgerReport
+	// Windows compares the windowed example's totals (and late records)
+	// with the reference.
+	Windows verify.WindowReport
+	// Crashes counts the SIGKILLs; each kills every app.
+	Crashes int
+	// Resumes are, per restart after a kill, the time from the restart to
+	// the new ledger process's first committed transaction;
+	// WindowedResumes the same for the windowed example.
+	Resumes, WindowedResumes []time.Duration
+	// DeadLetters are the records on the dead-letter topic; Invalid the
+	// malformed payments the generator wrote. Each app sends each one
+	// there once (see WantDeadLetters).
+	DeadLetters int
+	Invalid     int
+	// ProduceFailures are payments the generator gave up on (the broker
+	// was down); they may or may not be in the input.
+	ProduceFailures int
+	// CaughtUp is set when every app produced all its expected outputs
+	// before the verification.
+	CaughtUp bool
+	// MaxStall is the longest time (at one-second resolution) the ledger
+	// had payments to process and produced no balance.
+	MaxStall               time.Duration
+	LedgerLog, WindowedLog string
+}
+
+// WantDeadLetters is the number of dead letters an exact run has: one per
+// malformed payment per app, as both apps read the same payments.
+func (r Result) WantDeadLetters() int {
+	apps := 0
+	for _, ran := range []bool{r.Ledger, r.Windowed} {
+		if ran {
+			apps++
+		}
+	}
+	return r.Invalid * apps
+}
+
+// OK reports whether the run was exactly once.
+func (r Result) OK() bool {
+	return (!r.Ledger || r.Report.OK()) && (!r.Windowed || r.Windows.OK()) && r.DeadLetters == r.WantDeadLetters()
+}
+
+const (
+	inputTopic    = "payments"
+	outputTopic   = "balances"
+	totalsTopic   = "totals"
+	lateTopic     = "payments.late"
+	catchUpSettle = 2 * time.Second
+)
+
+// app is one example running as a child process that the demo kills.
+type app struct {
+	name    string
+	argv    []string
+	logPath string
+	logf    *os.File
+	child   *Child
+	marks   chan time.Time
+	out     *counter
+	// restartedAt is the last restart after a kill; waiting is set until
+	// the restarted process committed its first transaction.
+	restartedAt time.Time
+	waiting     bool
+	resumes     []time.Duration
+	// want is the number of outputs an exact run has, once known (-1
+	// before); lastProgress is when the output count last moved.
+	want         int64
+	lastCount    int64
+	lastProgress time.Time
+}
+
+func startApp(name string, argv []string, dir string, seeds []string, output string, clientOpts []kgo.Opt) (*app, error) {
+	a := &app{name: name, argv: argv, logPath: filepath.Join(dir, name+".log"), marks: make(chan time.Time, 16), want: -1, lastCount: -1}
+	var err error
+	if a.logf, err = os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	if a.child, err = StartChild(argv, a.logf, FirstCommitMarker, a.marks); err != nil {
+		a.logf.Close()
+		return nil, err
+	}
+	a.out = newCounter(seeds, output, clientOpts)
+	return a, nil
+}
+
+// kill SIGKILLs the app and starts it again at once.
+func (a *app) kill(n int) error {
+	a.child.Kill()
+	c, err := StartChild(a.argv, a.logf, FirstCommitMarker, a.marks)
+	if err != nil {
+		return err
+	}
+	a.child, a.restartedAt, a.waiting = c, time.Now(), true
+	fmt.Fprintf(a.logf, "=== demo: SIGKILL #%d, restarted as pid %d\n", n, c.Pid())
+	return nil
+}
+
+// exited is the error of an app that stopped although nobody stopped it.
+func (a *app) exited() error {
+	if err := a.child.Err(); err != nil {
+		return fmt.Errorf("demo: the %s exited on its own: %w; see %s", a.name, err, a.logPath)
+	}
+	return fmt.Errorf("demo: the %s exited on its own with status 0; see %s", a.name, a.logPath)
+}
+
+func (a *app) mark(at time.Time) {
+	if a.waiting && at.After(a.restartedAt) {
+		a.resumes = append(a.resumes, at.Sub(a.restartedAt))
+		a.waiting = false
+	}
+}
+
+// close kills the app if it still runs (a no-op after a clean stop).
+func (a *app) close() {
+	a.child.Kill()
+	a.out.close()
+	a.logf.Close()
+}
+
+// The select in Run takes an app's channels through these, so that an app
+// that does not run (nil) is a case that never fires.
+func (a *app) marksC() <-chan time.Time {
+	if a == nil {
+		return nil
+	}
+	return a.marks
+}
+
+func (a *app) doneC() <-chan struct{} {
+	if a == nil {
+		return nil
+	}
+	return a.child.Done()
+}
+
+// Run runs the demo against opts.Brokers.
+func Run(ctx context.Context, opts Options) (Result, error) {
+	res := Result{Ledger: opts.LedgerCommand != nil, Windowed: opts.WindowedCommand != nil}
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	if !res.Ledger && !res.Windowed {
+		return res, errors.New("demo: no app to run: set LedgerCommand, WindowedCommand or both")
+	}
+	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
+		return res, fmt.Errorf("demo: %w", err)
+	}
+	var ledger, win *app
+	var apps []*app
+	defer func() {
+		for _, a := range apps {
+			a.close()
+		}
+	}()
+	if res.Ledger {
+		argv := append(append([]string(nil), opts.LedgerCommand...),
+			"--brokers", opts.Brokers[0],
+			"--state-dir", filepath.Join(opts.WorkDir, "ledger-state"),
+			"--partitions", strconv.Itoa(opts.Partitions),
+		)
+		argv = append(argv, opts.AppArgs...)
+		a, err := startApp("ledger", argv, opts.WorkDir, opts.Brokers, outputTopic, opts.ClientOpts)
+		if err != nil {
+			return res, err
+		}
+		ledger, res.LedgerLog = a, a.logPath
+		apps = append(apps, a)
+	}
+	if res.Windowed {
+		argv := append(append([]string(nil), opts.WindowedCommand...),
+			"--brokers", opts.Brokers[0],
+			"--state-dir", filepath.Join(opts.WorkDir, "windowed-state"),
+			"--partitions", strconv.Itoa(opts.Partitions),
+			"--window", opts.window().String(),
+			"--grace", opts.grace().String(),
+			"--late-topic", lateTopic,
+		)
+		argv = append(argv, opts.AppArgs...)
+		a, err := startApp("windowed", argv, opts.WorkDir, opts.Brokers, totalsTopic, opts.ClientOpts)
+		if err != nil {
+			return res, err
+		}
+		win, res.WindowedLog = a, a.logPath
+		apps = append(apps, a)
+	}
+	for _, a := range apps {
+		if err := waitTopic(ctx, opts.Brokers, a.out.topic, opts.ClientOpts); err != nil {
+			return res, err
+		}
+	}
+
+	gen := &Generator{Seeds: opts.Brokers, ClientOpts: opts.ClientOpts, Topic: inputTopic, Rate: opts.Rate, Accounts: opts.Accounts, InvalidEvery: 5000, Seed: opts.Seed}
+	if res.Windowed {
+		w, g := opts.window().Milliseconds(), opts.grace().Milliseconds()
+		gen.Events = &EventTime{
+			Start: time.Now().UnixMilli(),
+			Step:  opts.eventSpeed() * 1000 / float64(opts.Rate),
+			// One payment in ten is out of order within the grace
+			// period; one in two hundred is late by more than window
+			// + grace, plus a second because a partition's stream time
+			// trails the generator's clock by a few payments. The
+			// reference, not the generator, decides what is late.
+			OutOfOrder: 0.1, Disorder: g,
+			Late: 0.005, LateBy: w + g + 1000,
+		}
+	}
+	genCtx, stopGen := context.WithTimeout(ctx, opts.Duration)
+	defer stopGen()
+	genDone := make(chan error, 1)
+	go func() { genDone <- gen.Run(genCtx) }()
+
+	rng := rand.New(rand.NewPCG(opts.Seed, 0xc4a5))
+	nextCrash := func() <-chan time.Time {
+		if opts.CrashEvery <= 0 {
+			return nil
+		}
+		d := time.Duration(float64(opts.CrashEvery) * (0.5 + rng.Float64()))
+		return time.After(d)
+	}
+	crash := nextCrash()
+	progress := time.NewTicker(time.Second)
+	defer progress.Stop()
+	start := time.Now()
+	midRun := time.After(opts.Duration / 2)
+	generating := true
+	var caughtUpSince time.Time
+	for _, a := range apps {
+		a.lastProgress = time.Now()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case err := <-genDone:
+			if err != nil {
+				return res, err
+			}
+			generating, crash = false, nil
+			if err := setWants(ctx, opts, gen, ledger, win); err != nil {
+				return res, err
+			}
+			fmt.Fprintf(out, "generator done: %d payments; waiting for the apps to catch up\n", gen.Produced())
+		case <-midRun:
+			if opts.MidRun != nil {
+				if err := opts.MidRun(); err != nil {
+					return res, fmt.Errorf("demo: mid-run step: %w", err)
+				}
+				fmt.Fprintf(out, "mid-run step done (%.1fs)\n", time.Since(start).Seconds())
+			}
+		case <-crash:
+			res.Crashes++
+			for _, a := range apps {
+				if err := a.kill(res.Crashes); err != nil {
+					return res, err
+				}
+			}
+			crash = nextCrash()
+		case at := <-ledger.marksC():
+			ledger.mark(at)
+		case at := <-win.marksC():
+			win.mark(at)
+		case <-ledger.doneC():
+			return res, ledger.exited()
+		case <-win.doneC():
+			return res, win.exited()
+		case now := <-progress.C:
+			line := fmt.Sprintf("%5.0fs  payments %8d", now.Sub(start).Seconds(), gen.Produced())
+			if ledger != nil {
+				n := ledger.out.count()
+				want := gen.Produced() - gen.Invalid()
+				line += fmt.Sprintf("  balances %8d  lag %6d", n, max(want-n, 0))
+				// While payments flow, a ledger that writes no balance
+				// although it has payments to process is stalled.
+				if n != ledger.lastCount || n >= want {
+					ledger.lastProgress, ledger.lastCount = now, n
+				}
+				res.MaxStall = max(res.MaxStall, now.Sub(ledger.lastProgress))
+			}
+			if win != nil {
+				n := win.out.count()
+				line += fmt.Sprintf("  totals %7d", n)
+				if win.want >= 0 {
+					line += fmt.Sprintf(" of %d", win.want)
+				}
+				if n != win.lastCount {
+					win.lastProgress, win.lastCount = now, n
+				}
+			}
+			fmt.Fprintf(out, "%s  crashes %d%s\n", line, res.Crashes, lastResume(ledger, win))
+			if generating {
+				continue
+			}
+			caughtUp, stalled := true, false
+			for _, a := range apps {
+				if a.lastCount >= a.want {
+					a.lastProgress = now
+					continue
+				}
+				caughtUp = false
+				if now.Sub(a.lastProgress) > opts.stallTimeout() {
+					stalled = true
+					// Verify anyway: the report says what is missing.
+					fmt.Fprintf(out, "the %s made no progress for %v with %d outputs missing; verifying what is there\n", a.name, opts.stallTimeout(), a.want-a.lastCount)
+				}
+			}
+			switch {
+			case stalled:
+				return finish(ctx, opts, res, apps, gen)
+			case !caughtUp:
+				caughtUpSince = time.Time{}
+			case caughtUpSince.IsZero():
+				caughtUpSince = now
+			case now.Sub(caughtUpSince) >= catchUpSettle:
+				// Settled: a duplicate would have had the time to show.
+				res.CaughtUp = true
+				return finish(ctx, opts, res, apps, gen)
+			}
+		}
+	}
+}
+
+// setWants closes the event time (so that every window with a payment
+// closes) and computes how many outputs each app owes.
+func setWants(ctx context.Context, opts Options, gen *Generator, ledger, win *app) error {
+	if win != nil {
+		if err := gen.Close(ctx, (opts.window() + opts.grace()).Milliseconds()); err != nil {
+			return err
+		}
+		payments, err := verify.ReadAll(ctx, opts.Brokers, inputTopic, opts.ClientOpts...)
+		if err != nil {
+			return err
+		}
+		win.want = int64(verify.Windowed(payments, opts.window(), opts.grace()).ExpectedWindows())
+	}
+	if ledger != nil {
+		ledger.want = gen.Produced() - gen.Invalid()
+	}
+	return nil
+}
+
+func lastResume(ledger, win *app) string {
+	s := ""
+	for _, a := range []*app{ledger, win} {
+		if a != nil && len(a.resumes) > 0 {
+			s += fmt.Sprintf("  %s recovery %.1fs", a.name, a.resumes[len(a.resumes)-1].Seconds())
+		}
+	}
+	return s
+}
+
+// finish stops the apps cleanly and verifies the topics.
+func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Generator) (Result, error) {
+	for _, a := range apps {
+		if err := a.child.Stop(30 * time.Second); err != nil {
+			return res, fmt.Errorf("demo: clean stop of the %s: %w", a.name, err)
+		}
+		switch a.name {
+		case "ledger":
+			res.Resumes = a.resumes
+		case "windowed":
+			res.WindowedResumes = a.resumes
+		}
+	}
+	payments, err := verify.ReadAll(ctx, opts.Brokers, inputTopic, opts.ClientOpts...)
+	if err != nil {
+		return res, err
+	}
+	if res.Ledger {
+		outputs, err := verify.ReadAll(ctx, opts.Brokers, outputTopic, opts.ClientOpts...)
+		if err != nil {
+			return res, err
+		}
+		res.Report = verify.Ledger(payments, outputs)
+	}
+	if res.Windowed {
+		totals, err := verify.ReadAll(ctx, opts.Brokers, totalsTopic, opts.ClientOpts...)
+		if err != nil {
+			return res, err
+		}
+		late, err := verify.ReadAll(ctx, opts.Brokers, lateTopic, opts.ClientOpts...)
+		if err != nil {
+			return res, err
+		}
+		res.Windows = verify.Windowed(payments, opts.window(), opts.grace()).Compare(totals)
+		res.Windows.CheckLate(late)
+	}
+	dead, err := verify.ReadAll(ctx, opts.Brokers, inputTopic+".dlq", opts.ClientOpts...)
+	if err != nil {
+		return res, err
+	}
+	res.DeadLetters, res.Invalid = len(dead), int(gen.Invalid())
+	res.ProduceFailures = int(gen.Failed())
+	return res, nil
+}
+
+// waitTopic waits until topic exists (the ledger creates its topics).
+func waitTopic(ctx context.Context, seeds []string, topic string, clientOpts []kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, clientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("demo: client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		if ok, err := topicExists(ctx, cl, topic); err == nil && ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("demo: topic %s was not created within a minute: %w", topic, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// counter counts the committed records of a topic as they arrive.
+type counter struct {
+	topic  string
+	n      atomic.Int64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newCounter(seeds []string, topic string, clientOpts []kgo.Opt) *counter {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &counter{topic: topic, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxWait(200 * time.Millisecond)}, clientOpts...)...)
+		if err != nil {
+			return
+		}
+		defer cl.Close()
+		for ctx.Err() == nil {
+			f := cl.PollFetches(ctx)
+			c.n.Add(int64(f.NumRecords()))
+		}
+	}()
+	return c
+}
+
+func (c *counter) count() int64 { return c.n.Load() }
+func (c *counter) close()       { c.cancel(); <-c.done }
