@@ -12,7 +12,6 @@
 package eddytest
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,24 +39,16 @@ type Options struct {
 
 // Driver runs one topology. It is not safe for concurrent use.
 type Driver struct {
-	topo    runtime.Topology
+	run     *runtime.InProcess
 	backend *memory.Backend
-	tasks   []*task
-	// bySource maps a topic to the task that reads it.
-	bySource map[string]*task
-	globals  map[string]*globalStore // by topic
-	global   map[string]*globalStore // by store name
-	log      *slog.Logger
-	now      time.Time
-	// maxRecordBytes is Config.MaxRecordBytes (0: the default), which
-	// Produce enforces as Run does.
-	maxRecordBytes int
+	globals map[string]*globalStore // by topic
+	now     time.Time
 
 	// outputs are the committed records per topic, not yet read.
 	outputs map[string][]*kgo.Record
 	// pending are records produced by the record being processed: they
-	// become outputs (and inputs of the topics the topology reads) when it
-	// commits, and vanish if it fails.
+	// become outputs (and global tables' contents) when it commits, and
+	// vanish if it fails.
 	pending []*kgo.Record
 }
 
@@ -75,55 +66,45 @@ func New(t *eddy.Topology, opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{
-		topo:           topo,
-		backend:        memory.New(),
-		bySource:       make(map[string]*task),
-		globals:        make(map[string]*globalStore),
-		global:         make(map[string]*globalStore),
-		log:            cfg.Logger,
-		now:            opts.WallClock,
-		maxRecordBytes: cfg.MaxRecordBytes,
-		outputs:        make(map[string][]*kgo.Record),
+		backend: memory.New(),
+		globals: make(map[string]*globalStore),
+		now:     opts.WallClock,
+		outputs: make(map[string][]*kgo.Record),
 	}
 	if d.now.IsZero() {
 		d.now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
+	byName := make(map[string]runtime.GlobalReader)
 	for _, g := range topo.Globals {
 		db, err := d.backend.Open("global/" + g.Name)
 		if err != nil {
 			return nil, err
 		}
 		gs := &globalStore{name: g.Name, db: db}
-		d.globals[g.Topic], d.global[g.Name] = gs, gs
+		d.globals[g.Topic], byName[g.Name] = gs, gs
 	}
-	for i, sub := range topo.Subtopologies {
-		tk, err := d.openTask(i, sub)
-		if err != nil {
-			d.Close()
-			return nil, err
-		}
-		d.tasks = append(d.tasks, tk)
-		for _, topic := range sub.Sources {
-			d.bySource[topic] = tk
-		}
+	d.run, err = runtime.NewInProcess(topo, runtime.InProcessOptions{
+		Open:           func(id runtime.TaskID) (state.DB, error) { return d.backend.Open("task/" + id.String()) },
+		Globals:        byName,
+		Out:            d.produced,
+		MaxRecordBytes: cfg.MaxRecordBytes,
+		Logger:         cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("eddytest: %w", err)
 	}
+	d.run.SetWallClock(d.now.UnixMilli())
 	return d, nil
 }
 
 // Close closes the tasks' processors.
-func (d *Driver) Close() error {
-	var errs []error
-	for _, t := range d.tasks {
-		errs = append(errs, t.Close())
-	}
-	d.tasks = nil
-	return errors.Join(errs...)
-}
+func (d *Driver) Close() error { return d.run.Close() }
 
 // PipeRaw sends one encoded record to topic, processes it and everything it
-// leads to, and commits. A nil value is a tombstone. An error from the
-// topology is returned and the record's effects are rolled back, as an
-// aborted transaction's are.
+// leads to, and commits. A nil value is a tombstone. The record gets the
+// topic's next offset (partition 0), as a broker appending it would. An
+// error from the topology is returned and the record's effects are rolled
+// back, as an aborted transaction's are.
 func (d *Driver) PipeRaw(topic string, key, value []byte, timestamp int64, headers ...eddy.Header) error {
 	r := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(timestamp)}
 	for _, h := range headers {
@@ -132,10 +113,11 @@ func (d *Driver) PipeRaw(topic string, key, value []byte, timestamp int64, heade
 	if g := d.globals[topic]; g != nil {
 		return g.apply([]*kgo.Record{r})
 	}
-	if d.bySource[topic] == nil {
+	if !d.run.Reads(topic) {
 		return fmt.Errorf("eddytest: the topology does not read topic %q", topic)
 	}
-	return d.run(func() error { return d.deliver(r) })
+	r.Offset = d.run.Append(topic)
+	return d.commit(d.run.Process(r))
 }
 
 // AdvanceWallClock moves the wall clock by step and runs the wall-clock
@@ -145,21 +127,14 @@ func (d *Driver) AdvanceWallClock(step time.Duration) error {
 		return fmt.Errorf("eddytest: AdvanceWallClock(%v): the wall clock only moves forward", step)
 	}
 	d.now = d.now.Add(step)
-	return d.run(func() error {
-		for _, t := range d.tasks {
-			if err := t.Proc.Punctuate(d.now); err != nil {
-				return fmt.Errorf("eddytest: task %s: punctuate: %w", t.ID(), err)
-			}
-		}
-		return nil
-	})
+	return d.commit(d.run.Punctuate(d.now))
 }
 
 // LateRecordsDropped is the number of records that windowed operations
 // dropped as late.
 func (d *Driver) LateRecordsDropped() int64 {
 	var n int64
-	for _, t := range d.tasks {
+	for _, t := range d.run.Tasks() {
 		if c, ok := t.Proc.(interface{ LateDropped() int64 }); ok {
 			n += c.LateDropped()
 		}
@@ -170,26 +145,27 @@ func (d *Driver) LateRecordsDropped() int64 {
 // WallClock returns the driver's wall-clock time.
 func (d *Driver) WallClock() time.Time { return d.now }
 
-// run runs step, then the records it produced to topics the topology reads,
-// and commits every task; on error it rolls every task back.
-func (d *Driver) run(step func() error) error {
-	err := step()
-	for i := 0; err == nil && i < len(d.pending); i++ {
-		if r := d.pending[i]; d.bySource[r.Topic] != nil {
-			err = d.deliver(r)
-		}
+// produced keeps a copy of a record the topology wrote until its step
+// commits.
+func (d *Driver) produced(r *kgo.Record, _ bool) {
+	c := &kgo.Record{Topic: r.Topic, Key: clone(r.Key), Value: clone(r.Value), Timestamp: r.Timestamp, Offset: r.Offset}
+	for _, h := range r.Headers {
+		c.Headers = append(c.Headers, kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)})
 	}
+	d.pending = append(d.pending, c)
+}
+
+// commit commits every task after a step that returned err == nil, and
+// makes the step's records outputs; after a failed step it rolls every
+// task back and drops them.
+func (d *Driver) commit(err error) error {
 	if err != nil {
-		for _, t := range d.tasks {
-			t.Rollback()
-		}
+		d.run.Rollback()
 		d.pending = d.pending[:0]
 		return err
 	}
-	for _, t := range d.tasks {
-		if err := t.Commit(); err != nil {
-			return fmt.Errorf("eddytest: %w", err)
-		}
+	if err := d.run.Commit(0); err != nil {
+		return fmt.Errorf("eddytest: %w", err)
 	}
 	// Records written to a global table's topic reach its store once
 	// they are committed, as the runtime's global consumer reads them.
@@ -205,14 +181,6 @@ func (d *Driver) run(step func() error) error {
 	return nil
 }
 
-func (d *Driver) deliver(r *kgo.Record) error {
-	t := d.bySource[r.Topic]
-	if err := t.Proc.Process(r); err != nil {
-		return fmt.Errorf("eddytest: task %s: %s@%d: %w", t.ID(), r.Topic, r.Timestamp.UnixMilli(), err)
-	}
-	return nil
-}
-
 // readOutput removes and returns the oldest unread record of topic.
 func (d *Driver) readOutput(topic string) (*kgo.Record, bool) {
 	q := d.outputs[topic]
@@ -224,74 +192,12 @@ func (d *Driver) readOutput(topic string) (*kgo.Record, bool) {
 }
 
 // storeTask returns the task that owns store.
-func (d *Driver) storeTask(store string) (*task, error) {
-	for i, sub := range d.topo.Subtopologies {
-		for _, s := range sub.Stores {
-			if s.Name == store {
-				return d.tasks[i], nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("eddytest: the topology has no store %q", store)
-}
-
-// task is one sub-topology's only task.
-type task struct {
-	*runtime.TaskState
-	Proc runtime.TaskProcessor
-	d    *Driver
-}
-
-func (d *Driver) openTask(i int, sub runtime.Subtopology) (*task, error) {
-	id := runtime.TaskID{Subtopology: i, Partition: 0}
-	db, err := d.backend.Open("task/" + id.String())
-	if err != nil {
-		return nil, err
-	}
-	ts, err := runtime.NewTaskState(id, sub.Stores, nil, db, d.log)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("eddytest: %w", err)
-	}
-	t := &task{TaskState: ts, d: d}
-	if t.Proc, err = sub.NewTask(t); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("eddytest: task %s: %w", id, err)
+func (d *Driver) storeTask(store string) (*runtime.InProcessTask, error) {
+	t, ok := d.run.StoreTask(store)
+	if !ok {
+		return nil, fmt.Errorf("eddytest: the topology has no store %q", store)
 	}
 	return t, nil
-}
-
-// Close closes the task's processors and database.
-func (t *task) Close() error {
-	var err error
-	if t.Proc != nil {
-		err = t.Proc.Close()
-	}
-	return errors.Join(err, t.TaskState.Close())
-}
-
-// WallClock is the driver's wall clock, which only AdvanceWallClock moves:
-// processing-time topologies run deterministically.
-func (t *task) WallClock() int64 { return t.d.now.UnixMilli() }
-
-func (t *task) GlobalStore(name string) (runtime.GlobalReader, error) {
-	g := t.d.global[name]
-	if g == nil {
-		return nil, fmt.Errorf("eddytest: the topology has no global store %q", name)
-	}
-	return g, nil
-}
-
-func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
-	if err := runtime.CheckRecordSize(topic, key, value, headers, t.d.maxRecordBytes); err != nil {
-		return err // as Run refuses it
-	}
-	r := &kgo.Record{Topic: topic, Key: clone(key), Value: clone(value), Timestamp: time.UnixMilli(timestamp)}
-	for _, h := range headers {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)})
-	}
-	t.d.pending = append(t.d.pending, r)
-	return nil
 }
 
 // clone copies b, keeping nil nil (a tombstone) and empty empty.

@@ -1,6 +1,7 @@
 package eddytest_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"slices"
 	"strconv"
@@ -134,6 +135,13 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
+	// Eleven good records, then a bad one: its dead letter names the
+	// offset the driver gave it, 11, as a broker would have.
+	for i := range 11 {
+		if err := d.PipeRaw("in", []byte("k"), binary.BigEndian.AppendUint64(nil, uint64(i)), 5); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := d.PipeRaw("in", []byte("k"), []byte("not eight bytes"), 5); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +152,19 @@ func TestDeadLetters(t *testing.T) {
 	if len(dlq) != 1 || dlq[0].Value != "not eight bytes" {
 		t.Fatalf("dead letters: %+v", dlq)
 	}
+	if off := headerValue(dlq[0].Headers, eddy.HeaderDLQOffset); off != "11" {
+		t.Errorf("dead letter's %s header %q, want 11 (the 12th record piped)", eddy.HeaderDLQOffset, off)
+	}
 	if err := d.PipeRaw("nope", nil, nil, 0); err == nil {
 		t.Error("piping into a topic the topology does not read gave no error")
 	}
+}
+
+func headerValue(hs []eddy.Header, key string) string {
+	for _, h := range hs {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

@@ -59,39 +59,21 @@ type Config struct {
 var sourcePartition = state.TopicPartition{Topic: "local-source", Partition: 0}
 
 // Runner runs one topology over one Source, each sub-topology as one task
-// (partition 0). It is not safe for concurrent use.
+// (partition 0) of a runtime.InProcess. It is not safe for concurrent use.
 type Runner struct {
-	cfg      Config
-	src      Source
-	tasks    []*task
-	bySource map[string]*task
+	cfg Config
+	src Source
+	run *runtime.InProcess
 	// next is the index of the next source record to read; committed is
 	// the index the databases reflect.
 	next, committed int64
-	// queue holds records written to topics the topology reads, their
-	// bytes carved from arena; both are reset once drained.
-	queue []queued
-	arena []byte
-	// rec is the source's record; qrec carries queued records, apart, so
-	// that a source reusing rec's slices never writes into the arena.
-	rec, qrec kgo.Record
+	// rec is the source's record.
+	rec kgo.Record
 	// failed is set when a commit failed part way: the tasks' databases
 	// may disagree, so the runner refuses more work.
 	failed error
-	// now is the wall clock (ms) that tasks read, refreshed once per
-	// batch of records, as the runtime refreshes it once per poll.
-	now int64
 	// Commits counts the commits made.
 	Commits int
-}
-
-type queued struct {
-	topic      string
-	key, value []byte
-	timestamp  int64
-	// nilKey and tombstone keep nil apart from empty, which the arena
-	// cannot.
-	nilKey, tombstone bool
 }
 
 // New opens a task per sub-topology of topo: its database under cfg.Dir and
@@ -114,29 +96,32 @@ func New(topo runtime.Topology, src Source, cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	// The arena starts non-nil: slices of a nil one are nil, and an empty
-	// key or value would come out as a null one (a tombstone).
-	r := &Runner{cfg: cfg, src: src, bySource: make(map[string]*task), arena: make([]byte, 0, 4096)}
-	var read []string
-	for i, sub := range topo.Subtopologies {
-		t, err := r.openTask(i, sub)
-		if err != nil {
-			r.Close()
-			return nil, err
-		}
-		r.tasks = append(r.tasks, t)
-		for _, topic := range sub.Sources {
-			r.bySource[topic] = t
-			read = append(read, topic)
-		}
+	r := &Runner{cfg: cfg, src: src}
+	run, err := runtime.NewInProcess(topo, runtime.InProcessOptions{
+		Open: func(id runtime.TaskID) (state.DB, error) {
+			return cfg.Backend.Open(filepath.Join(cfg.Dir, id.String()))
+		},
+		Input: &sourcePartition,
+		Out: func(rec *kgo.Record, read bool) {
+			if !read {
+				cfg.Sink(rec.Topic, rec.Key, rec.Value, rec.Timestamp.UnixMilli())
+			}
+		},
+		Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
 	}
-	for i, t := range r.tasks {
+	r.run = run
+	var read []string
+	for i, t := range run.Tasks() {
+		read = append(read, topo.Subtopologies[i].Sources...)
 		at := t.Input(sourcePartition)
 		if i == 0 {
 			r.committed = at
-		} else if at != r.committed {
+		} else if first := run.Tasks()[0]; at != r.committed {
 			r.Close()
-			return nil, fmt.Errorf("local: task %s reflects source index %d, task %s %d: the state in %s is torn; delete it to start over", r.tasks[0].ID(), r.committed, t.ID(), at, cfg.Dir)
+			return nil, fmt.Errorf("local: task %s reflects source index %d, task %s %d: the state in %s is torn; delete it to start over", first.ID(), r.committed, t.ID(), at, cfg.Dir)
 		}
 	}
 	r.next = r.committed
@@ -159,7 +144,7 @@ func (r *Runner) Run(ctx context.Context, end int64, progress func(committed int
 		return r.failed
 	}
 	last := time.Now()
-	r.now = last.UnixMilli()
+	r.run.SetWallClock(last.UnixMilli())
 	for r.next < end {
 		// The clock and the context are checked once per batch of
 		// records, not per record.
@@ -175,7 +160,7 @@ func (r *Runner) Run(ctx context.Context, end int64, progress func(committed int
 			return err
 		}
 		now := time.Now()
-		r.now = now.UnixMilli()
+		r.run.SetWallClock(now.UnixMilli())
 		if now.Sub(last) >= r.cfg.CommitInterval {
 			if err := r.commit(now); err != nil {
 				return err
@@ -195,93 +180,31 @@ func (r *Runner) Run(ctx context.Context, end int64, progress func(committed int
 	return nil
 }
 
-// one processes source record i and every record it leads to.
+// one processes source record i, offset i of its topic, and every record
+// it leads to.
 func (r *Runner) one(i int64) error {
 	rec := &r.rec
-	if !r.src.Read(i, rec) {
-		return nil
-	}
-	t := r.bySource[rec.Topic]
-	if t == nil {
+	if !r.src.Read(i, rec) || !r.run.Reads(rec.Topic) {
 		return nil
 	}
 	rec.Offset = i
-	if err := t.process(rec); err != nil {
-		return err
+	if err := r.run.Process(rec); err != nil {
+		return fmt.Errorf("local: %w", err)
 	}
-	for k := 0; k < len(r.queue); k++ {
-		q := &r.queue[k]
-		q.fill(&r.qrec, i)
-		if err := r.bySource[q.topic].process(&r.qrec); err != nil {
-			return err
-		}
-	}
-	r.drained()
 	return nil
-}
-
-func (q *queued) fill(rec *kgo.Record, offset int64) {
-	rec.Topic, rec.Key, rec.Value, rec.Timestamp, rec.Offset = q.topic, q.key, q.value, time.UnixMilli(q.timestamp), offset
-	if q.nilKey {
-		rec.Key = nil
-	}
-	if q.tombstone {
-		rec.Value = nil
-	}
-}
-
-func (r *Runner) drained() {
-	clear(r.queue)
-	r.queue, r.arena = r.queue[:0], r.arena[:0]
-	r.qrec.Key, r.qrec.Value = nil, nil
-}
-
-// produce is every task's Produce: into the queue for a topic the topology
-// reads, to the sink otherwise. Headers are not carried (the queries this
-// runner measures set none).
-func (r *Runner) produce(topic string, key, value []byte, timestamp int64) {
-	if r.bySource[topic] == nil {
-		r.cfg.Sink(topic, key, value, timestamp)
-		return
-	}
-	// Earlier queued records keep their bytes when the arena grows: they
-	// point into the old array, which stays alive through them.
-	start := len(r.arena)
-	r.arena = append(r.arena, key...)
-	r.arena = append(r.arena, value...)
-	mid := start + len(key)
-	r.queue = append(r.queue, queued{
-		topic: topic, key: r.arena[start:mid:mid], value: r.arena[mid:len(r.arena):len(r.arena)],
-		timestamp: timestamp, nilKey: key == nil, tombstone: value == nil,
-	})
 }
 
 // commit runs the wall-clock punctuators, then applies each task's writes
 // with the source index and stream time they reflect.
 func (r *Runner) commit(now time.Time) error {
-	r.now = now.UnixMilli()
-	for _, t := range r.tasks {
-		if err := t.Proc.Punctuate(now); err != nil {
-			r.rollback()
-			return fmt.Errorf("local: task %s: punctuate: %w", t.ID(), err)
-		}
+	if err := r.run.Punctuate(now); err != nil {
+		r.rollback()
+		return fmt.Errorf("local: %w", err)
 	}
-	for k := 0; k < len(r.queue); k++ { // records punctuators wrote
-		q := &r.queue[k]
-		q.fill(&r.qrec, r.next)
-		if err := r.bySource[q.topic].process(&r.qrec); err != nil {
-			r.rollback()
-			return err
-		}
-	}
-	r.drained()
-	for _, t := range r.tasks {
-		t.Consume(0, r.next)
-		if err := t.Commit(); err != nil {
-			err = fmt.Errorf("local: %w", err)
-			r.failed = err
-			return err
-		}
+	if err := r.run.Commit(r.next); err != nil {
+		err = fmt.Errorf("local: %w", err)
+		r.failed = err
+		return err
 	}
 	r.committed = r.next
 	r.Commits++
@@ -289,73 +212,9 @@ func (r *Runner) commit(now time.Time) error {
 }
 
 func (r *Runner) rollback() {
-	for _, t := range r.tasks {
-		t.Rollback()
-	}
-	r.drained()
+	r.run.Rollback()
 	r.next = r.committed
 }
 
 // Close drops uncommitted work and closes the tasks.
-func (r *Runner) Close() error {
-	var errs []error
-	for _, t := range r.tasks {
-		errs = append(errs, t.Close())
-	}
-	r.tasks = nil
-	return errors.Join(errs...)
-}
-
-// task is one sub-topology's only task. Its one input is the source: the
-// offset it consumed is the source index.
-type task struct {
-	*runtime.TaskState
-	Proc runtime.TaskProcessor
-	r    *Runner
-}
-
-func (r *Runner) openTask(i int, sub runtime.Subtopology) (*task, error) {
-	id := runtime.TaskID{Subtopology: i, Partition: 0}
-	db, err := r.cfg.Backend.Open(filepath.Join(r.cfg.Dir, id.String()))
-	if err != nil {
-		return nil, fmt.Errorf("local: task %s: %w", id, err)
-	}
-	ts, err := runtime.NewTaskState(id, sub.Stores, []state.TopicPartition{sourcePartition}, db, r.cfg.Logger)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("local: %w", err)
-	}
-	t := &task{TaskState: ts, r: r}
-	if t.Proc, err = sub.NewTask(t); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("local: task %s: %w", id, err)
-	}
-	return t, nil
-}
-
-// Close closes the task's processors and database.
-func (t *task) Close() error {
-	var err error
-	if t.Proc != nil {
-		err = t.Proc.Close()
-	}
-	return errors.Join(err, t.TaskState.Close())
-}
-
-func (t *task) WallClock() int64 { return t.r.now }
-
-func (t *task) GlobalStore(name string) (runtime.GlobalReader, error) {
-	return nil, fmt.Errorf("local: global store %q: global tables are not supported by the in-process runner", name)
-}
-
-func (t *task) Produce(topic string, key, value []byte, timestamp int64, _ []kgo.RecordHeader) error {
-	t.r.produce(topic, key, value, timestamp)
-	return nil
-}
-
-func (t *task) process(rec *kgo.Record) error {
-	if err := t.Proc.Process(rec); err != nil {
-		return fmt.Errorf("local: task %s: %s@%d: %w", t.ID(), rec.Topic, rec.Offset, err)
-	}
-	return nil
-}
+func (r *Runner) Close() error { return r.run.Close() }

@@ -1,0 +1,307 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/state"
+)
+
+// InProcess runs a topology in this process without a broker: every
+// sub-topology as one task (partition 0) over a TaskState, committed when
+// its owner says. Records the topology writes to a topic it also reads (a
+// repartition topic, or a topic chained by the user) are processed in turn,
+// first in, first out, after the record or punctuation that wrote them, as
+// a broker would deliver them; every record written is also handed to the
+// owner's Out. Two owners share it: eddytest's driver (a commit per piped
+// record) and the harness's in-process runner (a commit per interval, over
+// a generator). It is not safe for concurrent use.
+type InProcess struct {
+	opts     InProcessOptions
+	tasks    []*InProcessTask
+	bySource map[string]*InProcessTask
+	byStore  map[string]*InProcessTask
+	// offsets are the next offset of each topic's partition 0: records
+	// appended to a topic the topology reads get real, growing offsets.
+	offsets map[string]int64
+	now     int64 // the wall clock the tasks read, ms
+	// queue holds records written to topics the topology reads, their
+	// bytes carved from arena; both are reset once drained.
+	queue []queued
+	arena []byte
+	// qrec carries queued records to the tasks, apart from the caller's
+	// records, so that a caller reusing its record's slices never writes
+	// into the arena.
+	qrec kgo.Record
+}
+
+// InProcessTask is one sub-topology's only task: its state core and its
+// processors.
+type InProcessTask struct {
+	*TaskState
+	Proc TaskProcessor
+	p    *InProcess
+}
+
+// InProcessOptions configure an InProcess.
+type InProcessOptions struct {
+	// Open opens task id's database.
+	Open func(id TaskID) (state.DB, error)
+	// Input, when set, is an input partition each task records its
+	// position in at every commit (the runner's source index): a restart
+	// resumes from it.
+	Input *state.TopicPartition
+	// Globals are the global stores, by name.
+	Globals map[string]GlobalReader
+	// Out receives each record the topology writes, as it writes it;
+	// read reports whether the topology reads the record's topic (it is
+	// then processed in turn too). The record's slices are valid during
+	// the call only. Nil: records are dropped.
+	Out func(r *kgo.Record, read bool)
+	// MaxRecordBytes caps a written record as Run does (0: the default).
+	MaxRecordBytes int
+	Logger         *slog.Logger
+}
+
+type queued struct {
+	topic      string
+	key, value []byte
+	headers    []kgo.RecordHeader
+	timestamp  int64
+	offset     int64
+	// nilKey and tombstone keep nil apart from empty, which the arena
+	// cannot.
+	nilKey, tombstone bool
+}
+
+// NewInProcess opens a task per sub-topology of topo: its database and
+// its processors.
+func NewInProcess(topo Topology, opts InProcessOptions) (*InProcess, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	// The arena starts non-nil: slices of a nil one are nil, and an empty
+	// key or value would come out as a null one (a tombstone).
+	p := &InProcess{opts: opts, bySource: make(map[string]*InProcessTask), byStore: make(map[string]*InProcessTask),
+		offsets: make(map[string]int64), arena: make([]byte, 0, 4096)}
+	for i, sub := range topo.Subtopologies {
+		t, err := p.openTask(TaskID{Subtopology: i}, sub)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		p.tasks = append(p.tasks, t)
+		for _, topic := range sub.Sources {
+			p.bySource[topic] = t
+		}
+		for _, s := range sub.Stores {
+			p.byStore[s.Name] = t
+		}
+	}
+	return p, nil
+}
+
+func (p *InProcess) openTask(id TaskID, sub Subtopology) (*InProcessTask, error) {
+	db, err := p.opts.Open(id)
+	if err != nil {
+		return nil, fmt.Errorf("eddy: task %s: open state: %w", id, err)
+	}
+	var inputs []state.TopicPartition
+	if p.opts.Input != nil {
+		inputs = []state.TopicPartition{*p.opts.Input}
+	}
+	ts, err := NewTaskState(id, sub.Stores, inputs, db, p.opts.Logger)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	t := &InProcessTask{TaskState: ts, p: p}
+	if t.Proc, err = sub.NewTask(t); err != nil {
+		t.close()
+		return nil, fmt.Errorf("eddy: task %s: build processors: %w", id, err)
+	}
+	return t, nil
+}
+
+// Tasks are the tasks, one per sub-topology, in sub-topology order.
+func (p *InProcess) Tasks() []*InProcessTask { return p.tasks }
+
+// StoreTask returns the task that holds store.
+func (p *InProcess) StoreTask(store string) (*InProcessTask, bool) {
+	t, ok := p.byStore[store]
+	return t, ok
+}
+
+// Reads reports whether the topology reads topic.
+func (p *InProcess) Reads(topic string) bool { return p.bySource[topic] != nil }
+
+// Append takes the next offset of topic (partition 0), as a broker
+// appending a record would.
+func (p *InProcess) Append(topic string) int64 {
+	o := p.offsets[topic]
+	p.offsets[topic] = o + 1
+	return o
+}
+
+// SetWallClock sets the wall clock the tasks read (ms since the epoch).
+func (p *InProcess) SetWallClock(ms int64) { p.now = ms }
+
+// Process runs r, a record of a topic the topology reads, through its
+// task, then every record that leads to. r.Offset is the caller's.
+func (p *InProcess) Process(r *kgo.Record) error {
+	t := p.bySource[r.Topic]
+	if t == nil {
+		return fmt.Errorf("eddy: the topology does not read topic %q", r.Topic)
+	}
+	if err := t.process(r); err != nil {
+		return err
+	}
+	return p.drain()
+}
+
+// Punctuate runs every task's wall-clock punctuators at now, then every
+// record they lead to.
+func (p *InProcess) Punctuate(now time.Time) error {
+	p.now = now.UnixMilli()
+	for _, t := range p.tasks {
+		if err := t.Proc.Punctuate(now); err != nil {
+			return fmt.Errorf("eddy: task %s: punctuate: %w", t.ID(), err)
+		}
+	}
+	return p.drain()
+}
+
+// drain processes the queued records, and those they queue, in order.
+func (p *InProcess) drain() error {
+	for k := 0; k < len(p.queue); k++ {
+		q := &p.queue[k]
+		q.fill(&p.qrec)
+		if err := p.bySource[q.topic].process(&p.qrec); err != nil {
+			return err
+		}
+	}
+	p.drained()
+	return nil
+}
+
+func (q *queued) fill(r *kgo.Record) {
+	r.Topic, r.Partition, r.Key, r.Value, r.Headers = q.topic, 0, q.key, q.value, q.headers
+	r.Timestamp, r.Offset = time.UnixMilli(q.timestamp), q.offset
+	if q.nilKey {
+		r.Key = nil
+	}
+	if q.tombstone {
+		r.Value = nil
+	}
+}
+
+func (p *InProcess) drained() {
+	clear(p.queue)
+	p.queue, p.arena = p.queue[:0], p.arena[:0]
+	p.qrec = kgo.Record{}
+}
+
+// Commit commits every task: its writes, stream time and, with
+// Options.Input, inputNext as the input position its state reflects. A
+// failed commit may leave some tasks committed and others not.
+func (p *InProcess) Commit(inputNext int64) error {
+	for _, t := range p.tasks {
+		if p.opts.Input != nil {
+			t.Consume(0, inputNext)
+		}
+		if err := t.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Rollback drops every task's uncommitted work and the queued records.
+func (p *InProcess) Rollback() {
+	for _, t := range p.tasks {
+		t.Rollback()
+	}
+	p.drained()
+}
+
+// Close drops uncommitted work and closes the tasks.
+func (p *InProcess) Close() error {
+	var errs []error
+	for _, t := range p.tasks {
+		errs = append(errs, t.close())
+	}
+	p.tasks = nil
+	return errors.Join(errs...)
+}
+
+func (t *InProcessTask) close() error {
+	var err error
+	if t.Proc != nil {
+		err = t.Proc.Close()
+	}
+	return errors.Join(err, t.TaskState.Close())
+}
+
+func (t *InProcessTask) process(r *kgo.Record) error {
+	if err := t.Proc.Process(r); err != nil {
+		return fmt.Errorf("eddy: task %s: process %s/%d@%d: %w", t.ID(), r.Topic, r.Partition, r.Offset, err)
+	}
+	return nil
+}
+
+// WallClock is the owner's wall clock (SetWallClock, Punctuate): a test's
+// deterministic clock, or the runner's, refreshed once per batch.
+func (t *InProcessTask) WallClock() int64 { return t.p.now }
+
+func (t *InProcessTask) GlobalStore(name string) (GlobalReader, error) {
+	g, ok := t.p.opts.Globals[name]
+	if !ok {
+		return nil, fmt.Errorf("eddy: the topology has no global store %q", name)
+	}
+	return g, nil
+}
+
+// Produce hands the record to Out and, for a topic the topology reads,
+// queues it with the topic's next offset.
+func (t *InProcessTask) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
+	p := t.p
+	if err := CheckRecordSize(topic, key, value, headers, p.opts.MaxRecordBytes); err != nil {
+		return err // as Run refuses it
+	}
+	read := p.bySource[topic] != nil
+	var offset int64
+	if read {
+		offset = p.Append(topic)
+	}
+	if p.opts.Out != nil {
+		out := kgo.Record{Topic: topic, Key: key, Value: value, Headers: headers, Timestamp: time.UnixMilli(timestamp), Offset: offset}
+		p.opts.Out(&out, read)
+	}
+	if !read {
+		return nil
+	}
+	// Earlier queued records keep their bytes when the arena grows: they
+	// point into the old array, which stays alive through them.
+	start := len(p.arena)
+	p.arena = append(p.arena, key...)
+	p.arena = append(p.arena, value...)
+	mid := start + len(key)
+	q := queued{
+		topic: topic, key: p.arena[start:mid:mid], value: p.arena[mid:len(p.arena):len(p.arena)],
+		timestamp: timestamp, offset: offset, nilKey: key == nil, tombstone: value == nil,
+	}
+	if len(headers) > 0 {
+		q.headers = make([]kgo.RecordHeader, len(headers))
+		for i, h := range headers {
+			hs := len(p.arena)
+			p.arena = append(p.arena, h.Value...)
+			q.headers[i] = kgo.RecordHeader{Key: h.Key, Value: p.arena[hs:len(p.arena):len(p.arena)]}
+		}
+	}
+	p.queue = append(p.queue, q)
+	return nil
+}
