@@ -228,7 +228,7 @@ func checkAll(inst *queryInstance, ref *queryRef) error {
 func TestInteractiveQueries(t *testing.T) {
 	addr := startBroker(t)
 	createTopics(t, addr, 6, "in", "out")
-	sums := eddy.KeyValueStore("sums", serde.String(), serde.JSON[qAgg]())
+	sums := eddy.NewKeyValueStoreSpec("sums", serde.String(), serde.JSON[qAgg]())
 	topo := queryTopology(sums)
 	cfg := config(t, addr)
 	var insts []*queryInstance

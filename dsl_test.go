@@ -275,7 +275,7 @@ func TestAggregations(t *testing.T) {
 type storeScript struct {
 	spec   eddy.KeyValueStoreSpec[string, string]
 	ctx    *eddy.ProcessorContext[string, string]
-	kv     *eddy.KVStore[string, string]
+	kv     *eddy.KeyValueStore[string, string]
 	inits  *atomic.Int32
 	closes *atomic.Int32
 }
@@ -357,7 +357,7 @@ func TestProcessorKeyValueStore(t *testing.T) {
 	createTopics(t, addr, 1, in, out)
 
 	var inits, closes atomic.Int32
-	spec := eddy.KeyValueStore("kv", serde.String(), serde.String())
+	spec := eddy.NewKeyValueStoreSpec("kv", serde.String(), serde.String())
 	topo := eddy.NewTopology()
 	results := eddy.Process(eddy.Source(topo, in, serde.String(), serde.String()), "script",
 		func() eddy.Processor[string, string, string, string] {
@@ -507,8 +507,8 @@ func TestTopologyErrors(t *testing.T) {
 		{
 			name: "duplicate store name through Process",
 			build: func(topo *eddy.Topology) {
-				spec := eddy.KeyValueStore("kv", serde.String(), serde.String())
-				other := eddy.KeyValueStore("kv", serde.String(), serde.Int64())
+				spec := eddy.NewKeyValueStoreSpec("kv", serde.String(), serde.String())
+				other := eddy.NewKeyValueStoreSpec("kv", serde.String(), serde.Int64())
 				eddy.Process(source(topo), "p", func() eddy.Processor[string, string, string, string] { return nil }, spec, other)
 			},
 			built: true,
@@ -736,7 +736,7 @@ func TestRestartContinuesAggregate(t *testing.T) {
 type undeclaredStore struct {
 	spec eddy.KeyValueStoreSpec[string, string]
 	ctx  *eddy.ProcessorContext[string, string]
-	kv   *eddy.KVStore[string, string]
+	kv   *eddy.KeyValueStore[string, string]
 }
 
 func (p *undeclaredStore) Init(ctx *eddy.ProcessorContext[string, string]) error {
@@ -763,8 +763,8 @@ func TestUndeclaredStore(t *testing.T) {
 	addr := startBroker(t)
 	in, out := "in", "out"
 	createTopics(t, addr, 1, in, out)
-	declared := eddy.KeyValueStore("declared", serde.String(), serde.String())
-	hidden := eddy.KeyValueStore("hidden", serde.String(), serde.String())
+	declared := eddy.NewKeyValueStoreSpec("declared", serde.String(), serde.String())
+	hidden := eddy.NewKeyValueStoreSpec("hidden", serde.String(), serde.String())
 	topo := eddy.NewTopology()
 	s := eddy.Process(eddy.Source(topo, in, serde.String(), serde.String()), "p",
 		func() eddy.Processor[string, string, string, string] { return &undeclaredStore{spec: hidden} }, declared)

@@ -81,7 +81,7 @@ func SessionAggregate[K, V, A any](w SessionWindowedStream[K, V], store string, 
 	// A record that is not late (ts >= now - gap - grace) reaches
 	// sessions that ended at ts - gap: keep them that long.
 	retention := time.Duration(2*win.gap+win.grace) * time.Millisecond
-	spec := SessionStore(store, retention, w.g.keys, aggs)
+	spec := NewSessionStoreSpec(store, retention, w.g.keys, aggs)
 	n := t.add("session-aggregate-"+store, w.g.s.n)
 	t.addStore(store, n, retention, spec)
 	emit, late := w.emit, w.late
@@ -111,7 +111,7 @@ func SessionCount[K, V any](w SessionWindowedStream[K, V], store string) Table[W
 type sessionAggregator[K, V, A any] struct {
 	b     *taskBuild
 	out   *emitter[Windowed[K], A]
-	store *SStore[K, A]
+	store *SessionStore[K, A]
 	win   SessionWindows
 	emit  EmitStrategy
 	init  func() A
@@ -222,9 +222,9 @@ type SessionStoreSpec[K, V any] struct {
 	keep   time.Duration
 }
 
-// SessionStore declares a session store named name that keeps a session
+// NewSessionStoreSpec declares a session store named name that keeps a session
 // for retention after its end, in stream time.
-func SessionStore[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) SessionStoreSpec[K, V] {
+func NewSessionStoreSpec[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) SessionStoreSpec[K, V] {
 	return SessionStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}
 }
 
@@ -234,7 +234,7 @@ func (s SessionStoreSpec[K, V]) StoreName() string { return s.name }
 func (s SessionStoreSpec[K, V]) retention() time.Duration { return s.keep }
 
 // Open returns the task's instance of the store; see KeyValueStoreSpec.Open.
-func (s SessionStoreSpec[K, V]) Open(ctx storeOpener) (*SStore[K, V], error) {
+func (s SessionStoreSpec[K, V]) Open(ctx storeOpener) (*SessionStore[K, V], error) {
 	if s.keep <= 0 {
 		return nil, fmt.Errorf("eddy: session store %s: retention %v: set a positive retention", s.name, s.keep)
 	}
@@ -248,13 +248,13 @@ func (s SessionStoreSpec[K, V]) Open(ctx storeOpener) (*SStore[K, V], error) {
 }
 
 // View returns a typed view of a task's raw store buffer (for tools).
-func (s SessionStoreSpec[K, V]) View(buf *state.StoreBuffer) *SStore[K, V] {
+func (s SessionStoreSpec[K, V]) View(buf *state.StoreBuffer) *SessionStore[K, V] {
 	ret := s.keep.Milliseconds()
-	return &SStore[K, V]{buf: buf, keys: s.keys, values: s.values, retention: ret,
+	return &SessionStore[K, V]{buf: buf, keys: s.keys, values: s.values, retention: ret,
 		segment: max(ret/2, 1000), droppedBelow: -1}
 }
 
-// SStore is a task's typed view of a session store. A session is written
+// SessionStore is a task's typed view of a session store. A session is written
 // twice: under [segment of its end][key length][key][start] with its end
 // before its value, so a key's sessions near a time are a few prefix
 // scans, and under an index [0xfe][end][key][start], so the sessions that
@@ -268,7 +268,7 @@ func (s SessionStoreSpec[K, V]) View(buf *state.StoreBuffer) *SStore[K, V] {
 // joins (start = end) have: a Put with the start of another of the key's
 // sessions in the same segment replaces that session's value (Remove the
 // old session first, as the aggregations do).
-type SStore[K, V any] struct {
+type SessionStore[K, V any] struct {
 	buf                              *state.StoreBuffer
 	keys                             serde.Serde[K]
 	values                           serde.Serde[V]
@@ -282,7 +282,7 @@ type SStore[K, V any] struct {
 
 const sessionIndexPrefix = 0xfe
 
-func (s *SStore[K, V]) encodeKey(k K) error {
+func (s *SessionStore[K, V]) encodeKey(k K) error {
 	var err error
 	if s.kenc, err = s.keys.Serialize(s.kenc[:0], k); err != nil {
 		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
@@ -291,13 +291,13 @@ func (s *SStore[K, V]) encodeKey(k K) error {
 }
 
 // keyPrefix is [segment start of end][uvarint key length][key].
-func (s *SStore[K, V]) keyPrefix(dst []byte, segStart int64) []byte {
+func (s *SessionStore[K, V]) keyPrefix(dst []byte, segStart int64) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(segStart))
 	dst = binary.AppendUvarint(dst, uint64(len(s.kenc)))
 	return append(dst, s.kenc...)
 }
 
-func (s *SStore[K, V]) keys2(w Window) (data, index []byte) {
+func (s *SessionStore[K, V]) keys2(w Window) (data, index []byte) {
 	s.kbuf = s.keyPrefix(s.kbuf[:0], w.End-w.End%s.segment)
 	s.kbuf = binary.BigEndian.AppendUint64(s.kbuf, uint64(w.Start))
 	s.ibuf = append(s.ibuf[:0], sessionIndexPrefix)
@@ -309,8 +309,8 @@ func (s *SStore[K, V]) keys2(w Window) (data, index []byte) {
 }
 
 // Put sets the value of k's session w. k's sessions must have distinct
-// starts (see SStore).
-func (s *SStore[K, V]) Put(k K, w Window, v V) error {
+// starts (see SessionStore).
+func (s *SessionStore[K, V]) Put(k K, w Window, v V) error {
 	if w.Start < 0 || w.End < w.Start {
 		return fmt.Errorf("eddy: store %s: session [%d, %d] is not a valid window", s.buf.Name(), w.Start, w.End)
 	}
@@ -331,7 +331,7 @@ func (s *SStore[K, V]) Put(k K, w Window, v V) error {
 }
 
 // Remove deletes k's session w.
-func (s *SStore[K, V]) Remove(k K, w Window) error {
+func (s *SessionStore[K, V]) Remove(k K, w Window) error {
 	if err := s.encodeKey(k); err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (s *SStore[K, V]) Remove(k K, w Window) error {
 // get returns k's session w, if the store has it: one point read, where
 // Find scans all of the key's sessions in w's segment (the stream-stream
 // join adds each record to the list at its key and timestamp with it).
-func (s *SStore[K, V]) get(k K, w Window) (V, bool, error) {
+func (s *SessionStore[K, V]) get(k K, w Window) (V, bool, error) {
 	var zero V
 	if err := s.encodeKey(k); err != nil {
 		return zero, false, err
@@ -370,7 +370,7 @@ func (s *SStore[K, V]) get(k K, w Window) (V, bool, error) {
 // Find calls fn for k's sessions that end at or after earliest and start
 // at or before latest, in end order. maxEnd bounds the ends the store
 // holds (the stream time), so the scan knows where to stop.
-func (s *SStore[K, V]) Find(k K, earliest, latest, maxEnd int64, fn func(w Window, v V) bool) error {
+func (s *SessionStore[K, V]) Find(k K, earliest, latest, maxEnd int64, fn func(w Window, v V) bool) error {
 	if err := s.encodeKey(k); err != nil {
 		return err
 	}
@@ -410,7 +410,7 @@ func (s *SStore[K, V]) Find(k K, earliest, latest, maxEnd int64, fn func(w Windo
 
 // FetchEnded calls fn for every session (any key) that ended in [from, to),
 // in end order.
-func (s *SStore[K, V]) FetchEnded(from, to int64, fn func(k K, w Window, v V) bool) error {
+func (s *SessionStore[K, V]) FetchEnded(from, to int64, fn func(k K, w Window, v V) bool) error {
 	from, to = max(from, 0), max(to, 0)
 	if from >= to {
 		return nil
@@ -465,7 +465,7 @@ func (s *SStore[K, V]) FetchEnded(from, to int64, fn func(k K, w Window, v V) bo
 // Expire drops the segments whose sessions all ended before
 // streamTime - retention: two range deletions, one for the sessions and one
 // for their index entries.
-func (s *SStore[K, V]) Expire(streamTime int64) {
+func (s *SessionStore[K, V]) Expire(streamTime int64) {
 	if streamTime == state.NoStreamTime {
 		return
 	}

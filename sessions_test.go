@@ -93,7 +93,7 @@ func TestSessionWindows(t *testing.T) {
 		for i := int64(0); i < 50; i++ {
 			pipeAll(t, in, timed{fmt.Sprint("k", i%4), i * 2 * s})
 		}
-		st, err := eddytest.SessionStore(d, eddy.SessionStore("sessions", time.Second, serde.String(), serde.Int64()))
+		st, err := eddytest.SessionStore(d, eddy.NewSessionStoreSpec("sessions", time.Second, serde.String(), serde.Int64()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -79,8 +79,8 @@ func SlidingAggregate[K, V, A any](w SlidingWindowedStream[K, V], store string, 
 	t := w.g.s.t
 	win := w.windows
 	retention := time.Duration(win.diff+win.grace+1) * time.Millisecond
-	aggSpec := WindowStore(store, retention, w.g.keys, aggs)
-	recSpec := SessionStore(store+"-records", retention, w.g.keys, listSerde[V]{values: w.values})
+	aggSpec := NewWindowStoreSpec(store, retention, w.g.keys, aggs)
+	recSpec := NewSessionStoreSpec(store+"-records", retention, w.g.keys, listSerde[V]{values: w.values})
 	n := t.add("sliding-aggregate-"+store, w.g.s.n)
 	t.addStore(store, n, retention, aggSpec)
 	t.addStore(recSpec.name, n, retention, recSpec)
@@ -113,8 +113,8 @@ func SlidingCount[K, V any](w SlidingWindowedStream[K, V], store string) Table[W
 type slidingAggregator[K, V, A any] struct {
 	b    *taskBuild
 	out  *emitter[Windowed[K], A]
-	aggs *WStore[K, A]
-	recs *SStore[K, []V]
+	aggs *WindowStore[K, A]
+	recs *SessionStore[K, []V]
 	win  SlidingWindows
 	emit EmitStrategy
 	init func() A

@@ -107,7 +107,7 @@ func (s KeyValueStoreSpec[K, V]) decodeKey(b []byte) (any, error) { return decod
 func (s KeyValueStoreSpec[K, V]) windowSize() int64               { return 0 }
 func (s KeyValueStoreSpec[K, V]) decodeValue(b []byte, streamTime int64) (any, bool, error) {
 	if s.ttl > 0 {
-		// As KVStore.live: the value follows its expiry in stream time.
+		// As KeyValueStore.live: the value follows its expiry in stream time.
 		if len(b) < 8 {
 			return nil, false, fmt.Errorf("value of %d bytes has no expiry; was the store written without a TTL?", len(b))
 		}

@@ -111,7 +111,7 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 	t := w.g.s.t
 	win := w.windows
 	retention := time.Duration(win.size+win.grace) * time.Millisecond
-	spec := WindowStore(store, retention, w.g.keys, aggs).WithWindowSize(time.Duration(win.size) * time.Millisecond)
+	spec := NewWindowStoreSpec(store, retention, w.g.keys, aggs).WithWindowSize(time.Duration(win.size) * time.Millisecond)
 	n := t.add("window-aggregate-"+store, w.g.s.n)
 	t.addStore(store, n, retention, spec)
 	emit := w.emit
@@ -141,7 +141,7 @@ func WindowCount[K, V any](w WindowedStream[K, V], store string) Table[Windowed[
 type windowAggregator[K, V, A any] struct {
 	b     *taskBuild
 	out   *emitter[Windowed[K], A]
-	store *WStore[K, A]
+	store *WindowStore[K, A]
 	win   TimeWindows
 	emit  EmitStrategy
 	init  func() A

@@ -175,7 +175,7 @@ func TestHoppingWindows(t *testing.T) {
 func TestWindowRetention(t *testing.T) {
 	const s = 1000
 	d, in, out := windowCountDriver(t, eddy.TumblingWindows(10*time.Second), eddy.EmitFinal)
-	store := eddy.WindowStore("counts", 10*time.Second, serde.String(), serde.Int64())
+	store := eddy.NewWindowStoreSpec("counts", 10*time.Second, serde.String(), serde.Int64())
 	for i := int64(0); i < 100; i++ {
 		pipeAll(t, in, timed{fmt.Sprint("k", i%3), i * s})
 	}
@@ -239,7 +239,7 @@ func TestWindowExpiryAfterAbort(t *testing.T) {
 	if err := in.Pipe("b", "ok", 51*s); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := eddytest.WindowStore(d, eddy.WindowStore("counts", 10*time.Second, serde.String(), serde.Int64()))
+	ws, err := eddytest.WindowStore(d, eddy.NewWindowStoreSpec("counts", 10*time.Second, serde.String(), serde.Int64()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,9 +35,9 @@ type WindowStoreSpec[K, V any] struct {
 	size int64
 }
 
-// WindowStore declares a window store named name that keeps each window for
+// NewWindowStoreSpec declares a window store named name that keeps each window for
 // retention after its start, in stream time.
-func WindowStore[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) WindowStoreSpec[K, V] {
+func NewWindowStoreSpec[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) WindowStoreSpec[K, V] {
 	return WindowStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}
 }
 
@@ -48,7 +48,7 @@ func (s WindowStoreSpec[K, V]) retention() time.Duration { return s.keep }
 
 // Open returns the task's instance of the store; see KeyValueStoreSpec.Open.
 // Segments that expired before a restart are dropped on open.
-func (s WindowStoreSpec[K, V]) Open(ctx storeOpener) (*WStore[K, V], error) {
+func (s WindowStoreSpec[K, V]) Open(ctx storeOpener) (*WindowStore[K, V], error) {
 	if s.keep <= 0 {
 		return nil, fmt.Errorf("eddy: window store %s: retention %v: set a positive retention", s.name, s.keep)
 	}
@@ -63,16 +63,16 @@ func (s WindowStoreSpec[K, V]) Open(ctx storeOpener) (*WStore[K, V], error) {
 
 // View returns a typed view of a task's raw store buffer (for tools; see
 // KeyValueStoreSpec.View).
-func (s WindowStoreSpec[K, V]) View(buf *state.StoreBuffer) *WStore[K, V] {
+func (s WindowStoreSpec[K, V]) View(buf *state.StoreBuffer) *WindowStore[K, V] {
 	ret := s.keep.Milliseconds()
-	return &WStore[K, V]{buf: buf, keys: s.keys, values: s.values, retention: ret,
+	return &WindowStore[K, V]{buf: buf, keys: s.keys, values: s.values, retention: ret,
 		segment: max(ret/2, 1000), droppedBelow: -1}
 }
 
-// WStore is a task's typed view of a window store. Entries are keyed by
+// WindowStore is a task's typed view of a window store. Entries are keyed by
 // window start, then key: a time range is one contiguous scan (closing
 // windows, expiry), and a single window is one point read.
-type WStore[K, V any] struct {
+type WindowStore[K, V any] struct {
 	buf    *state.StoreBuffer
 	keys   serde.Serde[K]
 	values serde.Serde[V]
@@ -91,7 +91,7 @@ type WStore[K, V any] struct {
 // metadata lives under keys starting with 0xff, after every window.
 const windowMetaPrefix = 0xff
 
-func (s *WStore[K, V]) key(k K, start int64) ([]byte, error) {
+func (s *WindowStore[K, V]) key(k K, start int64) ([]byte, error) {
 	s.kbuf = binary.BigEndian.AppendUint64(s.kbuf[:0], uint64(start))
 	var err error
 	if s.kbuf, err = s.keys.Serialize(s.kbuf, k); err != nil {
@@ -101,7 +101,7 @@ func (s *WStore[K, V]) key(k K, start int64) ([]byte, error) {
 }
 
 // Get returns the value of k in the window starting at start.
-func (s *WStore[K, V]) Get(k K, start int64) (V, bool, error) {
+func (s *WindowStore[K, V]) Get(k K, start int64) (V, bool, error) {
 	var zero V
 	kb, err := s.key(k, start)
 	if err != nil {
@@ -119,7 +119,7 @@ func (s *WStore[K, V]) Get(k K, start int64) (V, bool, error) {
 }
 
 // Put sets the value of k in the window starting at start.
-func (s *WStore[K, V]) Put(k K, start int64, v V) error {
+func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
 	if start < 0 {
 		return fmt.Errorf("eddy: store %s: window start %d is negative", s.buf.Name(), start)
 	}
@@ -138,7 +138,7 @@ func (s *WStore[K, V]) Put(k K, start int64, v V) error {
 }
 
 // Delete removes k's value in the window starting at start.
-func (s *WStore[K, V]) Delete(k K, start int64) error {
+func (s *WindowStore[K, V]) Delete(k K, start int64) error {
 	kb, err := s.key(k, start)
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func (s *WStore[K, V]) Delete(k K, start int64) error {
 
 // FetchAll calls fn for every entry whose window starts in [from, to), in
 // start order, then key order; fn returning false stops the scan.
-func (s *WStore[K, V]) FetchAll(from, to int64, fn func(k K, start int64, v V) bool) error {
+func (s *WindowStore[K, V]) FetchAll(from, to int64, fn func(k K, start int64, v V) bool) error {
 	from, to = max(from, 0), max(to, 0)
 	if from >= to {
 		return nil
@@ -180,7 +180,7 @@ func (s *WStore[K, V]) FetchAll(from, to int64, fn func(k K, start int64, v V) b
 // Fetch calls fn for k's entries whose window starts in [from, to), in
 // start order. It scans every key's windows in the range and keeps k's:
 // cheap for the few windows of a range that aggregations and queries ask.
-func (s *WStore[K, V]) Fetch(k K, from, to int64, fn func(start int64, v V) bool) error {
+func (s *WindowStore[K, V]) Fetch(k K, from, to int64, fn func(start int64, v V) bool) error {
 	want, err := s.keys.Serialize(nil, k)
 	if err != nil {
 		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
@@ -205,7 +205,7 @@ func (s *WStore[K, V]) Fetch(k K, from, to int64, fn func(start int64, v V) bool
 // Expire drops every segment whose windows all started before
 // streamTime - retention, with one range deletion; a window that expires
 // is kept until its whole segment has. Call it as stream time advances.
-func (s *WStore[K, V]) Expire(streamTime int64) {
+func (s *WindowStore[K, V]) Expire(streamTime int64) {
 	if streamTime == state.NoStreamTime {
 		return
 	}
