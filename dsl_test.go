@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -298,9 +299,19 @@ func (p *storeScript) Process(rec eddy.Record[string, string]) error {
 		scanned bool
 		err     error
 	)
-	collect := func(k, v string) bool {
-		entries = append(entries, k+"="+v)
-		return true
+	// collect gathers a scan's entries, stopping after limit of them (0:
+	// no limit), as a user's range loop would break.
+	collect := func(scan iter.Seq2[eddy.KeyValue[string, string], error], limit int) error {
+		for kv, err := range scan {
+			if err != nil {
+				return err
+			}
+			entries = append(entries, kv.Key+"="+kv.Value)
+			if len(entries) == limit {
+				break
+			}
+		}
+		return nil
 	}
 	result := "ok"
 	f := strings.Fields(rec.Value)
@@ -316,24 +327,26 @@ func (p *storeScript) Process(rec eddy.Record[string, string]) error {
 			result = "<none>"
 		}
 	case len(f) == 3 && f[0] == "range":
-		scanned, err = true, p.kv.Range(f[1], f[2], collect)
+		scanned, err = true, collect(p.kv.Range(f[1], f[2]), 0)
 	case len(f) == 2 && f[0] == "prefix":
-		scanned, err = true, p.kv.Prefix(f[1], collect)
+		scanned, err = true, collect(p.kv.Prefix(f[1]), 0)
 	case len(f) == 1 && f[0] == "all":
-		scanned, err = true, p.kv.All(collect)
+		scanned, err = true, collect(p.kv.All(), 0)
 	case len(f) == 2 && f[0] == "first":
-		// All, stopped by fn after n entries.
+		// All, left by the loop after n entries.
 		n, _ := strconv.Atoi(f[1])
-		scanned, err = true, p.kv.All(func(k, v string) bool { collect(k, v); return len(entries) < n })
+		scanned, err = true, collect(p.kv.All(), n)
 	case len(f) == 2 && f[0] == "shout":
 		// Writes to the store from inside a scan of it.
-		err = p.kv.Prefix(f[1], func(k, v string) bool {
-			if perr := p.kv.Put(k, strings.ToUpper(v)); perr != nil {
-				err = perr
-				return false
+		for kv, serr := range p.kv.Prefix(f[1]) {
+			if serr != nil {
+				err = serr
+				break
 			}
-			return true
-		})
+			if err = p.kv.Put(kv.Key, strings.ToUpper(kv.Value)); err != nil {
+				break
+			}
+		}
 	default:
 		return fmt.Errorf("%w: %q", errUnknownCommand, rec.Value)
 	}

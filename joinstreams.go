@@ -179,7 +179,7 @@ type partners[V any] struct {
 
 func findPartners[K, V any](s *SessionStore[K, []V], k K, from, to, now int64, p *partners[V]) error {
 	p.ts, p.vs = p.ts[:0], p.vs[:0]
-	return s.Find(k, from, to, now, func(w Window, vs []V) bool {
+	return s.find(k, from, to, now, func(w Window, vs []V) bool {
 		p.ts, p.vs = append(p.ts, w.Start), append(p.vs, vs)
 		return true
 	})
@@ -306,7 +306,7 @@ func drain[K, V any](s *WindowStore[K, []V], recs *SessionStore[K, []V], d *drai
 		vs []V
 	}
 	var due []entry
-	if err := s.FetchAll(d.until, before, func(k K, ts int64, vs []V) bool {
+	if err := s.fetchAll(d.until, before, func(k K, ts int64, vs []V) bool {
 		due = append(due, entry{k, ts, vs})
 		return true
 	}); err != nil {

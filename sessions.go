@@ -3,6 +3,7 @@ package eddy
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/eddy-streams/eddy/serde"
@@ -146,7 +147,7 @@ func (p *sessionAggregator[K, V, A]) receive(r Record[K, V]) error {
 	if p.emit == EmitFinal {
 		earliest = max(earliest, closeBefore)
 	}
-	err := p.store.Find(r.Key, earliest, ts+p.win.gap, now, func(w Window, agg A) bool {
+	err := p.store.find(r.Key, earliest, ts+p.win.gap, now, func(w Window, agg A) bool {
 		p.found = append(p.found, session[A]{Window: w, agg: agg})
 		return true
 	})
@@ -198,7 +199,7 @@ func (p *sessionAggregator[K, V, A]) emitClosed(closeBefore int64) error {
 		return nil
 	}
 	var ferr error
-	err = p.store.FetchEnded(emitted, closeBefore, func(k K, w Window, agg A) bool {
+	err = p.store.fetchEnded(emitted, closeBefore, func(k K, w Window, agg A) bool {
 		ferr = p.out.emit(Record[Windowed[K], A]{Key: Windowed[K]{Key: k, Window: w}, Value: agg, Timestamp: w.End})
 		return ferr == nil
 	})
@@ -367,10 +368,24 @@ func (s *SessionStore[K, V]) get(k K, w Window) (V, bool, error) {
 	return v, true, nil
 }
 
-// Find calls fn for k's sessions that end at or after earliest and start
-// at or before latest, in end order. maxEnd bounds the ends the store
-// holds (the stream time), so the scan knows where to stop.
-func (s *SessionStore[K, V]) Find(k K, earliest, latest, maxEnd int64, fn func(w Window, v V) bool) error {
+// Find returns k's sessions that end at or after earliest and start at or
+// before latest, in end order. maxEnd bounds the ends the store holds (the
+// stream time), so the scan knows where to stop. A scan that fails (an
+// undecodable entry, an I/O error) yields the error once and stops.
+func (s *SessionStore[K, V]) Find(k K, earliest, latest, maxEnd int64) iter.Seq2[KeyValue[Windowed[K], V], error] {
+	return func(yield func(KeyValue[Windowed[K], V], error) bool) {
+		err := s.find(k, earliest, latest, maxEnd, func(w Window, v V) bool {
+			return yield(KeyValue[Windowed[K], V]{Key: Windowed[K]{Key: k, Window: w}, Value: v}, nil)
+		})
+		if err != nil {
+			yield(KeyValue[Windowed[K], V]{}, err)
+		}
+	}
+}
+
+// find is Find for the engine's hot paths: a callback, no iterator
+// closure; fn returning false stops the scan.
+func (s *SessionStore[K, V]) find(k K, earliest, latest, maxEnd int64, fn func(w Window, v V) bool) error {
 	if err := s.encodeKey(k); err != nil {
 		return err
 	}
@@ -408,9 +423,22 @@ func (s *SessionStore[K, V]) Find(k K, earliest, latest, maxEnd int64, fn func(w
 	return nil
 }
 
-// FetchEnded calls fn for every session (any key) that ended in [from, to),
-// in end order.
-func (s *SessionStore[K, V]) FetchEnded(from, to int64, fn func(k K, w Window, v V) bool) error {
+// FetchEnded returns every session (any key) that ended in [from, to), in
+// end order; errors as in Find.
+func (s *SessionStore[K, V]) FetchEnded(from, to int64) iter.Seq2[KeyValue[Windowed[K], V], error] {
+	return func(yield func(KeyValue[Windowed[K], V], error) bool) {
+		err := s.fetchEnded(from, to, func(k K, w Window, v V) bool {
+			return yield(KeyValue[Windowed[K], V]{Key: Windowed[K]{Key: k, Window: w}, Value: v}, nil)
+		})
+		if err != nil {
+			yield(KeyValue[Windowed[K], V]{}, err)
+		}
+	}
+}
+
+// fetchEnded is FetchEnded for the engine's hot paths; fn returning false
+// stops the scan.
+func (s *SessionStore[K, V]) fetchEnded(from, to int64, fn func(k K, w Window, v V) bool) error {
 	from, to = max(from, 0), max(to, 0)
 	if from >= to {
 		return nil

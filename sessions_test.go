@@ -98,11 +98,11 @@ func TestSessionWindows(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ends []int64
-		if err := st.FetchEnded(0, 1<<62, func(_ string, w eddy.Window, _ int64) bool {
-			ends = append(ends, w.End)
-			return true
-		}); err != nil {
-			t.Fatal(err)
+		for s, err := range st.FetchEnded(0, 1<<62) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			ends = append(ends, s.Key.End)
 		}
 		// Stream time 98s, retention 2s (2 × gap + grace: a record in
 		// time reaches sessions a gap older than the closing ones), 1s

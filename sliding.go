@@ -145,7 +145,7 @@ func (p *slidingAggregator[K, V, A]) receive(r Record[K, V]) error {
 	// Store the record, then read the key's records that can share a
 	// window with it: those within d + 1 on either side.
 	var stored []V
-	err := p.recs.Find(r.Key, ts, ts, now, func(_ Window, vs []V) bool { stored = vs; return false })
+	err := p.recs.find(r.Key, ts, ts, now, func(_ Window, vs []V) bool { stored = vs; return false })
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func (p *slidingAggregator[K, V, A]) receive(r Record[K, V]) error {
 		return err
 	}
 	p.near = p.near[:0]
-	err = p.recs.Find(r.Key, ts-d-1, ts+d+1, now, func(w Window, vs []V) bool {
+	err = p.recs.find(r.Key, ts-d-1, ts+d+1, now, func(w Window, vs []V) bool {
 		p.near = append(p.near, timedValues[V]{ts: w.Start, values: vs})
 		return true
 	})
@@ -228,7 +228,7 @@ func (p *slidingAggregator[K, V, A]) emitClosed(open int64) error {
 		return nil
 	}
 	var ferr error
-	err = p.aggs.FetchAll(emitted, open, func(k K, start int64, agg A) bool {
+	err = p.aggs.fetchAll(emitted, open, func(k K, start int64, agg A) bool {
 		wk := Windowed[K]{Key: k, Window: Window{Start: start, End: start + p.win.diff}}
 		ferr = p.out.emit(Record[Windowed[K], A]{Key: wk, Value: agg, Timestamp: start + p.win.diff})
 		return ferr == nil

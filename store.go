@@ -2,7 +2,9 @@ package eddy
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/eddy-streams/eddy/serde"
@@ -171,38 +173,60 @@ func (s *KeyValueStore[K, V]) Delete(k K) error {
 	return nil
 }
 
-// Range calls fn for each entry with from <= encoded key < to, in the byte
-// order of the encoded keys; fn returning false stops the scan.
-func (s *KeyValueStore[K, V]) Range(from, to K, fn func(K, V) bool) error {
-	lo, err := s.keys.Serialize(nil, from)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+// Range returns the entries with from <= encoded key < to, in the byte
+// order of the encoded keys. A scan that fails (an undecodable entry, an
+// I/O error) yields the error once and stops:
+//
+//	for kv, err := range store.Range(from, to) {
+//		if err != nil {
+//			return err
+//		}
+//		use(kv.Key, kv.Value)
+//	}
+func (s *KeyValueStore[K, V]) Range(from, to K) iter.Seq2[KeyValue[K, V], error] {
+	return func(yield func(KeyValue[K, V], error) bool) {
+		lo, err := s.keys.Serialize(nil, from)
+		if err != nil {
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err))
+			return
+		}
+		hi, err := s.keys.Serialize(nil, to)
+		if err != nil {
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err))
+			return
+		}
+		s.scan(func(visit func(k, v []byte) error) error { return s.buf.Scan(lo, hi, visit) }, yield)
 	}
-	hi, err := s.keys.Serialize(nil, to)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
-	}
-	return s.scan(func(visit func(k, v []byte) error) error { return s.buf.Scan(lo, hi, visit) }, fn)
 }
 
-// Prefix calls fn for each entry whose encoded key starts with the encoding
-// of prefix (with string keys: the keys that start with prefix).
-func (s *KeyValueStore[K, V]) Prefix(prefix K, fn func(K, V) bool) error {
-	p, err := s.keys.Serialize(nil, prefix)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+// Prefix returns the entries whose encoded key starts with the encoding of
+// prefix (with string keys: the keys that start with prefix), in key
+// order; errors as in Range.
+func (s *KeyValueStore[K, V]) Prefix(prefix K) iter.Seq2[KeyValue[K, V], error] {
+	return func(yield func(KeyValue[K, V], error) bool) {
+		p, err := s.keys.Serialize(nil, prefix)
+		if err != nil {
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err))
+			return
+		}
+		s.scan(func(visit func(k, v []byte) error) error { return s.buf.PrefixScan(p, visit) }, yield)
 	}
-	return s.scan(func(visit func(k, v []byte) error) error { return s.buf.PrefixScan(p, visit) }, fn)
 }
 
-// All calls fn for every entry in key order.
-func (s *KeyValueStore[K, V]) All(fn func(K, V) bool) error {
-	return s.scan(func(visit func(k, v []byte) error) error { return s.buf.Scan(nil, nil, visit) }, fn)
+// All returns every entry in key order; errors as in Range.
+func (s *KeyValueStore[K, V]) All() iter.Seq2[KeyValue[K, V], error] {
+	return func(yield func(KeyValue[K, V], error) bool) {
+		s.scan(func(visit func(k, v []byte) error) error { return s.buf.Scan(nil, nil, visit) }, yield)
+	}
 }
 
-var errStopScan = fmt.Errorf("eddy: scan stopped")
+// errStopScan ends a store scan early (the consumer stopped); it never
+// reaches a caller.
+var errStopScan = errors.New("eddy: scan stopped")
 
-func (s *KeyValueStore[K, V]) scan(run func(visit func(k, v []byte) error) error, fn func(K, V) bool) error {
+// scan decodes the live entries that run visits and yields them, then the
+// scan's error, if any.
+func (s *KeyValueStore[K, V]) scan(run func(visit func(k, v []byte) error) error, yield func(KeyValue[K, V], error) bool) {
 	err := run(func(kb, vb []byte) error {
 		vb, ok, err := s.live(vb)
 		if err != nil || !ok {
@@ -216,13 +240,12 @@ func (s *KeyValueStore[K, V]) scan(run func(visit func(k, v []byte) error) error
 		if err != nil {
 			return fmt.Errorf("eddy: store %s: decode value: %w", s.buf.Name(), err)
 		}
-		if !fn(k, v) {
+		if !yield(KeyValue[K, V]{Key: k, Value: v}, nil) {
 			return errStopScan
 		}
 		return nil
 	})
-	if err == errStopScan {
-		return nil
+	if err != nil && err != errStopScan {
+		yield(KeyValue[K, V]{}, err)
 	}
-	return err
 }

@@ -87,8 +87,11 @@ func TestKeyValueStoreTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	var keys []string
-	if err := st.All(func(k string, _ []byte) bool { keys = append(keys, k); return true }); err != nil {
-		t.Fatal(err)
+	for kv, err := range st.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, kv.Key)
 	}
 	if strings.Join(keys, ",") != "c" {
 		t.Errorf("keys left in the store: %q, want [c]", keys)

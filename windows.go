@@ -228,7 +228,7 @@ func (p *windowAggregator[K, V, A]) emitClosed(now int64) error {
 		return nil
 	}
 	var ferr error
-	err = p.store.FetchAll(emitted, hi, func(k K, start int64, agg A) bool {
+	err = p.store.fetchAll(emitted, hi, func(k K, start int64, agg A) bool {
 		wk := Windowed[K]{Key: k, Window: Window{Start: start, End: start + p.win.size}}
 		ferr = p.out.emit(Record[Windowed[K], A]{Key: wk, Value: agg, Timestamp: start + p.win.size - 1})
 		return ferr == nil

@@ -184,13 +184,13 @@ func TestWindowRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	var starts []int64
-	if err := ws.FetchAll(0, 1<<62, func(_ string, start int64, _ int64) bool {
-		if !slices.Contains(starts, start) {
-			starts = append(starts, start)
+	for e, err := range ws.FetchAll(0, 1<<62) {
+		if err != nil {
+			t.Fatal(err)
 		}
-		return true
-	}); err != nil {
-		t.Fatal(err)
+		if !slices.Contains(starts, e.Start) {
+			starts = append(starts, e.Start)
+		}
 	}
 	// Stream time 99s, retention 10s: windows starting before 89s are
 	// expired, dropped by 5s segments (segment = max(retention/2, 1s)):
@@ -244,11 +244,11 @@ func TestWindowExpiryAfterAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	var keys []string
-	if err := ws.FetchAll(0, 1<<62, func(k string, start int64, _ int64) bool {
-		keys = append(keys, fmt.Sprint(k, "@", start))
-		return true
-	}); err != nil {
-		t.Fatal(err)
+	for e, err := range ws.FetchAll(0, 1<<62) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, fmt.Sprint(e.Key, "@", e.Start))
 	}
 	if want := []string{"b@50000"}; !slices.Equal(keys, want) {
 		t.Errorf("windows in the store: %q, want %q", keys, want)

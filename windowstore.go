@@ -3,6 +3,7 @@ package eddy
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/eddy-streams/eddy/serde"
@@ -147,9 +148,63 @@ func (s *WindowStore[K, V]) Delete(k K, start int64) error {
 	return nil
 }
 
-// FetchAll calls fn for every entry whose window starts in [from, to), in
-// start order, then key order; fn returning false stops the scan.
-func (s *WindowStore[K, V]) FetchAll(from, to int64, fn func(k K, start int64, v V) bool) error {
+// WindowEntry is one entry of a window store: Key's Value in the window
+// that starts at Start.
+type WindowEntry[K, V any] struct {
+	Key   K
+	Start int64
+	Value V
+}
+
+// FetchAll returns every entry whose window starts in [from, to), in start
+// order, then key order. A scan that fails (an undecodable entry, an I/O
+// error) yields the error once and stops.
+func (s *WindowStore[K, V]) FetchAll(from, to int64) iter.Seq2[WindowEntry[K, V], error] {
+	return func(yield func(WindowEntry[K, V], error) bool) {
+		err := s.fetchAll(from, to, func(k K, start int64, v V) bool {
+			return yield(WindowEntry[K, V]{Key: k, Start: start, Value: v}, nil)
+		})
+		if err != nil {
+			yield(WindowEntry[K, V]{}, err)
+		}
+	}
+}
+
+// Fetch returns k's entries whose window starts in [from, to), in start
+// order; errors as in FetchAll. It scans every key's windows in the range
+// and keeps k's: cheap for the few windows of a range that aggregations
+// and queries ask.
+func (s *WindowStore[K, V]) Fetch(k K, from, to int64) iter.Seq2[WindowEntry[K, V], error] {
+	return func(yield func(WindowEntry[K, V], error) bool) {
+		want, err := s.keys.Serialize(nil, k)
+		if err != nil {
+			yield(WindowEntry[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err))
+			return
+		}
+		var kb []byte
+		var kerr error
+		err = s.fetchAll(from, to, func(key K, start int64, v V) bool {
+			if kb, kerr = s.keys.Serialize(kb[:0], key); kerr != nil {
+				return false
+			}
+			if string(kb) != string(want) {
+				return true
+			}
+			return yield(WindowEntry[K, V]{Key: key, Start: start, Value: v}, nil)
+		})
+		if kerr != nil {
+			err = fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), kerr)
+		}
+		if err != nil {
+			yield(WindowEntry[K, V]{}, err)
+		}
+	}
+}
+
+// fetchAll is FetchAll for the engine's own hot paths (closing windows,
+// draining joins): a callback, no iterator closure; fn returning false
+// stops the scan.
+func (s *WindowStore[K, V]) fetchAll(from, to int64, fn func(k K, start int64, v V) bool) error {
 	from, to = max(from, 0), max(to, 0)
 	if from >= to {
 		return nil
@@ -173,31 +228,6 @@ func (s *WindowStore[K, V]) FetchAll(from, to int64, fn func(k K, start int64, v
 	})
 	if err == errStopScan {
 		return nil
-	}
-	return err
-}
-
-// Fetch calls fn for k's entries whose window starts in [from, to), in
-// start order. It scans every key's windows in the range and keeps k's:
-// cheap for the few windows of a range that aggregations and queries ask.
-func (s *WindowStore[K, V]) Fetch(k K, from, to int64, fn func(start int64, v V) bool) error {
-	want, err := s.keys.Serialize(nil, k)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
-	}
-	var kb []byte
-	var kerr error
-	err = s.FetchAll(from, to, func(key K, start int64, v V) bool {
-		if kb, kerr = s.keys.Serialize(kb[:0], key); kerr != nil {
-			return false
-		}
-		if string(kb) != string(want) {
-			return true
-		}
-		return fn(start, v)
-	})
-	if kerr != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), kerr)
 	}
 	return err
 }
