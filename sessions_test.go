@@ -15,9 +15,9 @@ func sessionCountDriver(t *testing.T, w eddy.SessionWindows, emit eddy.EmitStrat
 	t.Helper()
 	topo := eddy.NewTopology()
 	s := eddy.Source(topo, "in", serde.String(), serde.String())
-	ws := eddy.SessionWindowedBy(eddy.GroupByKey(s, serde.String()), w).Emit(emit)
-	eddy.To(eddy.ToStream(eddy.SessionCount(ws, "sessions")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
-	eddy.To(eddy.SessionLateRecords(ws), "late", serde.String(), serde.String())
+	ws := eddy.WindowedBy(eddy.GroupByKey(s, serde.String()), w).Emit(emit)
+	eddy.To(eddy.ToStream(eddy.WindowCount(ws, "sessions")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
+	eddy.To(eddy.LateRecords(ws), "late", serde.String(), serde.String())
 	d, err := eddytest.New(topo, eddytest.Options{})
 	if err != nil {
 		t.Fatal(err)

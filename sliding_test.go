@@ -14,9 +14,9 @@ func slidingCountDriver(t *testing.T, w eddy.SlidingWindows, emit eddy.EmitStrat
 	t.Helper()
 	topo := eddy.NewTopology()
 	s := eddy.Source(topo, "in", serde.String(), serde.String())
-	ws := eddy.SlidingWindowedBy(eddy.GroupByKey(s, serde.String()), w, serde.String()).Emit(emit)
-	eddy.To(eddy.ToStream(eddy.SlidingCount(ws, "sliding")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
-	eddy.To(eddy.SlidingLateRecords(ws), "late", serde.String(), serde.String())
+	ws := eddy.WindowedBy(eddy.GroupByKey(s, serde.String()), w).Emit(emit)
+	eddy.To(eddy.ToStream(eddy.WindowCount(ws, "sliding")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
+	eddy.To(eddy.LateRecords(ws), "late", serde.String(), serde.String())
 	d, err := eddytest.New(topo, eddytest.Options{})
 	if err != nil {
 		t.Fatal(err)
