@@ -70,6 +70,7 @@ type slidingAgg[A any] struct {
 type slidingWindow[A any] struct {
 	start int64
 	slidingAgg[A]
+	unchanged bool // stored as it is
 }
 
 func (s *slidingWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K, V], now int64) (bool, error) {
@@ -114,7 +115,10 @@ func (s *slidingWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K
 			s.write = append(s.write, slidingWindow[A]{start: w.start,
 				slidingAgg: slidingAgg[A]{last: max(w.last, ts), agg: s.fold.add(r.Key, r.Value, w.agg)}})
 		case w.start == ts+1:
+			// ts's right window does not hold ts: unchanged, but
+			// forwarded again with every update, as it always was.
 			hasRight = true
+			s.write = append(s.write, slidingWindow[A]{start: w.start, slidingAgg: w.slidingAgg, unchanged: true})
 		}
 	}
 	if !hasLeft {
@@ -151,8 +155,10 @@ func (s *slidingWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K
 	slices.SortFunc(s.write, func(a, b slidingWindow[A]) int { return cmp.Compare(a.start, b.start) })
 	for _, w := range s.write {
 		win := Window{Start: w.start, End: w.start + d}
-		if err := s.store.Put(r.Key, win, w.slidingAgg); err != nil {
-			return false, err
+		if !w.unchanged {
+			if err := s.store.Put(r.Key, win, w.slidingAgg); err != nil {
+				return false, err
+			}
 		}
 		if w.start >= open {
 			if err := p.updated(r, win, w.agg); err != nil {
