@@ -30,10 +30,7 @@ func SessionWindowsWithGap(gap time.Duration) SessionWindows {
 // its end + gap + grace; a record that would only extend closed sessions is
 // late.
 func (w SessionWindows) WithGrace(grace time.Duration) SessionWindows {
-	if grace < 0 && w.err == nil {
-		w.err = fmt.Errorf("eddy: session grace %v: use zero or more", grace)
-	}
-	w.grace = grace.Milliseconds()
+	w.grace, w.err = withGrace("session", grace, w.err)
 	return w
 }
 

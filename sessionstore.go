@@ -14,29 +14,21 @@ import (
 // (Window{Start, End}) and their values, kept for a retention of stream
 // time after they end.
 type SessionStoreSpec[K, V any] struct {
-	name   string
-	keys   serde.Serde[K]
-	values serde.Serde[V]
-	keep   time.Duration
+	timedStoreSpec[K, V]
 }
 
-// NewSessionStoreSpec declares a session store named name that keeps a session
-// for retention after its end, in stream time.
+// NewSessionStoreSpec declares a session store named name that keeps a
+// session for retention after its end, in stream time.
 func NewSessionStoreSpec[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) SessionStoreSpec[K, V] {
-	return SessionStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}
+	return SessionStoreSpec[K, V]{timedStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}}
 }
 
 // StoreName implements StoreSpec.
 func (s SessionStoreSpec[K, V]) StoreName() string { return s.name }
 
-func (s SessionStoreSpec[K, V]) retention() time.Duration { return s.keep }
-
 // Open returns the task's instance of the store; see KeyValueStoreSpec.Open.
 func (s SessionStoreSpec[K, V]) Open(ctx storeOpener) (*SessionStore[K, V], error) {
-	if s.keep <= 0 {
-		return nil, fmt.Errorf("eddy: session store %s: retention %v: set a positive retention", s.name, s.keep)
-	}
-	buf, err := ctx.openStore(s.name)
+	buf, err := s.open(ctx, "session")
 	if err != nil {
 		return nil, err
 	}
@@ -47,9 +39,7 @@ func (s SessionStoreSpec[K, V]) Open(ctx storeOpener) (*SessionStore[K, V], erro
 
 // View returns a typed view of a task's raw store buffer (for tools).
 func (s SessionStoreSpec[K, V]) View(buf *state.StoreBuffer) *SessionStore[K, V] {
-	ret := s.keep.Milliseconds()
-	return &SessionStore[K, V]{buf: buf, keys: s.keys, values: s.values, retention: ret,
-		segment: max(ret/2, 1000), droppedBelow: -1}
+	return &SessionStore[K, V]{buf: buf, keys: s.keys, values: s.values, segments: newSegments(s.keep)}
 }
 
 // SessionStore is a task's typed view of a session store. A session is written
@@ -67,15 +57,11 @@ func (s SessionStoreSpec[K, V]) View(buf *state.StoreBuffer) *SessionStore[K, V]
 // sessions in the same segment replaces that session's value (Remove the
 // old session first, as the aggregations do).
 type SessionStore[K, V any] struct {
-	buf                              *state.StoreBuffer
-	keys                             serde.Serde[K]
-	values                           serde.Serde[V]
-	retention, segment, droppedBelow int64
-	aborts                           uint64 // the buffer's Aborts when droppedBelow was set
-	kbuf, ibuf, vbuf, kenc           []byte
-	// now, set when a processor opened the store, reads stream time:
-	// Put then expires old segments itself.
-	now func() int64
+	buf    *state.StoreBuffer
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	segments
+	kbuf, ibuf, vbuf, kenc []byte
 }
 
 const sessionIndexPrefix = 0xfe
@@ -291,20 +277,8 @@ func (s *SessionStore[K, V]) fetchEnded(from, to int64, fn func(k K, w Window, v
 // streamTime - retention: two range deletions, one for the sessions and one
 // for their index entries.
 func (s *SessionStore[K, V]) Expire(streamTime int64) {
-	if streamTime == state.NoStreamTime {
-		return
+	if below, ok := s.expired(s.buf, streamTime); ok {
+		s.buf.DeleteRange(nil, binary.BigEndian.AppendUint64(nil, uint64(below)))
+		s.buf.DeleteRange([]byte{sessionIndexPrefix}, binary.BigEndian.AppendUint64([]byte{sessionIndexPrefix}, uint64(below)))
 	}
-	live := streamTime - s.retention
-	below := live - live%s.segment
-	if s.aborts != s.buf.Aborts() {
-		// A transaction aborted since the last drop: it may have
-		// carried it. Dropping again is idempotent.
-		s.aborts, s.droppedBelow = s.buf.Aborts(), -1
-	}
-	if live < 0 || below <= s.droppedBelow {
-		return
-	}
-	s.buf.DeleteRange(nil, binary.BigEndian.AppendUint64(nil, uint64(below)))
-	s.buf.DeleteRange([]byte{sessionIndexPrefix}, binary.BigEndian.AppendUint64([]byte{sessionIndexPrefix}, uint64(below)))
-	s.droppedBelow = below
 }

@@ -34,10 +34,7 @@ func SlidingWindowsWithTimeDifference(d time.Duration) SlidingWindows {
 // WithGrace sets how long after its end a window accepts out-of-order
 // records: a window [s, e] closes once stream time passes e + grace.
 func (w SlidingWindows) WithGrace(grace time.Duration) SlidingWindows {
-	if grace < 0 && w.err == nil {
-		w.err = fmt.Errorf("eddy: sliding window grace %v: use zero or more", grace)
-	}
-	w.grace = grace.Milliseconds()
+	w.grace, w.err = withGrace("sliding window", grace, w.err)
 	return w
 }
 

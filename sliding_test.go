@@ -8,32 +8,14 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy"
-	"github.com/eddy-streams/eddy/eddytest"
-	"github.com/eddy-streams/eddy/serde"
 )
-
-func slidingCountDriver(t *testing.T, w eddy.SlidingWindows, emit eddy.EmitStrategy) (*eddytest.Driver, *eddytest.InputTopic[string, string], *eddytest.OutputTopic[eddy.Windowed[string], int64]) {
-	t.Helper()
-	topo := eddy.NewTopology()
-	s := eddy.Source(topo, "in", serde.String(), serde.String())
-	ws := eddy.WindowedBy(eddy.GroupByKey(s, serde.String()), w).Emit(emit)
-	eddy.To(eddy.ToStream(eddy.WindowCount(ws, "sliding")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
-	eddy.To(eddy.LateRecords(ws), "late", serde.String(), serde.String())
-	d, err := eddytest.New(topo, eddytest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d, eddytest.Input(d, "in", serde.String(), serde.String()),
-		eddytest.Output(d, "out", eddy.WindowedSerde(serde.String()), serde.Int64())
-}
 
 // Sliding windows are rendered "key@[start,end)" by windowed(), though
 // both ends are inclusive: the end is start + 10s.
 func TestSlidingWindows(t *testing.T) {
 	const s = 1000
 	t.Run("every update, out of order", func(t *testing.T) {
-		_, in, out := slidingCountDriver(t, eddy.SlidingWindowsWithTimeDifference(10*time.Second).WithGrace(20*time.Second), eddy.EmitEveryUpdate)
+		_, in, out := windowCountDriver(t, eddy.SlidingWindowsWithTimeDifference(10*time.Second).WithGrace(20*time.Second), eddy.EmitEveryUpdate)
 		steps := []struct {
 			ts   int64
 			want []string
@@ -59,7 +41,7 @@ func TestSlidingWindows(t *testing.T) {
 		}
 	})
 	t.Run("final and late", func(t *testing.T) {
-		d, in, out := slidingCountDriver(t, eddy.SlidingWindowsWithTimeDifference(10*time.Second), eddy.EmitFinal)
+		d, in, out := windowCountDriver(t, eddy.SlidingWindowsWithTimeDifference(10*time.Second), eddy.EmitFinal)
 		pipeAll(t, in, timed{"a", 10 * s})
 		if got := readWindowed(t, out); len(got) != 0 {
 			t.Fatalf("emitted before a window closed: %q", got)
@@ -190,7 +172,7 @@ func TestSlidingMatchesReference(t *testing.T) {
 			}
 			w := eddy.SlidingWindowsWithTimeDifference(time.Duration(tc.diff) * time.Millisecond).
 				WithGrace(time.Duration(tc.grace) * time.Millisecond)
-			d, in, out := slidingCountDriver(t, w, emit)
+			d, in, out := windowCountDriver(t, w, emit)
 			ref := &slidingReference{diff: tc.diff, grace: tc.grace, final: tc.final,
 				recs: map[string][]int64{}, windows: map[string]map[int64]int64{}}
 			rng := rand.New(rand.NewPCG(tc.seed, 0))

@@ -1,6 +1,7 @@
 package eddy
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/eddy-streams/eddy/serde"
@@ -21,6 +22,15 @@ type Windows interface {
 	// windowsErr reports a definition that cannot be used (a size of
 	// zero, a negative grace).
 	windowsErr() error
+}
+
+// withGrace checks a window kind's grace period, keeping an earlier
+// error, and returns it in ms.
+func withGrace(kind string, grace time.Duration, err error) (int64, error) {
+	if grace < 0 && err == nil {
+		err = fmt.Errorf("eddy: %s grace %v: use zero or more", kind, grace)
+	}
+	return grace.Milliseconds(), err
 }
 
 // EmitStrategy says when a windowed aggregation sends its results on.

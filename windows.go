@@ -35,10 +35,7 @@ func HoppingWindows(size, advance time.Duration) TimeWindows {
 // that arrive out of order: a record is late, and dropped, once the stream
 // time reached its window's end + grace.
 func (w TimeWindows) WithGrace(grace time.Duration) TimeWindows {
-	if grace < 0 && w.err == nil {
-		w.err = fmt.Errorf("eddy: window grace %v: use zero or more", grace)
-	}
-	w.grace = grace.Milliseconds()
+	w.grace, w.err = withGrace("window", grace, w.err)
 	return w
 }
 

@@ -22,7 +22,7 @@ func windowed(recs []eddy.Record[eddy.Windowed[string], int64]) []string {
 
 // windowCountDriver runs Source("in") → GroupByKey → WindowedBy(w) →
 // WindowCount("counts") → "out", with late records to "late".
-func windowCountDriver(t *testing.T, w eddy.TimeWindows, emit eddy.EmitStrategy) (*eddytest.Driver, *eddytest.InputTopic[string, string], *eddytest.OutputTopic[eddy.Windowed[string], int64]) {
+func windowCountDriver(t *testing.T, w eddy.Windows, emit eddy.EmitStrategy) (*eddytest.Driver, *eddytest.InputTopic[string, string], *eddytest.OutputTopic[eddy.Windowed[string], int64]) {
 	t.Helper()
 	topo := eddy.NewTopology()
 	s := eddy.Source(topo, "in", serde.String(), serde.String())
@@ -36,6 +36,24 @@ func windowCountDriver(t *testing.T, w eddy.TimeWindows, emit eddy.EmitStrategy)
 	t.Cleanup(func() { d.Close() })
 	return d, eddytest.Input(d, "in", serde.String(), serde.String()),
 		eddytest.Output(d, "out", eddy.WindowedSerde(serde.String()), serde.Int64())
+}
+
+// storedCounts returns the committed content of the window store
+// "counts" (of 10s windows), through the store's iterator.
+func storedCounts(t *testing.T, d *eddytest.Driver) []eddy.WindowEntry[string, int64] {
+	t.Helper()
+	ws, err := eddytest.WindowStore(d, eddy.NewWindowStoreSpec("counts", 10*time.Second, serde.String(), serde.Int64()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []eddy.WindowEntry[string, int64]
+	for e, err := range ws.FetchAll(0, 1<<62) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, e)
+	}
+	return entries
 }
 
 type timed struct {
@@ -175,19 +193,11 @@ func TestHoppingWindows(t *testing.T) {
 func TestWindowRetention(t *testing.T) {
 	const s = 1000
 	d, in, out := windowCountDriver(t, eddy.TumblingWindows(10*time.Second), eddy.EmitFinal)
-	store := eddy.NewWindowStoreSpec("counts", 10*time.Second, serde.String(), serde.Int64())
 	for i := int64(0); i < 100; i++ {
 		pipeAll(t, in, timed{fmt.Sprint("k", i%3), i * s})
 	}
-	ws, err := eddytest.WindowStore(d, store)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var starts []int64
-	for e, err := range ws.FetchAll(0, 1<<62) {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, e := range storedCounts(t, d) {
 		if !slices.Contains(starts, e.Start) {
 			starts = append(starts, e.Start)
 		}
@@ -239,15 +249,8 @@ func TestWindowExpiryAfterAbort(t *testing.T) {
 	if err := in.Pipe("b", "ok", 51*s); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := eddytest.WindowStore(d, eddy.NewWindowStoreSpec("counts", 10*time.Second, serde.String(), serde.Int64()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var keys []string
-	for e, err := range ws.FetchAll(0, 1<<62) {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, e := range storedCounts(t, d) {
 		keys = append(keys, fmt.Sprint(e.Key, "@", e.Start))
 	}
 	if want := []string{"b@50000"}; !slices.Equal(keys, want) {

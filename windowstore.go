@@ -27,33 +27,25 @@ type Windowed[K any] struct {
 // "compact,delete" with a retention, since expired windows are never read
 // again.
 type WindowStoreSpec[K, V any] struct {
-	name   string
-	keys   serde.Serde[K]
-	values serde.Serde[V]
-	keep   time.Duration
+	timedStoreSpec[K, V]
 	// size is the windows' size in ms when known (queries report each
 	// window's end); see WithWindowSize.
 	size int64
 }
 
-// NewWindowStoreSpec declares a window store named name that keeps each window for
-// retention after its start, in stream time.
+// NewWindowStoreSpec declares a window store named name that keeps each
+// window for retention after its start, in stream time.
 func NewWindowStoreSpec[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) WindowStoreSpec[K, V] {
-	return WindowStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}
+	return WindowStoreSpec[K, V]{timedStoreSpec: timedStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}}
 }
 
 // StoreName implements StoreSpec.
 func (s WindowStoreSpec[K, V]) StoreName() string { return s.name }
 
-func (s WindowStoreSpec[K, V]) retention() time.Duration { return s.keep }
-
 // Open returns the task's instance of the store; see KeyValueStoreSpec.Open.
 // Segments that expired before a restart are dropped on open.
 func (s WindowStoreSpec[K, V]) Open(ctx storeOpener) (*WindowStore[K, V], error) {
-	if s.keep <= 0 {
-		return nil, fmt.Errorf("eddy: window store %s: retention %v: set a positive retention", s.name, s.keep)
-	}
-	buf, err := ctx.openStore(s.name)
+	buf, err := s.open(ctx, "window")
 	if err != nil {
 		return nil, err
 	}
@@ -65,9 +57,7 @@ func (s WindowStoreSpec[K, V]) Open(ctx storeOpener) (*WindowStore[K, V], error)
 // View returns a typed view of a task's raw store buffer (for tools; see
 // KeyValueStoreSpec.View).
 func (s WindowStoreSpec[K, V]) View(buf *state.StoreBuffer) *WindowStore[K, V] {
-	ret := s.keep.Milliseconds()
-	return &WindowStore[K, V]{buf: buf, keys: s.keys, values: s.values, retention: ret,
-		segment: max(ret/2, 1000), droppedBelow: -1}
+	return &WindowStore[K, V]{buf: buf, keys: s.keys, values: s.values, segments: newSegments(s.keep)}
 }
 
 // WindowStore is a task's typed view of a window store. Entries are keyed by
@@ -77,14 +67,66 @@ type WindowStore[K, V any] struct {
 	buf    *state.StoreBuffer
 	keys   serde.Serde[K]
 	values serde.Serde[V]
-	// retention and segment are in ms; droppedBelow is the start below
-	// which every segment has been dropped (-1: none yet).
+	segments
+	kbuf, vbuf []byte
+}
+
+// timedStoreSpec is what the declarations of window and session stores
+// share: a name, serdes, and a retention in stream time.
+type timedStoreSpec[K, V any] struct {
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	keep   time.Duration
+}
+
+func (s timedStoreSpec[K, V]) retention() time.Duration { return s.keep }
+
+// open checks the retention and opens the task's buffer of the store.
+func (s timedStoreSpec[K, V]) open(ctx storeOpener, kind string) (*state.StoreBuffer, error) {
+	if s.keep <= 0 {
+		return nil, fmt.Errorf("eddy: %s store %s: retention %v: set a positive retention", kind, s.name, s.keep)
+	}
+	return ctx.openStore(s.name)
+}
+
+// segments is the expiry of a window or session store: time is cut into
+// segments of half the retention (at least 1s), and a segment is dropped
+// whole, with one range deletion, once all of it expired.
+type segments struct {
+	// retention and segment are in ms; droppedBelow is the segment start
+	// below which every segment has been dropped (-1: none yet).
 	retention, segment, droppedBelow int64
 	aborts                           uint64 // the buffer's Aborts when droppedBelow was set
-	kbuf, vbuf                       []byte
 	// now, set when a processor opened the store, reads stream time:
 	// Put then expires old segments itself.
 	now func() int64
+}
+
+func newSegments(keep time.Duration) segments {
+	ret := keep.Milliseconds()
+	return segments{retention: ret, segment: max(ret/2, 1000), droppedBelow: -1}
+}
+
+// expired returns the start of the first segment still live at
+// streamTime, and whether the segments below it are still to drop; it then
+// counts them as dropped.
+func (g *segments) expired(buf *state.StoreBuffer, streamTime int64) (int64, bool) {
+	if streamTime == state.NoStreamTime {
+		return 0, false
+	}
+	live := streamTime - g.retention
+	below := live - live%g.segment
+	if g.aborts != buf.Aborts() {
+		// A transaction aborted since the last drop: it may have
+		// carried it. Dropping again is idempotent.
+		g.aborts, g.droppedBelow = buf.Aborts(), -1
+	}
+	if live < 0 || below <= g.droppedBelow {
+		return 0, false
+	}
+	g.droppedBelow = below
+	return below, true
 }
 
 // Window store keys: the window start (big-endian, so byte order is time
@@ -236,21 +278,9 @@ func (s *WindowStore[K, V]) fetchAll(from, to int64, fn func(k K, start int64, v
 // streamTime - retention, with one range deletion; a window that expires
 // is kept until its whole segment has. Call it as stream time advances.
 func (s *WindowStore[K, V]) Expire(streamTime int64) {
-	if streamTime == state.NoStreamTime {
-		return
+	if below, ok := s.expired(s.buf, streamTime); ok {
+		s.buf.DeleteRange(nil, binary.BigEndian.AppendUint64(nil, uint64(below)))
 	}
-	live := streamTime - s.retention
-	below := live - live%s.segment // the first live segment's start
-	if s.aborts != s.buf.Aborts() {
-		// A transaction aborted since the last drop: it may have
-		// carried it. Dropping again is idempotent.
-		s.aborts, s.droppedBelow = s.buf.Aborts(), -1
-	}
-	if live < 0 || below <= s.droppedBelow {
-		return
-	}
-	s.buf.DeleteRange(nil, binary.BigEndian.AppendUint64(nil, uint64(below)))
-	s.droppedBelow = below
 }
 
 // getMeta and putMeta keep a window or session store's own metadata
