@@ -1,9 +1,6 @@
 package eddy
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // SessionWindows group a key's records into sessions: runs of records no
 // more than the inactivity gap apart. A record that bridges two sessions
@@ -11,18 +8,14 @@ import (
 // first and End its last record's timestamp (both inclusive, as in Kafka
 // Streams).
 type SessionWindows struct {
-	gap, grace int64 // ms
-	err        error
+	gap int64 // ms
+	windowLimits
 }
 
 // SessionWindowsWithGap returns session windows with the given inactivity
 // gap and no grace period (see WithGrace).
 func SessionWindowsWithGap(gap time.Duration) SessionWindows {
-	w := SessionWindows{gap: gap.Milliseconds()}
-	if w.gap <= 0 {
-		w.err = fmt.Errorf("eddy: session gap %v: use at least 1ms", gap)
-	}
-	return w
+	return SessionWindows{gap: gap.Milliseconds(), windowLimits: atLeastOneMs("session gap", gap)}
 }
 
 // WithGrace sets how long a session still accepts out-of-order records
@@ -30,11 +23,9 @@ func SessionWindowsWithGap(gap time.Duration) SessionWindows {
 // its end + gap + grace; a record that would only extend closed sessions is
 // late.
 func (w SessionWindows) WithGrace(grace time.Duration) SessionWindows {
-	w.grace, w.err = withGrace("session", grace, w.err)
+	w.setGrace("session", grace)
 	return w
 }
-
-func (w SessionWindows) windowsErr() error { return w.err }
 
 // sessionWindowing merges a record with the key's sessions within a gap of
 // it, and keeps the sessions in a session store.

@@ -17,28 +17,22 @@ import (
 // after it; those are the only windows (every distinct set of records no
 // more than d apart). Start and End are both inclusive.
 type SlidingWindows struct {
-	diff, grace int64 // ms
-	err         error
+	diff int64 // ms
+	windowLimits
 }
 
 // SlidingWindowsWithTimeDifference returns sliding windows of maximum time
 // difference d, with no grace period (see WithGrace).
 func SlidingWindowsWithTimeDifference(d time.Duration) SlidingWindows {
-	w := SlidingWindows{diff: d.Milliseconds()}
-	if w.diff <= 0 {
-		w.err = fmt.Errorf("eddy: sliding window time difference %v: use at least 1ms", d)
-	}
-	return w
+	return SlidingWindows{diff: d.Milliseconds(), windowLimits: atLeastOneMs("sliding window time difference", d)}
 }
 
 // WithGrace sets how long after its end a window accepts out-of-order
 // records: a window [s, e] closes once stream time passes e + grace.
 func (w SlidingWindows) WithGrace(grace time.Duration) SlidingWindows {
-	w.grace, w.err = withGrace("sliding window", grace, w.err)
+	w.setGrace("sliding window", grace)
 	return w
 }
-
-func (w SlidingWindows) windowsErr() error { return w.err }
 
 // slidingWindowing keeps each sliding window's aggregate, with its latest
 // record's timestamp, and derives a new window's aggregate from the

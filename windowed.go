@@ -24,13 +24,30 @@ type Windows interface {
 	windowsErr() error
 }
 
-// withGrace checks a window kind's grace period, keeping an earlier
-// error, and returns it in ms.
-func withGrace(kind string, grace time.Duration, err error) (int64, error) {
-	if grace < 0 && err == nil {
-		err = fmt.Errorf("eddy: %s grace %v: use zero or more", kind, grace)
+// windowLimits is what every window definition has: a grace period, and
+// the first error in the definition, reported when the topology is built.
+type windowLimits struct {
+	grace int64 // ms
+	err   error
+}
+
+func (l windowLimits) windowsErr() error { return l.err }
+
+// setGrace sets the grace period of a window kind, refusing a negative one.
+func (l *windowLimits) setGrace(kind string, grace time.Duration) {
+	if grace < 0 && l.err == nil {
+		l.err = fmt.Errorf("eddy: %s grace %v: use zero or more", kind, grace)
 	}
-	return grace.Milliseconds(), err
+	l.grace = grace.Milliseconds()
+}
+
+// atLeastOneMs starts the limits of a window kind whose what (a size, a
+// gap) is d, refusing a d under 1ms.
+func atLeastOneMs(what string, d time.Duration) windowLimits {
+	if d.Milliseconds() <= 0 {
+		return windowLimits{err: fmt.Errorf("eddy: %s %v: use at least 1ms", what, d)}
+	}
+	return windowLimits{}
 }
 
 // EmitStrategy says when a windowed aggregation sends its results on.

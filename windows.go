@@ -10,8 +10,8 @@ import (
 // overlap, each record in size/advance windows). Window [start, end) with
 // end = start + size.
 type TimeWindows struct {
-	size, advance, grace int64 // ms
-	err                  error
+	size, advance int64 // ms
+	windowLimits
 }
 
 // TumblingWindows returns non-overlapping windows of the given size, with
@@ -21,11 +21,8 @@ func TumblingWindows(size time.Duration) TimeWindows { return HoppingWindows(siz
 // HoppingWindows returns windows of the given size that start every
 // advance, with no grace period (see WithGrace).
 func HoppingWindows(size, advance time.Duration) TimeWindows {
-	w := TimeWindows{size: size.Milliseconds(), advance: advance.Milliseconds()}
-	switch {
-	case w.size <= 0:
-		w.err = fmt.Errorf("eddy: window size %v: use at least 1ms", size)
-	case w.advance <= 0 || w.advance > w.size:
+	w := TimeWindows{size: size.Milliseconds(), windowLimits: atLeastOneMs("window size", size)}
+	if w.advance = advance.Milliseconds(); (w.advance <= 0 || w.advance > w.size) && w.err == nil {
 		w.err = fmt.Errorf("eddy: window advance %v: use at least 1ms and at most the size %v", advance, size)
 	}
 	return w
@@ -35,11 +32,9 @@ func HoppingWindows(size, advance time.Duration) TimeWindows {
 // that arrive out of order: a record is late, and dropped, once the stream
 // time reached its window's end + grace.
 func (w TimeWindows) WithGrace(grace time.Duration) TimeWindows {
-	w.grace, w.err = withGrace("window", grace, w.err)
+	w.setGrace("window", grace)
 	return w
 }
-
-func (w TimeWindows) windowsErr() error { return w.err }
 
 // timeWindowing assigns a record to the fixed windows that hold its
 // timestamp, and keeps their aggregates in a window store by start.
