@@ -14,32 +14,31 @@ import (
 // (Window{Start, End}) and their values, kept for a retention of stream
 // time after they end.
 type SessionStoreSpec[K, V any] struct {
-	timedStoreSpec[K, V]
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	keep   time.Duration
 }
 
 // NewSessionStoreSpec declares a session store named name that keeps a
 // session for retention after its end, in stream time.
 func NewSessionStoreSpec[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) SessionStoreSpec[K, V] {
-	return SessionStoreSpec[K, V]{timedStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}}
+	return SessionStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}
 }
 
 // StoreName implements StoreSpec.
 func (s SessionStoreSpec[K, V]) StoreName() string { return s.name }
 
+func (s SessionStoreSpec[K, V]) retention() time.Duration { return s.keep }
+
 // Open returns the task's instance of the store; see KeyValueStoreSpec.Open.
 func (s SessionStoreSpec[K, V]) Open(ctx storeOpener) (*SessionStore[K, V], error) {
-	buf, err := s.open(ctx, "session")
-	if err != nil {
-		return nil, err
-	}
-	ss := s.View(buf)
-	ss.now = ctx.task().tc.StreamTime
-	return ss, nil
+	return openTimed(ctx, "session", s.name, s.keep, s.View)
 }
 
 // View returns a typed view of a task's raw store buffer (for tools).
 func (s SessionStoreSpec[K, V]) View(buf *state.StoreBuffer) *SessionStore[K, V] {
-	return &SessionStore[K, V]{buf: buf, keys: s.keys, values: s.values, segments: newSegments(s.keep)}
+	return &SessionStore[K, V]{buf: buf, keys: s.keys, values: s.values, exp: newSegments(s.keep)}
 }
 
 // SessionStore is a task's typed view of a session store. A session is written
@@ -60,9 +59,14 @@ type SessionStore[K, V any] struct {
 	buf    *state.StoreBuffer
 	keys   serde.Serde[K]
 	values serde.Serde[V]
-	segments
-	kbuf, ibuf, vbuf, kenc []byte
+	exp    segments
+	kbuf   []byte
+	ibuf   []byte
+	vbuf   []byte
+	kenc   []byte
 }
+
+func (s *SessionStore[K, V]) expiry() *segments { return &s.exp }
 
 const sessionIndexPrefix = 0xfe
 
@@ -82,7 +86,7 @@ func (s *SessionStore[K, V]) keyPrefix(dst []byte, segStart int64) []byte {
 }
 
 func (s *SessionStore[K, V]) keys2(w Window) (data, index []byte) {
-	s.kbuf = s.keyPrefix(s.kbuf[:0], w.End-w.End%s.segment)
+	s.kbuf = s.keyPrefix(s.kbuf[:0], w.End-w.End%s.exp.segment)
 	s.kbuf = binary.BigEndian.AppendUint64(s.kbuf, uint64(w.Start))
 	s.ibuf = append(s.ibuf[:0], sessionIndexPrefix)
 	s.ibuf = binary.BigEndian.AppendUint64(s.ibuf, uint64(w.End))
@@ -108,8 +112,8 @@ func (s *SessionStore[K, V]) Put(k K, w Window, v V) error {
 	data, index := s.keys2(w)
 	s.buf.Put(data, s.vbuf)
 	s.buf.Put(index, nil)
-	if s.now != nil {
-		s.Expire(s.now())
+	if s.exp.now != nil {
+		s.Expire(s.exp.now())
 	}
 	return nil
 }
@@ -175,7 +179,7 @@ func (s *SessionStore[K, V]) find(k K, earliest, latest, maxEnd int64, fn func(w
 	earliest = max(earliest, 0)
 	var prefix []byte
 	stop := false
-	for seg := earliest - earliest%s.segment; !stop && seg <= maxEnd; seg += s.segment {
+	for seg := earliest - earliest%s.exp.segment; !stop && seg <= maxEnd; seg += s.exp.segment {
 		prefix = s.keyPrefix(prefix[:0], seg)
 		err := s.buf.PrefixScan(prefix, func(kb, vb []byte) error {
 			rest := kb[len(prefix):]
@@ -277,7 +281,7 @@ func (s *SessionStore[K, V]) fetchEnded(from, to int64, fn func(k K, w Window, v
 // streamTime - retention: two range deletions, one for the sessions and one
 // for their index entries.
 func (s *SessionStore[K, V]) Expire(streamTime int64) {
-	if below, ok := s.expired(s.buf, streamTime); ok {
+	if below, ok := s.exp.expired(s.buf, streamTime); ok {
 		s.buf.DeleteRange(nil, binary.BigEndian.AppendUint64(nil, uint64(below)))
 		s.buf.DeleteRange([]byte{sessionIndexPrefix}, binary.BigEndian.AppendUint64([]byte{sessionIndexPrefix}, uint64(below)))
 	}

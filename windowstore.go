@@ -27,7 +27,10 @@ type Windowed[K any] struct {
 // "compact,delete" with a retention, since expired windows are never read
 // again.
 type WindowStoreSpec[K, V any] struct {
-	timedStoreSpec[K, V]
+	name   string
+	keys   serde.Serde[K]
+	values serde.Serde[V]
+	keep   time.Duration
 	// size is the windows' size in ms when known (queries report each
 	// window's end); see WithWindowSize.
 	size int64
@@ -36,28 +39,32 @@ type WindowStoreSpec[K, V any] struct {
 // NewWindowStoreSpec declares a window store named name that keeps each
 // window for retention after its start, in stream time.
 func NewWindowStoreSpec[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) WindowStoreSpec[K, V] {
-	return WindowStoreSpec[K, V]{timedStoreSpec: timedStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}}
+	return WindowStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}
 }
 
 // StoreName implements StoreSpec.
 func (s WindowStoreSpec[K, V]) StoreName() string { return s.name }
 
+func (s WindowStoreSpec[K, V]) retention() time.Duration { return s.keep }
+
 // Open returns the task's instance of the store; see KeyValueStoreSpec.Open.
 // Segments that expired before a restart are dropped on open.
 func (s WindowStoreSpec[K, V]) Open(ctx storeOpener) (*WindowStore[K, V], error) {
-	buf, err := s.open(ctx, "window")
-	if err != nil {
-		return nil, err
-	}
-	ws := s.View(buf)
-	ws.now = ctx.task().tc.StreamTime
-	return ws, nil
+	return openTimed(ctx, "window", s.name, s.keep, s.View)
+}
+
+// WithWindowSize records the size of the store's windows, so that
+// queries report each window's end as well as its start. WindowAggregate
+// sets it; a processor's own window store may.
+func (s WindowStoreSpec[K, V]) WithWindowSize(size time.Duration) WindowStoreSpec[K, V] {
+	s.size = size.Milliseconds()
+	return s
 }
 
 // View returns a typed view of a task's raw store buffer (for tools; see
 // KeyValueStoreSpec.View).
 func (s WindowStoreSpec[K, V]) View(buf *state.StoreBuffer) *WindowStore[K, V] {
-	return &WindowStore[K, V]{buf: buf, keys: s.keys, values: s.values, segments: newSegments(s.keep)}
+	return &WindowStore[K, V]{buf: buf, keys: s.keys, values: s.values, exp: newSegments(s.keep)}
 }
 
 // WindowStore is a task's typed view of a window store. Entries are keyed by
@@ -67,27 +74,28 @@ type WindowStore[K, V any] struct {
 	buf    *state.StoreBuffer
 	keys   serde.Serde[K]
 	values serde.Serde[V]
-	segments
-	kbuf, vbuf []byte
+	exp    segments
+	kbuf   []byte
+	vbuf   []byte
 }
 
-// timedStoreSpec is what the declarations of window and session stores
-// share: a name, serdes, and a retention in stream time.
-type timedStoreSpec[K, V any] struct {
-	name   string
-	keys   serde.Serde[K]
-	values serde.Serde[V]
-	keep   time.Duration
-}
+func (s *WindowStore[K, V]) expiry() *segments { return &s.exp }
 
-func (s timedStoreSpec[K, V]) retention() time.Duration { return s.keep }
-
-// open checks the retention and opens the task's buffer of the store.
-func (s timedStoreSpec[K, V]) open(ctx storeOpener, kind string) (*state.StoreBuffer, error) {
-	if s.keep <= 0 {
-		return nil, fmt.Errorf("eddy: %s store %s: retention %v: set a positive retention", kind, s.name, s.keep)
+// openTimed opens a window or session store (a kind) for a processor and
+// makes its typed view, which then drops expired segments itself as the
+// task's stream time passes.
+func openTimed[T interface{ expiry() *segments }](ctx storeOpener, kind, name string, keep time.Duration, view func(*state.StoreBuffer) T) (T, error) {
+	var zero T
+	if keep <= 0 {
+		return zero, fmt.Errorf("eddy: %s store %s: retention %v: set a positive retention", kind, name, keep)
 	}
-	return ctx.openStore(s.name)
+	buf, err := ctx.openStore(name)
+	if err != nil {
+		return zero, err
+	}
+	v := view(buf)
+	v.expiry().now = ctx.task().tc.StreamTime
+	return v, nil
 }
 
 // segments is the expiry of a window or session store: time is cut into
@@ -174,8 +182,8 @@ func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
 		return fmt.Errorf("eddy: store %s: encode value: %w", s.buf.Name(), err)
 	}
 	s.buf.Put(kb, s.vbuf)
-	if s.now != nil {
-		s.Expire(s.now())
+	if s.exp.now != nil {
+		s.Expire(s.exp.now())
 	}
 	return nil
 }
@@ -278,7 +286,7 @@ func (s *WindowStore[K, V]) fetchAll(from, to int64, fn func(k K, start int64, v
 // streamTime - retention, with one range deletion; a window that expires
 // is kept until its whole segment has. Call it as stream time advances.
 func (s *WindowStore[K, V]) Expire(streamTime int64) {
-	if below, ok := s.expired(s.buf, streamTime); ok {
+	if below, ok := s.exp.expired(s.buf, streamTime); ok {
 		s.buf.DeleteRange(nil, binary.BigEndian.AppendUint64(nil, uint64(below)))
 	}
 }
