@@ -58,11 +58,13 @@ const (
 	// merge replaced.
 	EmitEveryUpdate EmitStrategy = iota
 	// EmitFinal forwards each window once, with its final aggregate, when
-	// it closes: once stream time passes the window's end + grace (Kafka
-	// Streams' onWindowClose). Nothing is emitted before, and nothing
-	// twice, through crashes and restarts. The output record's timestamp
-	// is the last millisecond the window covers: End - 1 for time windows
-	// (whose End is exclusive), End for sliding and session windows.
+	// it closes (Kafka Streams' onWindowClose): a time window once stream
+	// time reaches its end + grace, a sliding window once stream time
+	// passes its end + grace, a session once stream time passes its end +
+	// gap + grace. Nothing is emitted before, and nothing twice, through
+	// crashes and restarts. The output record's timestamp is the last
+	// millisecond the window covers: End - 1 for time windows (whose End
+	// is exclusive), End for sliding and session windows.
 	EmitFinal
 )
 
@@ -120,9 +122,9 @@ func LateRecords[K, V any](w WindowedStream[K, V]) Stream[K, V] {
 // windows need it; time and sliding windows never merge and ignore it:
 // pass nil). Records are folded in the order they arrive. The aggregates
 // live in the state store named store for as long as a record in time can
-// still reach their window: a window store for time windows, a session
-// store for sliding and session windows (both keep a key's windows
-// together).
+// still reach their window: a window store (by window start) for time
+// windows, a session store (a key's windows together) for sliding and
+// session windows.
 //
 // The result is a table keyed by key and window, forwarded as w's emit
 // strategy says: with EmitEveryUpdate each update carries the timestamp of
