@@ -21,7 +21,8 @@ func windowed(recs []eddy.Record[eddy.Windowed[string], int64]) []string {
 }
 
 // windowCountDriver runs Source("in") → GroupByKey → WindowedBy(w) →
-// WindowCount("counts") → "out", with late records to "late".
+// WindowCount("counts") → "out", with late records to "late", beside a
+// processor that fails on the value "fail" (to abort a transaction).
 func windowCountDriver(t *testing.T, w eddy.Windows, emit eddy.EmitStrategy) (*eddytest.Driver, *eddytest.InputTopic[string, string], *eddytest.OutputTopic[eddy.Windowed[string], int64]) {
 	t.Helper()
 	topo := eddy.NewTopology()
@@ -29,6 +30,7 @@ func windowCountDriver(t *testing.T, w eddy.Windows, emit eddy.EmitStrategy) (*e
 	ws := eddy.WindowedBy(eddy.GroupByKey(s, serde.String()), w).Emit(emit)
 	eddy.To(eddy.ToStream(eddy.WindowCount(ws, "counts")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
 	eddy.To(eddy.LateRecords(ws), "late", serde.String(), serde.String())
+	eddy.Process(s, "fail-on", func() eddy.Processor[string, string, string, string] { return failOn{} })
 	d, err := eddytest.New(topo, eddytest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -229,16 +231,7 @@ func (failOn) Process(r eddy.Record[string, string]) error {
 // and then aborted must not stop a later one from dropping them.
 func TestWindowExpiryAfterAbort(t *testing.T) {
 	const s = 1000
-	topo := eddy.NewTopology()
-	src := eddy.Source(topo, "in", serde.String(), serde.String())
-	eddy.WindowCount(eddy.WindowedBy(eddy.GroupByKey(src, serde.String()), eddy.TumblingWindows(10*time.Second)), "counts")
-	eddy.Process(src, "fail-on", func() eddy.Processor[string, string, string, string] { return failOn{} })
-	d, err := eddytest.New(topo, eddytest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	in := eddytest.Input(d, "in", serde.String(), serde.String())
+	d, in, _ := windowCountDriver(t, eddy.TumblingWindows(10*time.Second), eddy.EmitEveryUpdate)
 	if err := in.Pipe("a", "ok", 1*s); err != nil {
 		t.Fatal(err)
 	}
@@ -262,18 +255,7 @@ func TestWindowExpiryAfterAbort(t *testing.T) {
 // and then aborted must not keep the replay from emitting it.
 func TestFinalWindowAfterAbort(t *testing.T) {
 	const s = 1000
-	topo := eddy.NewTopology()
-	src := eddy.Source(topo, "in", serde.String(), serde.String())
-	ws := eddy.WindowedBy(eddy.GroupByKey(src, serde.String()), eddy.TumblingWindows(10*time.Second)).Emit(eddy.EmitFinal)
-	eddy.To(eddy.ToStream(eddy.WindowCount(ws, "counts")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
-	eddy.Process(src, "fail-on", func() eddy.Processor[string, string, string, string] { return failOn{} })
-	d, err := eddytest.New(topo, eddytest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	in := eddytest.Input(d, "in", serde.String(), serde.String())
-	out := eddytest.Output(d, "out", eddy.WindowedSerde(serde.String()), serde.Int64())
+	_, in, out := windowCountDriver(t, eddy.TumblingWindows(10*time.Second), eddy.EmitFinal)
 	if err := in.Pipe("a", "ok", 1*s); err != nil {
 		t.Fatal(err)
 	}
