@@ -39,7 +39,7 @@ func queryTopology(sums eddy.KeyValueStoreSpec[string, qAgg]) *eddy.Topology {
 	add := func(_ string, v int64, a qAgg) qAgg { return qAgg{Count: a.Count + 1, Sum: a.Sum + v} }
 	agg := eddy.Aggregate(g, sums.StoreName(), func() qAgg { return qAgg{} }, add, serde.JSON[qAgg]())
 	eddy.To(eddy.ToStream(agg), "out", serde.String(), serde.JSON[qAgg]())
-	eddy.WindowAggregate(eddy.WindowedBy(g, eddy.TumblingWindows(qWindow).WithGrace(time.Hour)), "win", func() qAgg { return qAgg{} }, add, serde.JSON[qAgg]())
+	eddy.WindowAggregate(eddy.WindowedBy(g, eddy.TumblingWindows(qWindow).WithGrace(time.Hour)), "win", func() qAgg { return qAgg{} }, add, nil, serde.JSON[qAgg]())
 	return t
 }
 
@@ -228,7 +228,7 @@ func checkAll(inst *queryInstance, ref *queryRef) error {
 func TestInteractiveQueries(t *testing.T) {
 	addr := startBroker(t)
 	createTopics(t, addr, 6, "in", "out")
-	sums := eddy.KeyValueStore("sums", serde.String(), serde.JSON[qAgg]())
+	sums := eddy.NewKeyValueStoreSpec("sums", serde.String(), serde.JSON[qAgg]())
 	topo := queryTopology(sums)
 	cfg := config(t, addr)
 	var insts []*queryInstance

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,7 +276,7 @@ func TestAggregations(t *testing.T) {
 type storeScript struct {
 	spec   eddy.KeyValueStoreSpec[string, string]
 	ctx    *eddy.ProcessorContext[string, string]
-	kv     *eddy.KVStore[string, string]
+	kv     *eddy.KeyValueStore[string, string]
 	inits  *atomic.Int32
 	closes *atomic.Int32
 }
@@ -298,9 +299,19 @@ func (p *storeScript) Process(rec eddy.Record[string, string]) error {
 		scanned bool
 		err     error
 	)
-	collect := func(k, v string) bool {
-		entries = append(entries, k+"="+v)
-		return true
+	// collect gathers a scan's entries, stopping after limit of them (0:
+	// no limit), as a user's range loop would break.
+	collect := func(scan iter.Seq2[eddy.KeyValue[string, string], error], limit int) error {
+		for kv, err := range scan {
+			if err != nil {
+				return err
+			}
+			entries = append(entries, kv.Key+"="+kv.Value)
+			if len(entries) == limit {
+				break
+			}
+		}
+		return nil
 	}
 	result := "ok"
 	f := strings.Fields(rec.Value)
@@ -316,24 +327,26 @@ func (p *storeScript) Process(rec eddy.Record[string, string]) error {
 			result = "<none>"
 		}
 	case len(f) == 3 && f[0] == "range":
-		scanned, err = true, p.kv.Range(f[1], f[2], collect)
+		scanned, err = true, collect(p.kv.Range(f[1], f[2]), 0)
 	case len(f) == 2 && f[0] == "prefix":
-		scanned, err = true, p.kv.Prefix(f[1], collect)
+		scanned, err = true, collect(p.kv.Prefix(f[1]), 0)
 	case len(f) == 1 && f[0] == "all":
-		scanned, err = true, p.kv.All(collect)
+		scanned, err = true, collect(p.kv.All(), 0)
 	case len(f) == 2 && f[0] == "first":
-		// All, stopped by fn after n entries.
+		// All, left by the loop after n entries.
 		n, _ := strconv.Atoi(f[1])
-		scanned, err = true, p.kv.All(func(k, v string) bool { collect(k, v); return len(entries) < n })
+		scanned, err = true, collect(p.kv.All(), n)
 	case len(f) == 2 && f[0] == "shout":
 		// Writes to the store from inside a scan of it.
-		err = p.kv.Prefix(f[1], func(k, v string) bool {
-			if perr := p.kv.Put(k, strings.ToUpper(v)); perr != nil {
-				err = perr
-				return false
+		for kv, serr := range p.kv.Prefix(f[1]) {
+			if serr != nil {
+				err = serr
+				break
 			}
-			return true
-		})
+			if err = p.kv.Put(kv.Key, strings.ToUpper(kv.Value)); err != nil {
+				break
+			}
+		}
 	default:
 		return fmt.Errorf("%w: %q", errUnknownCommand, rec.Value)
 	}
@@ -357,7 +370,7 @@ func TestProcessorKeyValueStore(t *testing.T) {
 	createTopics(t, addr, 1, in, out)
 
 	var inits, closes atomic.Int32
-	spec := eddy.KeyValueStore("kv", serde.String(), serde.String())
+	spec := eddy.NewKeyValueStoreSpec("kv", serde.String(), serde.String())
 	topo := eddy.NewTopology()
 	results := eddy.Process(eddy.Source(topo, in, serde.String(), serde.String()), "script",
 		func() eddy.Processor[string, string, string, string] {
@@ -507,8 +520,8 @@ func TestTopologyErrors(t *testing.T) {
 		{
 			name: "duplicate store name through Process",
 			build: func(topo *eddy.Topology) {
-				spec := eddy.KeyValueStore("kv", serde.String(), serde.String())
-				other := eddy.KeyValueStore("kv", serde.String(), serde.Int64())
+				spec := eddy.NewKeyValueStoreSpec("kv", serde.String(), serde.String())
+				other := eddy.NewKeyValueStoreSpec("kv", serde.String(), serde.Int64())
 				eddy.Process(source(topo), "p", func() eddy.Processor[string, string, string, string] { return nil }, spec, other)
 			},
 			built: true,
@@ -736,7 +749,7 @@ func TestRestartContinuesAggregate(t *testing.T) {
 type undeclaredStore struct {
 	spec eddy.KeyValueStoreSpec[string, string]
 	ctx  *eddy.ProcessorContext[string, string]
-	kv   *eddy.KVStore[string, string]
+	kv   *eddy.KeyValueStore[string, string]
 }
 
 func (p *undeclaredStore) Init(ctx *eddy.ProcessorContext[string, string]) error {
@@ -763,8 +776,8 @@ func TestUndeclaredStore(t *testing.T) {
 	addr := startBroker(t)
 	in, out := "in", "out"
 	createTopics(t, addr, 1, in, out)
-	declared := eddy.KeyValueStore("declared", serde.String(), serde.String())
-	hidden := eddy.KeyValueStore("hidden", serde.String(), serde.String())
+	declared := eddy.NewKeyValueStoreSpec("declared", serde.String(), serde.String())
+	hidden := eddy.NewKeyValueStoreSpec("hidden", serde.String(), serde.String())
 	topo := eddy.NewTopology()
 	s := eddy.Process(eddy.Source(topo, in, serde.String(), serde.String()), "p",
 		func() eddy.Processor[string, string, string, string] { return &undeclaredStore{spec: hidden} }, declared)

@@ -84,7 +84,7 @@ func ExampleFlatMap() {
 // key-value store that survives restarts.
 type dedup struct {
 	spec eddy.KeyValueStoreSpec[string, int64]
-	seen *eddy.KVStore[string, int64]
+	seen *eddy.KeyValueStore[string, int64]
 	ctx  *eddy.ProcessorContext[string, string]
 }
 
@@ -109,7 +109,7 @@ func (d *dedup) Close() error { return nil }
 // The Processor API: a processor with its own state store. Declare the
 // store once, pass it to Process, and open it in Init.
 func ExampleProcess() {
-	seen := eddy.KeyValueStore("seen-ids", serde.String(), serde.Int64())
+	seen := eddy.NewKeyValueStoreSpec("seen-ids", serde.String(), serde.Int64())
 	t := eddy.NewTopology()
 	events := eddy.Source(t, "events", serde.String(), serde.String())
 	unique := eddy.Process(events, "dedup", func() eddy.Processor[string, string, string, string] {

@@ -258,7 +258,7 @@ func byKey[K, V comparable](kvs []kv[K, V]) map[K][]V {
 }
 
 // changelogTopic is the changelog topic of a store, as documented on
-// eddy.KeyValueStore.
+// eddy.NewKeyValueStoreSpec.
 func changelogTopic(appID, store string) string { return appID + "-" + store + "-changelog" }
 
 // changelogState reads a store's changelog and returns, per raw key, the

@@ -39,7 +39,7 @@ func (k JoinKind) String() string {
 // Its updates can be read with ToStream, deletions as tombstones.
 func TableFrom[K, V any](t *Topology, topic, store string, keys serde.Serde[K], values serde.Serde[V]) Table[K, V] {
 	src := source(t, topic, keys, values, asTable())
-	spec := KeyValueStore(store, keys, values)
+	spec := NewKeyValueStoreSpec(store, keys, values)
 	n := t.add("table-"+store, src.n)
 	t.addStore(store, n, 0, spec)
 	n.build = func(b *taskBuild) error {

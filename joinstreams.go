@@ -81,19 +81,19 @@ func JoinStreams[K, VL, VR, VO any](left Stream[K, VL], right Stream[K, VR], w J
 	// A record accepted at stream time now may join a partner as old as
 	// now - before - after - grace: keep each side that long.
 	retention := time.Duration(w.before+w.after+w.grace+1) * time.Millisecond
-	lspec := SessionStore(name+"-left", retention, keys, listSerde[VL]{values: lvalues})
-	rspec := SessionStore(name+"-right", retention, keys, listSerde[VR]{values: rvalues})
+	lspec := NewSessionStoreSpec(name+"-left", retention, keys, listSerde[VL]{values: lvalues})
+	rspec := NewSessionStoreSpec(name+"-right", retention, keys, listSerde[VR]{values: rvalues})
 	n := t.add("join-streams-"+name, left.n, right.n)
 	t.addStore(lspec.name, n, retention, lspec)
 	t.addStore(rspec.name, n, retention, rspec)
 	var lpend WindowStoreSpec[K, []VL]
 	var rpend WindowStoreSpec[K, []VR]
 	if kind != InnerJoin {
-		lpend = WindowStore(name+"-left-unmatched", retention, keys, listSerde[VL]{values: lvalues})
+		lpend = NewWindowStoreSpec(name+"-left-unmatched", retention, keys, listSerde[VL]{values: lvalues})
 		t.addStore(lpend.name, n, retention, lpend)
 	}
 	if kind == OuterJoin {
-		rpend = WindowStore(name+"-right-unmatched", retention, keys, listSerde[VR]{values: rvalues})
+		rpend = NewWindowStoreSpec(name+"-right-unmatched", retention, keys, listSerde[VR]{values: rvalues})
 		t.addStore(rpend.name, n, retention, rpend)
 	}
 	n.build = func(b *taskBuild) error {
@@ -126,7 +126,7 @@ func JoinStreams[K, VL, VR, VO any](left Stream[K, VL], right Stream[K, VR], w J
 	return Stream[K, VO]{t: t, n: n}
 }
 
-func openSession[K, V any](b *taskBuild, spec SessionStoreSpec[K, V]) (*SStore[K, V], error) {
+func openSession[K, V any](b *taskBuild, spec SessionStoreSpec[K, V]) (*SessionStore[K, V], error) {
 	buf, err := b.tc.Store(spec.name)
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func openSession[K, V any](b *taskBuild, spec SessionStoreSpec[K, V]) (*SStore[K
 	return spec.View(buf), nil
 }
 
-func openWindow[K, V any](b *taskBuild, spec WindowStoreSpec[K, V]) (*WStore[K, V], error) {
+func openWindow[K, V any](b *taskBuild, spec WindowStoreSpec[K, V]) (*WindowStore[K, V], error) {
 	buf, err := b.tc.Store(spec.name)
 	if err != nil {
 		return nil, err
@@ -154,10 +154,10 @@ type streamJoin[K, VL, VR, VO any] struct {
 	joiner func(K, VL, bool, VR, bool) VO
 	name   string
 
-	lrecs *SStore[K, []VL]
-	rrecs *SStore[K, []VR]
-	lpend *WStore[K, []VL]
-	rpend *WStore[K, []VR]
+	lrecs *SessionStore[K, []VL]
+	rrecs *SessionStore[K, []VR]
+	lpend *WindowStore[K, []VL]
+	rpend *WindowStore[K, []VR]
 	// ldrained, rdrained: unmatched records before them were emitted.
 	ldrained, rdrained drained
 }
@@ -177,9 +177,9 @@ type partners[V any] struct {
 	vs [][]V
 }
 
-func findPartners[K, V any](s *SStore[K, []V], k K, from, to, now int64, p *partners[V]) error {
+func findPartners[K, V any](s *SessionStore[K, []V], k K, from, to, now int64, p *partners[V]) error {
 	p.ts, p.vs = p.ts[:0], p.vs[:0]
-	return s.Find(k, from, to, now, func(w Window, vs []V) bool {
+	return s.find(k, from, to, now, func(w Window, vs []V) bool {
 		p.ts, p.vs = append(p.ts, w.Start), append(p.vs, vs)
 		return true
 	})
@@ -293,7 +293,7 @@ func (j *streamJoin[K, VL, VR, VO]) closeWindows(now int64) error {
 // have matched (its lateness bound differs when before != after). Every
 // record of a key and timestamp in s is unmatched, so removing that key
 // and timestamp from recs removes exactly them.
-func drain[K, V any](s *WStore[K, []V], recs *SStore[K, []V], d *drained, before int64, fn func(k K, ts int64, v V) error) error {
+func drain[K, V any](s *WindowStore[K, []V], recs *SessionStore[K, []V], d *drained, before int64, fn func(k K, ts int64, v V) error) error {
 	if a := s.buf.Aborts(); a != d.aborts {
 		d.until, d.aborts = 0, a
 	}
@@ -306,7 +306,7 @@ func drain[K, V any](s *WStore[K, []V], recs *SStore[K, []V], d *drained, before
 		vs []V
 	}
 	var due []entry
-	if err := s.FetchAll(d.until, before, func(k K, ts int64, vs []V) bool {
+	if err := s.fetchAll(d.until, before, func(k K, ts int64, vs []V) bool {
 		due = append(due, entry{k, ts, vs})
 		return true
 	}); err != nil {
@@ -331,7 +331,7 @@ func drain[K, V any](s *WStore[K, []V], recs *SStore[K, []V], d *drained, before
 
 // appendAt adds v to the values of k at time ts in a session store used as
 // a per-key time index.
-func appendAt[K, V any](s *SStore[K, []V], k K, ts int64, v V) error {
+func appendAt[K, V any](s *SessionStore[K, []V], k K, ts int64, v V) error {
 	w := Window{Start: ts, End: ts}
 	vs, _, err := s.get(k, w)
 	if err != nil {
@@ -340,7 +340,7 @@ func appendAt[K, V any](s *SStore[K, []V], k K, ts int64, v V) error {
 	return s.Put(k, w, append(vs, v))
 }
 
-func appendWindow[K, V any](s *WStore[K, []V], k K, ts int64, v V) error {
+func appendWindow[K, V any](s *WindowStore[K, []V], k K, ts int64, v V) error {
 	vs, _, err := s.Get(k, ts)
 	if err != nil {
 		return err

@@ -65,7 +65,7 @@ func (c *ProcessorContext[K, V]) task() *taskBuild { return c.b }
 
 // Process adds a processor after s. newProcessor is called once per task.
 // stores are the state stores the processor uses (declared with
-// KeyValueStore); each is logged to its changelog topic.
+// NewKeyValueStoreSpec); each is logged to its changelog topic.
 func Process[KIn, VIn, KOut, VOut any](s Stream[KIn, VIn], name string, newProcessor func() Processor[KIn, VIn, KOut, VOut], stores ...StoreSpec) Stream[KOut, VOut] {
 	names := make([]string, len(stores))
 	for i, st := range stores {

@@ -11,22 +11,6 @@ import (
 	"github.com/eddy-streams/eddy/serde"
 )
 
-func sessionCountDriver(t *testing.T, w eddy.SessionWindows, emit eddy.EmitStrategy) (*eddytest.Driver, *eddytest.InputTopic[string, string], *eddytest.OutputTopic[eddy.Windowed[string], int64]) {
-	t.Helper()
-	topo := eddy.NewTopology()
-	s := eddy.Source(topo, "in", serde.String(), serde.String())
-	ws := eddy.SessionWindowedBy(eddy.GroupByKey(s, serde.String()), w).Emit(emit)
-	eddy.To(eddy.ToStream(eddy.SessionCount(ws, "sessions")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
-	eddy.To(eddy.SessionLateRecords(ws), "late", serde.String(), serde.String())
-	d, err := eddytest.New(topo, eddytest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d, eddytest.Input(d, "in", serde.String(), serde.String()),
-		eddytest.Output(d, "out", eddy.WindowedSerde(serde.String()), serde.Int64())
-}
-
 // sessions renders outputs as "key@[start,end]=count", or "=nil" for a
 // tombstone (a session replaced by a merge).
 func sessions(t *testing.T, out *eddytest.OutputTopic[eddy.Windowed[string], int64]) []string {
@@ -49,7 +33,7 @@ func sessions(t *testing.T, out *eddytest.OutputTopic[eddy.Windowed[string], int
 func TestSessionWindows(t *testing.T) {
 	const s = 1000
 	t.Run("every update with merges", func(t *testing.T) {
-		_, in, out := sessionCountDriver(t, eddy.SessionWindowsWithGap(5*time.Second).WithGrace(10*time.Second), eddy.EmitEveryUpdate)
+		_, in, out := windowCountDriver(t, eddy.SessionWindowsWithGap(5*time.Second).WithGrace(10*time.Second), eddy.EmitEveryUpdate)
 		// 0s and 3s: one session. 20s: a new one. 12s: 12-3 > 5 and
 		// 20-12 > 5, its own session. 16s bridges [12] and [20]: merged
 		// into [12,20] and the two old ones are replaced (tombstones).
@@ -67,7 +51,7 @@ func TestSessionWindows(t *testing.T) {
 		}
 	})
 	t.Run("final, late and closed sessions", func(t *testing.T) {
-		d, in, out := sessionCountDriver(t, eddy.SessionWindowsWithGap(5*time.Second).WithGrace(1*time.Second), eddy.EmitFinal)
+		d, in, out := windowCountDriver(t, eddy.SessionWindowsWithGap(5*time.Second).WithGrace(1*time.Second), eddy.EmitFinal)
 		// A session closes once stream time passes end + gap + grace:
 		// [0,3] closes at stream time > 9s.
 		pipeAll(t, in, timed{"a", 0}, timed{"a", 3 * s}, timed{"b", 5 * s}, timed{"b", 9 * s})
@@ -89,20 +73,20 @@ func TestSessionWindows(t *testing.T) {
 		}
 	})
 	t.Run("retention expires old sessions", func(t *testing.T) {
-		d, in, _ := sessionCountDriver(t, eddy.SessionWindowsWithGap(1*time.Second), eddy.EmitFinal)
+		d, in, _ := windowCountDriver(t, eddy.SessionWindowsWithGap(1*time.Second), eddy.EmitFinal)
 		for i := int64(0); i < 50; i++ {
 			pipeAll(t, in, timed{fmt.Sprint("k", i%4), i * 2 * s})
 		}
-		st, err := eddytest.SessionStore(d, eddy.SessionStore("sessions", time.Second, serde.String(), serde.Int64()))
+		st, err := eddytest.SessionStore(d, eddy.NewSessionStoreSpec("counts", time.Second, serde.String(), serde.Int64()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ends []int64
-		if err := st.FetchEnded(0, 1<<62, func(_ string, w eddy.Window, _ int64) bool {
-			ends = append(ends, w.End)
-			return true
-		}); err != nil {
-			t.Fatal(err)
+		for s, err := range st.FetchEnded(0, 1<<62) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			ends = append(ends, s.Key.End)
 		}
 		// Stream time 98s, retention 2s (2 × gap + grace: a record in
 		// time reaches sessions a gap older than the closing ones), 1s

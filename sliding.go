@@ -1,6 +1,7 @@
 package eddy
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -16,272 +17,192 @@ import (
 // after it; those are the only windows (every distinct set of records no
 // more than d apart). Start and End are both inclusive.
 type SlidingWindows struct {
-	diff, grace int64 // ms
-	err         error
+	diff   int64 // ms
+	limits windowLimits
 }
 
 // SlidingWindowsWithTimeDifference returns sliding windows of maximum time
 // difference d, with no grace period (see WithGrace).
 func SlidingWindowsWithTimeDifference(d time.Duration) SlidingWindows {
-	w := SlidingWindows{diff: d.Milliseconds()}
-	if w.diff <= 0 {
-		w.err = fmt.Errorf("eddy: sliding window time difference %v: use at least 1ms", d)
-	}
-	return w
+	return SlidingWindows{diff: d.Milliseconds(), limits: atLeastOneMs("sliding window time difference", d)}
 }
 
 // WithGrace sets how long after its end a window accepts out-of-order
 // records: a window [s, e] closes once stream time passes e + grace.
 func (w SlidingWindows) WithGrace(grace time.Duration) SlidingWindows {
-	if grace < 0 && w.err == nil {
-		w.err = fmt.Errorf("eddy: sliding window grace %v: use zero or more", grace)
-	}
-	w.grace = grace.Milliseconds()
+	w.limits.setGrace("sliding window", grace)
 	return w
 }
 
-// SlidingWindowedStream is a grouped stream cut into sliding windows.
-type SlidingWindowedStream[K, V any] struct {
-	g       GroupedStream[K, V]
-	windows SlidingWindows
-	values  serde.Serde[V]
-	emit    EmitStrategy
-	late    *lateRecords
+func (w SlidingWindows) windowsErr() error { return w.limits.err }
+
+// slidingWindowing keeps each sliding window's aggregate, with its latest
+// record's timestamp, and derives a new window's aggregate from the
+// windows beside it, as Kafka Streams' KStreamSlidingWindowAggregate does:
+// the records themselves are not kept. The windows live in a session store
+// (Window{start, start + d}), which keeps a key's windows together, so the
+// windows near a record are a few prefix scans.
+//
+// Every window a record in time falls in is updated, closed ones too
+// (silently: their result was final), so that every stored window holds
+// exactly its records and can seed a new one.
+type slidingWindowing[K, V, A any] struct {
+	win   SlidingWindows
+	fold  fold[K, V, A]
+	store *SessionStore[K, slidingAgg[A]]
+	near  []slidingWindow[A] // the key's windows near the record, by start
+	write []slidingWindow[A] // the windows the record changes, by start
 }
 
-// SlidingWindowedBy cuts g into sliding windows. values encodes the
-// records, which the aggregation keeps for the windows' life: a window's
-// aggregate is computed from the records it holds (a fold cannot remove a
-// record that slides out).
-func SlidingWindowedBy[K, V any](g GroupedStream[K, V], w SlidingWindows, values serde.Serde[V]) SlidingWindowedStream[K, V] {
-	if w.err != nil {
-		g.s.t.fail("%w", w.err)
+// slidingAgg is a sliding window's stored value.
+type slidingAgg[A any] struct {
+	last int64 // the timestamp of the window's latest record
+	agg  A
+}
+
+type slidingWindow[A any] struct {
+	start int64
+	slidingAgg[A]
+	unchanged bool // stored as it is
+}
+
+func (s *slidingWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K, V], now int64) (bool, error) {
+	ts, d := r.Timestamp, s.win.diff
+	open := now - d - s.win.limits.grace // windows that start before it are closed
+	if ts < open {                       // even [ts, ts + d] is closed
+		return false, nil
 	}
-	return SlidingWindowedStream[K, V]{g: g, windows: w, values: values, late: &lateRecords{}}
-}
-
-// Emit sets when the aggregations of w forward their results.
-func (w SlidingWindowedStream[K, V]) Emit(e EmitStrategy) SlidingWindowedStream[K, V] {
-	w.emit = e
-	return w
-}
-
-// SlidingLateRecords returns the records that the aggregations of w drop
-// as late.
-func SlidingLateRecords[K, V any](w SlidingWindowedStream[K, V]) Stream[K, V] {
-	return LateRecords(WindowedStream[K, V]{g: w.g, late: w.late})
-}
-
-// SlidingAggregate aggregates each key's records per sliding window. It
-// uses two stores: store for the windows' aggregates and store + "-records"
-// for the records.
-func SlidingAggregate[K, V, A any](w SlidingWindowedStream[K, V], store string, init func() A, add func(key K, value V, agg A) A, aggs serde.Serde[A]) Table[Windowed[K], A] {
-	t := w.g.s.t
-	win := w.windows
-	retention := time.Duration(win.diff+win.grace+1) * time.Millisecond
-	aggSpec := WindowStore(store, retention, w.g.keys, aggs)
-	recSpec := SessionStore(store+"-records", retention, w.g.keys, listSerde[V]{values: w.values})
-	n := t.add("sliding-aggregate-"+store, w.g.s.n)
-	t.addStore(store, n, retention, aggSpec)
-	t.addStore(recSpec.name, n, retention, recSpec)
-	emit, late := w.emit, w.late
-	n.build = func(b *taskBuild) error {
-		out := &emitter[Windowed[K], A]{}
-		b.out[n] = out
-		aggBuf, err := b.tc.Store(store)
-		if err != nil {
-			return err
-		}
-		recBuf, err := b.tc.Store(recSpec.name)
-		if err != nil {
-			return err
-		}
-		p := &slidingAggregator[K, V, A]{b: b, out: out, aggs: aggSpec.View(aggBuf), recs: recSpec.View(recBuf),
-			win: win, emit: emit, init: init, add: add, late: late, name: store}
-		in := output[K, V](b, w.g.s.n)
-		in.children = append(in.children, p)
-		return nil
-	}
-	return Table[Windowed[K], A]{t: t, n: n, store: store}
-}
-
-// SlidingCount counts each key's records per sliding window.
-func SlidingCount[K, V any](w SlidingWindowedStream[K, V], store string) Table[Windowed[K], int64] {
-	return SlidingAggregate(w, store, func() int64 { return 0 }, func(_ K, _ V, n int64) int64 { return n + 1 }, serde.Int64())
-}
-
-type slidingAggregator[K, V, A any] struct {
-	b    *taskBuild
-	out  *emitter[Windowed[K], A]
-	aggs *WStore[K, A]
-	recs *SStore[K, []V]
-	win  SlidingWindows
-	emit EmitStrategy
-	init func() A
-	add  func(K, V, A) A
-	late *lateRecords
-	name string
-
-	emitted watermark
-	lateOut *emitter[K, V]
-	near    []timedValues[V]
-	starts  []int64
-}
-
-type timedValues[V any] struct {
-	ts     int64
-	values []V
-}
-
-func (p *slidingAggregator[K, V, A]) receive(r Record[K, V]) error {
-	if r.Tombstone {
-		return nil
-	}
-	now, ts, d := p.b.tc.StreamTime(), r.Timestamp, p.win.diff
-	open := now - d - p.win.grace // windows starting before it are closed
-	if ts+1 <= open {             // even [ts, ts+d] is closed
-		return dropLate(p.b, p.late, &p.lateOut, p.name, r, now)
-	}
-	// Store the record, then read the key's records that can share a
-	// window with it: those within d + 1 on either side.
-	var stored []V
-	err := p.recs.Find(r.Key, ts, ts, now, func(_ Window, vs []V) bool { stored = vs; return false })
-	if err != nil {
-		return err
-	}
-	if err := p.recs.Put(r.Key, Window{Start: ts, End: ts}, append(stored, r.Value)); err != nil {
-		return err
-	}
-	p.near = p.near[:0]
-	err = p.recs.Find(r.Key, ts-d-1, ts+d+1, now, func(w Window, vs []V) bool {
-		p.near = append(p.near, timedValues[V]{ts: w.Start, values: vs})
+	// The key's windows that start in [ts - 2d, ts + 1]: those holding
+	// ts, the one its left window builds on, and its right window.
+	s.near = s.near[:0]
+	err := s.store.find(r.Key, ts-d, ts+1, ts+1+d, func(w Window, v slidingAgg[A]) bool {
+		s.near = append(s.near, slidingWindow[A]{start: w.Start, slidingAgg: v})
 		return true
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
-	// The windows that now hold the record: its own left window, the
-	// left windows of later records within d, its right window if a later
-	// record falls in it, and the right windows of earlier records within
-	// d + 1.
-	p.starts = append(p.starts[:0], ts-d)
-	hasLater := false
-	for _, o := range p.near {
+	// Windows that would start before time began are [0, d], as in
+	// Kafka Streams.
+	left := max(ts-d, 0)
+	var (
+		base     = -1 // the latest window starting before left
+		cover    = -1 // the latest window holding ts and ending after it
+		prev     = int64(-1)
+		hasLeft  bool
+		hasRight bool
+	)
+	s.write = s.write[:0]
+	for i, w := range s.near {
+		if w.last < ts {
+			prev = max(prev, w.last) // the latest record before ts
+		}
 		switch {
-		case o.ts > ts && o.ts <= ts+d:
-			p.starts = append(p.starts, o.ts-d)
-			hasLater = true
-		case o.ts == ts+d+1:
-			hasLater = true
-		case o.ts < ts && o.ts >= ts-d-1:
-			p.starts = append(p.starts, o.ts+1)
-		}
-	}
-	if hasLater {
-		p.starts = append(p.starts, ts+1)
-	}
-	for i, s := range p.starts {
-		// Windows that would start before time began are [0, d], as in
-		// Kafka Streams.
-		p.starts[i] = max(s, 0)
-	}
-	slices.Sort(p.starts)
-	p.starts = slices.Compact(p.starts)
-	for _, start := range p.starts {
-		if start < open {
-			continue // closed: final already
-		}
-		agg := p.init()
-		for _, o := range p.near {
-			if o.ts >= start && o.ts <= start+d {
-				for _, v := range o.values {
-					agg = p.add(r.Key, v, agg)
-				}
+		case w.start < left:
+			base = i
+		case w.start <= ts: // holds ts
+			hasLeft = hasLeft || w.start == left
+			if w.start+d > ts {
+				cover = i
 			}
-		}
-		if err := p.aggs.Put(r.Key, start, agg); err != nil {
-			return err
-		}
-		if p.emit == EmitEveryUpdate {
-			wk := Windowed[K]{Key: r.Key, Window: Window{Start: start, End: start + d}}
-			if err := p.out.emit(Record[Windowed[K], A]{Key: wk, Value: agg, Timestamp: ts, Headers: r.Headers}); err != nil {
-				return err
-			}
+			s.write = append(s.write, slidingWindow[A]{start: w.start,
+				slidingAgg: slidingAgg[A]{last: max(w.last, ts), agg: s.fold.add(r.Key, r.Value, w.agg)}})
+		case w.start == ts+1:
+			// ts's right window does not hold ts: unchanged, but
+			// forwarded again with every update, as it always was.
+			hasRight = true
+			s.write = append(s.write, slidingWindow[A]{start: w.start, slidingAgg: w.slidingAgg, unchanged: true})
 		}
 	}
-	if p.emit == EmitFinal {
-		if err := p.emitClosed(open); err != nil {
-			return err
+	if !hasLeft {
+		// [left, ts] holds ts and the records in [left, ts): if there
+		// are any, exactly those of the latest window that starts
+		// before left (a later record there would have its own window
+		// between them).
+		agg := s.fold.init()
+		if base >= 0 && s.near[base].last >= left {
+			agg = s.near[base].agg
 		}
+		s.write = append(s.write, slidingWindow[A]{start: left, slidingAgg: slidingAgg[A]{last: ts, agg: s.fold.add(r.Key, r.Value, agg)}})
 	}
-	p.aggs.Expire(now)
-	p.recs.Expire(now)
-	return nil
-}
-
-func (p *slidingAggregator[K, V, A]) emitClosed(open int64) error {
-	emitted, err := p.emitted.get(p.aggs.buf)
-	if err != nil {
-		return err
+	if prev >= 0 && prev+1+d >= ts && prev+1 > left && !s.has(prev+1) {
+		// The previous record's right window did not exist: it was
+		// empty, and now holds ts alone.
+		s.write = append(s.write, slidingWindow[A]{start: prev + 1,
+			slidingAgg: slidingAgg[A]{last: ts, agg: s.fold.add(r.Key, r.Value, s.fold.init())}})
 	}
-	if open <= emitted {
-		return nil
-	}
-	var ferr error
-	err = p.aggs.FetchAll(emitted, open, func(k K, start int64, agg A) bool {
-		wk := Windowed[K]{Key: k, Window: Window{Start: start, End: start + p.win.diff}}
-		ferr = p.out.emit(Record[Windowed[K], A]{Key: wk, Value: agg, Timestamp: start + p.win.diff})
-		return ferr == nil
-	})
-	if err != nil {
-		return err
-	}
-	if ferr != nil {
-		return ferr
-	}
-	p.emitted.set(p.aggs.buf, open)
-	return nil
-}
-
-// listSerde encodes the values that share a timestamp: a uvarint count,
-// then each value's uvarint length and encoding.
-type listSerde[V any] struct{ values serde.Serde[V] }
-
-func (s listSerde[V]) Serialize(dst []byte, vs []V) ([]byte, error) {
-	dst = binary.AppendUvarint(dst, uint64(len(vs)))
-	var enc []byte
-	for _, v := range vs {
-		var err error
-		if enc, err = s.values.Serialize(enc[:0], v); err != nil {
-			return nil, err
-		}
-		dst = binary.AppendUvarint(dst, uint64(len(enc)))
-		dst = append(dst, enc...)
-	}
-	return dst, nil
-}
-
-func (s listSerde[V]) Deserialize(b []byte) ([]V, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
-		return nil, fmt.Errorf("value list: bad count")
-	}
-	b = b[k:]
-	vs := make([]V, 0, n)
-	for i := uint64(0); i < n; i++ {
-		l, k := binary.Uvarint(b)
-		if k <= 0 || l > uint64(len(b)-k) {
-			return nil, fmt.Errorf("value list: bad length")
-		}
-		v, err := s.values.Deserialize(b[k : k+int(l)])
+	if !hasRight && cover >= 0 && s.near[cover].last > ts {
+		// ts's right window holds the later records: exactly those of
+		// the latest window holding ts, before ts joined it. Read again,
+		// as the fold may have changed that aggregate in place.
+		c := s.near[cover]
+		v, ok, err := s.store.get(r.Key, Window{Start: c.start, End: c.start + d})
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		vs = append(vs, v)
-		b = b[k+int(l):]
+		if !ok {
+			return false, fmt.Errorf("eddy: store %s: sliding window [%d, %d] vanished", s.store.buf.Name(), c.start, c.start+d)
+		}
+		s.write = append(s.write, slidingWindow[A]{start: ts + 1, slidingAgg: v})
 	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("value list: trailing bytes")
+	slices.SortFunc(s.write, func(a, b slidingWindow[A]) int { return cmp.Compare(a.start, b.start) })
+	for _, w := range s.write {
+		win := Window{Start: w.start, End: w.start + d}
+		if !w.unchanged {
+			if err := s.store.Put(r.Key, win, w.slidingAgg); err != nil {
+				return false, err
+			}
+		}
+		if w.start >= open {
+			if err := p.updated(r, win, w.agg); err != nil {
+				return false, err
+			}
+		}
 	}
-	return vs, nil
+	return true, nil
+}
+
+// has reports whether the record's changes include the window that starts
+// at start, or the key had it already.
+func (s *slidingWindowing[K, V, A]) has(start int64) bool {
+	for _, w := range s.near {
+		if w.start == start {
+			return true
+		}
+	}
+	for _, w := range s.write {
+		if w.start == start {
+			return true
+		}
+	}
+	return false
+}
+
+// closedBefore: windows that ended before it (end + grace < now) are
+// closed; windows are positioned by their end.
+func (s *slidingWindowing[K, V, A]) closedBefore(now int64) int64 { return now - s.win.limits.grace }
+
+func (s *slidingWindowing[K, V, A]) closed(from, to int64, fn func(k K, w Window, agg A) bool) error {
+	return s.store.fetchEnded(from, to, func(k K, w Window, v slidingAgg[A]) bool { return fn(k, w, v.agg) })
+}
+
+// finalTimestamp: a sliding window's End is inclusive.
+func (s *slidingWindowing[K, V, A]) finalTimestamp(w Window) int64 { return w.End }
+
+func (s *slidingWindowing[K, V, A]) expire(now int64) { s.store.Expire(now) }
+
+// slidingAggSerde encodes a sliding window's value: its latest record's
+// timestamp (8 bytes, big-endian), then the aggregate.
+type slidingAggSerde[A any] struct{ aggs serde.Serde[A] }
+
+func (s slidingAggSerde[A]) Serialize(dst []byte, v slidingAgg[A]) ([]byte, error) {
+	return s.aggs.Serialize(binary.BigEndian.AppendUint64(dst, uint64(v.last)), v.agg)
+}
+
+func (s slidingAggSerde[A]) Deserialize(b []byte) (slidingAgg[A], error) {
+	if len(b) < 8 {
+		return slidingAgg[A]{}, fmt.Errorf("sliding window value of %d bytes has no timestamp", len(b))
+	}
+	agg, err := s.aggs.Deserialize(b[8:])
+	return slidingAgg[A]{last: int64(binary.BigEndian.Uint64(b)), agg: agg}, err
 }

@@ -1,37 +1,21 @@
 package eddy_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/eddy-streams/eddy"
-	"github.com/eddy-streams/eddy/eddytest"
-	"github.com/eddy-streams/eddy/serde"
 )
-
-func slidingCountDriver(t *testing.T, w eddy.SlidingWindows, emit eddy.EmitStrategy) (*eddytest.Driver, *eddytest.InputTopic[string, string], *eddytest.OutputTopic[eddy.Windowed[string], int64]) {
-	t.Helper()
-	topo := eddy.NewTopology()
-	s := eddy.Source(topo, "in", serde.String(), serde.String())
-	ws := eddy.SlidingWindowedBy(eddy.GroupByKey(s, serde.String()), w, serde.String()).Emit(emit)
-	eddy.To(eddy.ToStream(eddy.SlidingCount(ws, "sliding")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
-	eddy.To(eddy.SlidingLateRecords(ws), "late", serde.String(), serde.String())
-	d, err := eddytest.New(topo, eddytest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d, eddytest.Input(d, "in", serde.String(), serde.String()),
-		eddytest.Output(d, "out", eddy.WindowedSerde(serde.String()), serde.Int64())
-}
 
 // Sliding windows are rendered "key@[start,end)" by windowed(), though
 // both ends are inclusive: the end is start + 10s.
 func TestSlidingWindows(t *testing.T) {
 	const s = 1000
 	t.Run("every update, out of order", func(t *testing.T) {
-		_, in, out := slidingCountDriver(t, eddy.SlidingWindowsWithTimeDifference(10*time.Second).WithGrace(20*time.Second), eddy.EmitEveryUpdate)
+		_, in, out := windowCountDriver(t, eddy.SlidingWindowsWithTimeDifference(10*time.Second).WithGrace(20*time.Second), eddy.EmitEveryUpdate)
 		steps := []struct {
 			ts   int64
 			want []string
@@ -57,7 +41,7 @@ func TestSlidingWindows(t *testing.T) {
 		}
 	})
 	t.Run("final and late", func(t *testing.T) {
-		d, in, out := slidingCountDriver(t, eddy.SlidingWindowsWithTimeDifference(10*time.Second), eddy.EmitFinal)
+		d, in, out := windowCountDriver(t, eddy.SlidingWindowsWithTimeDifference(10*time.Second), eddy.EmitFinal)
 		pipeAll(t, in, timed{"a", 10 * s})
 		if got := readWindowed(t, out); len(got) != 0 {
 			t.Fatalf("emitted before a window closed: %q", got)
@@ -84,4 +68,144 @@ func TestSlidingWindows(t *testing.T) {
 			t.Errorf("LateRecordsDropped = %d, want 1", n)
 		}
 	})
+}
+
+// slidingReference is the record-keeping sliding count this package had
+// before it kept window aggregates only: it stores every record and
+// recounts each window the new record changes. TestSlidingMatchesReference
+// checks the window-aggregate algorithm against it.
+type slidingReference struct {
+	diff, grace int64
+	final       bool
+	now         int64
+	emitted     int64                      // windows starting before it were emitted (final)
+	recs        map[string][]int64         // each key's record timestamps
+	windows     map[string]map[int64]int64 // each key's window counts by start
+}
+
+// process returns the outputs of one record, rendered as windowed() does
+// (final outputs sorted), and whether it was late.
+func (r *slidingReference) process(key string, ts int64) (out []string, late bool) {
+	r.now = max(r.now, ts)
+	open := r.now - r.diff - r.grace
+	render := func(k string, start, n int64) string {
+		return fmt.Sprintf("%s@[%d,%d)=%d", k, start, start+r.diff, n)
+	}
+	if r.final && open > r.emitted {
+		for k, ws := range r.windows {
+			for start, n := range ws {
+				if start >= r.emitted && start < open {
+					out = append(out, render(k, start, n))
+				}
+			}
+		}
+		slices.Sort(out)
+		r.emitted = open
+	}
+	if ts < open {
+		return out, true
+	}
+	r.recs[key] = append(r.recs[key], ts)
+	starts := []int64{ts - r.diff}
+	hasLater := false
+	for _, o := range r.recs[key] {
+		switch {
+		case o > ts && o <= ts+r.diff:
+			starts, hasLater = append(starts, o-r.diff), true
+		case o == ts+r.diff+1:
+			hasLater = true
+		case o < ts && o >= ts-r.diff-1:
+			starts = append(starts, o+1)
+		}
+	}
+	if hasLater {
+		starts = append(starts, ts+1)
+	}
+	for i := range starts {
+		starts[i] = max(starts[i], 0)
+	}
+	slices.Sort(starts)
+	for _, start := range slices.Compact(starts) {
+		if start < open {
+			continue
+		}
+		var n int64
+		for _, o := range r.recs[key] {
+			if o >= start && o <= start+r.diff {
+				n++
+			}
+		}
+		if r.windows[key] == nil {
+			r.windows[key] = map[int64]int64{}
+		}
+		r.windows[key][start] = n
+		if !r.final {
+			out = append(out, render(key, start, n))
+		}
+	}
+	return out, false
+}
+
+// TestSlidingMatchesReference feeds random, partly out-of-order and late
+// records to a sliding count and to the record-keeping reference: every
+// record's outputs must be the same (final outputs compared as a set per
+// record, since keys of one window may come in another order).
+func TestSlidingMatchesReference(t *testing.T) {
+	const s = 1000
+	for _, tc := range []struct {
+		name        string
+		diff, grace int64
+		final       bool
+		seed        uint64
+	}{
+		{"every update, no grace", 10 * s, 0, false, 1},
+		{"every update, grace", 10 * s, 7 * s, false, 2},
+		{"final, no grace", 10 * s, 0, true, 3},
+		{"final, grace", 10 * s, 7 * s, true, 4},
+		{"every update, short windows", 3, 2, false, 5},
+		{"final, short windows", 3, 2, true, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			emit := eddy.EmitEveryUpdate
+			if tc.final {
+				emit = eddy.EmitFinal
+			}
+			w := eddy.SlidingWindowsWithTimeDifference(time.Duration(tc.diff) * time.Millisecond).
+				WithGrace(time.Duration(tc.grace) * time.Millisecond)
+			d, in, out := windowCountDriver(t, w, emit)
+			ref := &slidingReference{diff: tc.diff, grace: tc.grace, final: tc.final,
+				recs: map[string][]int64{}, windows: map[string]map[int64]int64{}}
+			rng := rand.New(rand.NewPCG(tc.seed, 0))
+			var clock, late int64
+			for i := range 400 {
+				// Time moves on by up to half a window; a third of the
+				// records come up to 2 × (diff + grace) early: in
+				// grace, late for some windows, or late.
+				clock += rng.Int64N(tc.diff/2 + 1)
+				ts := clock
+				if rng.IntN(3) == 0 {
+					ts = max(0, clock-rng.Int64N(2*(tc.diff+tc.grace)+1))
+				}
+				key := fmt.Sprint("k", rng.IntN(3))
+				pipeAll(t, in, timed{key, ts})
+				want, isLate := ref.process(key, ts)
+				if isLate {
+					late++
+				}
+				got := readWindowed(t, out)
+				if tc.final {
+					slices.Sort(got)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("record %d (%s at %d):\n got %q\nwant %q", i, key, ts, got, want)
+				}
+			}
+			if late == 0 {
+				t.Error("no record was late: the test does not cover late records")
+			}
+			if n := d.LateRecordsDropped(); n != late {
+				t.Errorf("LateRecordsDropped = %d, want %d", n, late)
+			}
+		})
+	}
 }

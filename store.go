@@ -2,7 +2,9 @@ package eddy
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/eddy-streams/eddy/serde"
@@ -23,9 +25,9 @@ type KeyValueStoreSpec[K, V any] struct {
 	ttl    time.Duration
 }
 
-// KeyValueStore declares a key-value store named name: its changelog topic
+// NewKeyValueStoreSpec declares a key-value store named name: its changelog topic
 // is "<app-id>-<name>-changelog".
-func KeyValueStore[K, V any](name string, keys serde.Serde[K], values serde.Serde[V]) KeyValueStoreSpec[K, V] {
+func NewKeyValueStoreSpec[K, V any](name string, keys serde.Serde[K], values serde.Serde[V]) KeyValueStoreSpec[K, V] {
 	return KeyValueStoreSpec[K, V]{name: name, keys: keys, values: values}
 }
 
@@ -35,7 +37,7 @@ func (s KeyValueStoreSpec[K, V]) StoreName() string { return s.name }
 // Open returns the task's instance of the store. ctx is the processor's
 // context (any ProcessorContext); the store must be one of those passed to
 // Process for this processor, or Open returns an error.
-func (s KeyValueStoreSpec[K, V]) Open(ctx storeOpener) (*KVStore[K, V], error) {
+func (s KeyValueStoreSpec[K, V]) Open(ctx storeOpener) (*KeyValueStore[K, V], error) {
 	buf, err := ctx.openStore(s.name)
 	if err != nil {
 		return nil, err
@@ -65,18 +67,18 @@ func (s KeyValueStoreSpec[K, V]) WithTTL(ttl time.Duration) KeyValueStoreSpec[K,
 // View returns a typed view of a task's raw store buffer. Processors use
 // Open; View is for tools that hold the buffer themselves (eddytest), and
 // sees a store with a TTL at stream time now.
-func (s KeyValueStoreSpec[K, V]) View(buf *state.StoreBuffer, now func() int64) *KVStore[K, V] {
+func (s KeyValueStoreSpec[K, V]) View(buf *state.StoreBuffer, now func() int64) *KeyValueStore[K, V] {
 	return s.view(buf, now)
 }
 
-func (s KeyValueStoreSpec[K, V]) view(buf *state.StoreBuffer, now func() int64) *KVStore[K, V] {
-	return &KVStore[K, V]{buf: buf, keys: s.keys, values: s.values, ttl: s.ttl.Milliseconds(), now: now}
+func (s KeyValueStoreSpec[K, V]) view(buf *state.StoreBuffer, now func() int64) *KeyValueStore[K, V] {
+	return &KeyValueStore[K, V]{buf: buf, keys: s.keys, values: s.values, ttl: s.ttl.Milliseconds(), now: now}
 }
 
-// KVStore is a task's typed view of a key-value store. Reads see the task's
+// KeyValueStore is a task's typed view of a key-value store. Reads see the task's
 // own uncommitted writes; writes reach the database only once the
 // transaction that made them committed.
-type KVStore[K, V any] struct {
+type KeyValueStore[K, V any] struct {
 	buf    *state.StoreBuffer
 	keys   serde.Serde[K]
 	values serde.Serde[V]
@@ -90,7 +92,7 @@ type KVStore[K, V any] struct {
 
 // live strips the expiry prefix of a stored value, reporting false for an
 // expired entry.
-func (s *KVStore[K, V]) live(b []byte) ([]byte, bool, error) {
+func (s *KeyValueStore[K, V]) live(b []byte) ([]byte, bool, error) {
 	if s.ttl <= 0 {
 		return b, true, nil
 	}
@@ -100,7 +102,7 @@ func (s *KVStore[K, V]) live(b []byte) ([]byte, bool, error) {
 	return b[8:], int64(binary.BigEndian.Uint64(b)) > s.streamTime(), nil
 }
 
-func (s *KVStore[K, V]) streamTime() int64 {
+func (s *KeyValueStore[K, V]) streamTime() int64 {
 	if t := s.now(); t != state.NoStreamTime {
 		return t
 	}
@@ -108,7 +110,7 @@ func (s *KVStore[K, V]) streamTime() int64 {
 }
 
 // sweep deletes the expired entries.
-func (s *KVStore[K, V]) sweep(int64) error {
+func (s *KeyValueStore[K, V]) sweep(int64) error {
 	var expired [][]byte
 	err := s.buf.Scan(nil, nil, func(k, v []byte) error {
 		_, ok, err := s.live(v)
@@ -124,7 +126,7 @@ func (s *KVStore[K, V]) sweep(int64) error {
 }
 
 // Get returns the value of k, and whether it exists.
-func (s *KVStore[K, V]) Get(k K) (V, bool, error) {
+func (s *KeyValueStore[K, V]) Get(k K) (V, bool, error) {
 	var zero V
 	var err error
 	if s.kbuf, err = s.keys.Serialize(s.kbuf[:0], k); err != nil {
@@ -145,7 +147,7 @@ func (s *KVStore[K, V]) Get(k K) (V, bool, error) {
 }
 
 // Put sets k to v.
-func (s *KVStore[K, V]) Put(k K, v V) error {
+func (s *KeyValueStore[K, V]) Put(k K, v V) error {
 	var err error
 	if s.kbuf, err = s.keys.Serialize(s.kbuf[:0], k); err != nil {
 		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
@@ -162,7 +164,7 @@ func (s *KVStore[K, V]) Put(k K, v V) error {
 }
 
 // Delete removes k.
-func (s *KVStore[K, V]) Delete(k K) error {
+func (s *KeyValueStore[K, V]) Delete(k K) error {
 	var err error
 	if s.kbuf, err = s.keys.Serialize(s.kbuf[:0], k); err != nil {
 		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
@@ -171,38 +173,60 @@ func (s *KVStore[K, V]) Delete(k K) error {
 	return nil
 }
 
-// Range calls fn for each entry with from <= encoded key < to, in the byte
-// order of the encoded keys; fn returning false stops the scan.
-func (s *KVStore[K, V]) Range(from, to K, fn func(K, V) bool) error {
-	lo, err := s.keys.Serialize(nil, from)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+// Range returns the entries with from <= encoded key < to, in the byte
+// order of the encoded keys. A scan that fails (an undecodable entry, an
+// I/O error) yields the error once and stops:
+//
+//	for kv, err := range store.Range(from, to) {
+//		if err != nil {
+//			return err
+//		}
+//		use(kv.Key, kv.Value)
+//	}
+func (s *KeyValueStore[K, V]) Range(from, to K) iter.Seq2[KeyValue[K, V], error] {
+	return func(yield func(KeyValue[K, V], error) bool) {
+		lo, err := s.keys.Serialize(nil, from)
+		if err != nil {
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err))
+			return
+		}
+		hi, err := s.keys.Serialize(nil, to)
+		if err != nil {
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err))
+			return
+		}
+		s.scan(func(visit func(k, v []byte) error) error { return s.buf.Scan(lo, hi, visit) }, yield)
 	}
-	hi, err := s.keys.Serialize(nil, to)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
-	}
-	return s.scan(func(visit func(k, v []byte) error) error { return s.buf.Scan(lo, hi, visit) }, fn)
 }
 
-// Prefix calls fn for each entry whose encoded key starts with the encoding
-// of prefix (with string keys: the keys that start with prefix).
-func (s *KVStore[K, V]) Prefix(prefix K, fn func(K, V) bool) error {
-	p, err := s.keys.Serialize(nil, prefix)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
+// Prefix returns the entries whose encoded key starts with the encoding of
+// prefix (with string keys: the keys that start with prefix), in key
+// order; errors as in Range.
+func (s *KeyValueStore[K, V]) Prefix(prefix K) iter.Seq2[KeyValue[K, V], error] {
+	return func(yield func(KeyValue[K, V], error) bool) {
+		p, err := s.keys.Serialize(nil, prefix)
+		if err != nil {
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err))
+			return
+		}
+		s.scan(func(visit func(k, v []byte) error) error { return s.buf.PrefixScan(p, visit) }, yield)
 	}
-	return s.scan(func(visit func(k, v []byte) error) error { return s.buf.PrefixScan(p, visit) }, fn)
 }
 
-// All calls fn for every entry in key order.
-func (s *KVStore[K, V]) All(fn func(K, V) bool) error {
-	return s.scan(func(visit func(k, v []byte) error) error { return s.buf.Scan(nil, nil, visit) }, fn)
+// All returns every entry in key order; errors as in Range.
+func (s *KeyValueStore[K, V]) All() iter.Seq2[KeyValue[K, V], error] {
+	return func(yield func(KeyValue[K, V], error) bool) {
+		s.scan(func(visit func(k, v []byte) error) error { return s.buf.Scan(nil, nil, visit) }, yield)
+	}
 }
 
-var errStopScan = fmt.Errorf("eddy: scan stopped")
+// errStopScan ends a store scan early (the consumer stopped); it never
+// reaches a caller.
+var errStopScan = errors.New("eddy: scan stopped")
 
-func (s *KVStore[K, V]) scan(run func(visit func(k, v []byte) error) error, fn func(K, V) bool) error {
+// scan decodes the live entries that run visits and yields them, then the
+// scan's error, if any.
+func (s *KeyValueStore[K, V]) scan(run func(visit func(k, v []byte) error) error, yield func(KeyValue[K, V], error) bool) {
 	err := run(func(kb, vb []byte) error {
 		vb, ok, err := s.live(vb)
 		if err != nil || !ok {
@@ -216,13 +240,12 @@ func (s *KVStore[K, V]) scan(run func(visit func(k, v []byte) error) error, fn f
 		if err != nil {
 			return fmt.Errorf("eddy: store %s: decode value: %w", s.buf.Name(), err)
 		}
-		if !fn(k, v) {
+		if !yield(KeyValue[K, V]{Key: k, Value: v}, nil) {
 			return errStopScan
 		}
 		return nil
 	})
-	if err == errStopScan {
-		return nil
+	if err != nil && err != errStopScan {
+		yield(KeyValue[K, V]{}, err)
 	}
-	return err
 }

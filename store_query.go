@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
-	"time"
 
 	"github.com/eddy-streams/eddy/serde"
 )
@@ -107,7 +106,7 @@ func (s KeyValueStoreSpec[K, V]) decodeKey(b []byte) (any, error) { return decod
 func (s KeyValueStoreSpec[K, V]) windowSize() int64               { return 0 }
 func (s KeyValueStoreSpec[K, V]) decodeValue(b []byte, streamTime int64) (any, bool, error) {
 	if s.ttl > 0 {
-		// As KVStore.live: the value follows its expiry in stream time.
+		// As KeyValueStore.live: the value follows its expiry in stream time.
 		if len(b) < 8 {
 			return nil, false, fmt.Errorf("value of %d bytes has no expiry; was the store written without a TTL?", len(b))
 		}
@@ -140,12 +139,4 @@ func (s SessionStoreSpec[K, V]) windowSize() int64               { return 0 }
 func (s SessionStoreSpec[K, V]) decodeValue(b []byte, _ int64) (any, bool, error) {
 	v, err := decodeAny(s.values, b)
 	return v, err == nil, err
-}
-
-// WithWindowSize records the size of the store's windows, so that
-// queries report each window's end as well as its start. WindowAggregate
-// sets it; a processor's own window store may.
-func (s WindowStoreSpec[K, V]) WithWindowSize(size time.Duration) WindowStoreSpec[K, V] {
-	s.size = size.Milliseconds()
-	return s
 }

@@ -11,14 +11,14 @@ import (
 	"github.com/eddy-streams/eddy/serde"
 )
 
-var sessionsTTL = eddy.KeyValueStore("last-seen", serde.String(), serde.String()).WithTTL(10 * time.Second)
+var sessionsTTL = eddy.NewKeyValueStoreSpec("last-seen", serde.String(), serde.String()).WithTTL(10 * time.Second)
 
 // lastSeen remembers each key's last value for 10s of stream time; a
 // value "?" asks for the key's value, forwarded as "key=value" or
 // "key=missing".
 type lastSeen struct {
 	ctx   *eddy.ProcessorContext[string, string]
-	store *eddy.KVStore[string, string]
+	store *eddy.KeyValueStore[string, string]
 }
 
 func (p *lastSeen) Init(ctx *eddy.ProcessorContext[string, string]) (err error) {
@@ -82,13 +82,16 @@ func TestKeyValueStoreTTL(t *testing.T) {
 	}
 	// The sweep (every 5s of stream time) deleted the expired entries
 	// from the store itself, not only from reads: only c is left.
-	st, err := eddytest.KeyValueStore(d, eddy.KeyValueStore("last-seen", serde.String(), serde.Bytes()))
+	st, err := eddytest.KeyValueStore(d, eddy.NewKeyValueStoreSpec("last-seen", serde.String(), serde.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
-	if err := st.All(func(k string, _ []byte) bool { keys = append(keys, k); return true }); err != nil {
-		t.Fatal(err)
+	for kv, err := range st.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, kv.Key)
 	}
 	if strings.Join(keys, ",") != "c" {
 		t.Errorf("keys left in the store: %q, want [c]", keys)

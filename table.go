@@ -59,7 +59,7 @@ func ToStream[K, V any](t Table[K, V]) Stream[K, V] {
 // add folds one record in. Every update is forwarded downstream.
 func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, add func(key K, value V, agg A) A, aggs serde.Serde[A]) Table[K, A] {
 	t := g.s.t
-	spec := KeyValueStore(store, g.keys, aggs)
+	spec := NewKeyValueStoreSpec(store, g.keys, aggs)
 	n := t.add("aggregate-"+store, g.s.n)
 	t.addStore(store, n, 0, spec)
 	n.build = func(b *taskBuild) error {
@@ -69,7 +69,7 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 		if err != nil {
 			return err
 		}
-		kv := &KVStore[K, A]{buf: buf, keys: spec.keys, values: spec.values}
+		kv := &KeyValueStore[K, A]{buf: buf, keys: spec.keys, values: spec.values}
 		in := output[K, V](b, g.s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			if r.Tombstone {
@@ -111,7 +111,7 @@ func Reduce[K, V any](g GroupedStream[K, V], store string, fn func(agg, v V) V, 
 		}
 		return reduced{v: fn(agg.v, v), set: true}
 	}, reducedSerde[V, reduced]{values: values, wrap: func(v V) reduced { return reduced{v: v, set: true} }, unwrap: func(r reduced) V { return r.v }})
-	spec := KeyValueStore(store, g.keys, values)
+	spec := NewKeyValueStoreSpec(store, g.keys, values)
 	if d := t.t.stores[store]; d != nil {
 		// The store holds values encoded by values (reducedSerde wraps
 		// them only in memory): queries render them as V.
@@ -185,7 +185,7 @@ func GroupTableBy[K, V, K2, V2 any](tb Table[K, V], fn func(K, V) (K2, V2), name
 		t.fail("eddy: GroupTableBy %s: the table is not kept in a key-value store (a windowed table or a join result); aggregate it or read it with TableFrom", name)
 		return GroupedTable[K2, V2]{s: Stream[K2, tableChange[V2]]{t: t, n: tb.n}, keys: keys}
 	}
-	prior := KeyValueStore(name+"-prior", tb.kv.keys, serde.Bytes())
+	prior := NewKeyValueStoreSpec(name+"-prior", tb.kv.keys, serde.Bytes())
 	n := t.add("group-table-by-"+name, tb.n)
 	t.addStore(prior.name, n, 0, prior)
 	n.build = func(b *taskBuild) error {
@@ -207,7 +207,7 @@ func GroupTableBy[K, V, K2, V2 any](tb Table[K, V], fn func(K, V) (K2, V2), name
 // tableRegrouper is one task's instance of GroupTableBy.
 type tableRegrouper[K, V, K2, V2 any] struct {
 	out    *emitter[K2, tableChange[V2]]
-	prior  *KVStore[K, []byte]
+	prior  *KeyValueStore[K, []byte]
 	fn     func(K, V) (K2, V2)
 	keys   serde.Serde[K2]
 	values serde.Serde[V2]

@@ -64,7 +64,7 @@ func TestGroupTableBy(t *testing.T) {
 	step("delete of an unknown key", func() error { return in.PipeTombstone("dan", 8) })
 	step("re-create", put("ann", "eu:1", 9), "eu=1")
 
-	prior, err := eddytest.KeyValueStore(d, eddy.KeyValueStore("by-region-prior", serde.String(), serde.Bytes()))
+	prior, err := eddytest.KeyValueStore(d, eddy.NewKeyValueStoreSpec("by-region-prior", serde.String(), serde.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,14 +21,16 @@ func windowed(recs []eddy.Record[eddy.Windowed[string], int64]) []string {
 }
 
 // windowCountDriver runs Source("in") → GroupByKey → WindowedBy(w) →
-// WindowCount("counts") → "out", with late records to "late".
-func windowCountDriver(t *testing.T, w eddy.TimeWindows, emit eddy.EmitStrategy) (*eddytest.Driver, *eddytest.InputTopic[string, string], *eddytest.OutputTopic[eddy.Windowed[string], int64]) {
+// WindowCount("counts") → "out", with late records to "late", beside a
+// processor that fails on the value "fail" (to abort a transaction).
+func windowCountDriver(t *testing.T, w eddy.Windows, emit eddy.EmitStrategy) (*eddytest.Driver, *eddytest.InputTopic[string, string], *eddytest.OutputTopic[eddy.Windowed[string], int64]) {
 	t.Helper()
 	topo := eddy.NewTopology()
 	s := eddy.Source(topo, "in", serde.String(), serde.String())
 	ws := eddy.WindowedBy(eddy.GroupByKey(s, serde.String()), w).Emit(emit)
 	eddy.To(eddy.ToStream(eddy.WindowCount(ws, "counts")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
 	eddy.To(eddy.LateRecords(ws), "late", serde.String(), serde.String())
+	eddy.Process(s, "fail-on", func() eddy.Processor[string, string, string, string] { return failOn{} })
 	d, err := eddytest.New(topo, eddytest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +38,24 @@ func windowCountDriver(t *testing.T, w eddy.TimeWindows, emit eddy.EmitStrategy)
 	t.Cleanup(func() { d.Close() })
 	return d, eddytest.Input(d, "in", serde.String(), serde.String()),
 		eddytest.Output(d, "out", eddy.WindowedSerde(serde.String()), serde.Int64())
+}
+
+// storedCounts returns the committed content of the window store
+// "counts" (of 10s windows), through the store's iterator.
+func storedCounts(t *testing.T, d *eddytest.Driver) []eddy.WindowEntry[string, int64] {
+	t.Helper()
+	ws, err := eddytest.WindowStore(d, eddy.NewWindowStoreSpec("counts", 10*time.Second, serde.String(), serde.Int64()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []eddy.WindowEntry[string, int64]
+	for e, err := range ws.FetchAll(0, 1<<62) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, e)
+	}
+	return entries
 }
 
 type timed struct {
@@ -175,22 +195,14 @@ func TestHoppingWindows(t *testing.T) {
 func TestWindowRetention(t *testing.T) {
 	const s = 1000
 	d, in, out := windowCountDriver(t, eddy.TumblingWindows(10*time.Second), eddy.EmitFinal)
-	store := eddy.WindowStore("counts", 10*time.Second, serde.String(), serde.Int64())
 	for i := int64(0); i < 100; i++ {
 		pipeAll(t, in, timed{fmt.Sprint("k", i%3), i * s})
 	}
-	ws, err := eddytest.WindowStore(d, store)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var starts []int64
-	if err := ws.FetchAll(0, 1<<62, func(_ string, start int64, _ int64) bool {
-		if !slices.Contains(starts, start) {
-			starts = append(starts, start)
+	for _, e := range storedCounts(t, d) {
+		if !slices.Contains(starts, e.Start) {
+			starts = append(starts, e.Start)
 		}
-		return true
-	}); err != nil {
-		t.Fatal(err)
 	}
 	// Stream time 99s, retention 10s: windows starting before 89s are
 	// expired, dropped by 5s segments (segment = max(retention/2, 1s)):
@@ -219,16 +231,7 @@ func (failOn) Process(r eddy.Record[string, string]) error {
 // and then aborted must not stop a later one from dropping them.
 func TestWindowExpiryAfterAbort(t *testing.T) {
 	const s = 1000
-	topo := eddy.NewTopology()
-	src := eddy.Source(topo, "in", serde.String(), serde.String())
-	eddy.WindowCount(eddy.WindowedBy(eddy.GroupByKey(src, serde.String()), eddy.TumblingWindows(10*time.Second)), "counts")
-	eddy.Process(src, "fail-on", func() eddy.Processor[string, string, string, string] { return failOn{} })
-	d, err := eddytest.New(topo, eddytest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	in := eddytest.Input(d, "in", serde.String(), serde.String())
+	d, in, _ := windowCountDriver(t, eddy.TumblingWindows(10*time.Second), eddy.EmitEveryUpdate)
 	if err := in.Pipe("a", "ok", 1*s); err != nil {
 		t.Fatal(err)
 	}
@@ -239,16 +242,9 @@ func TestWindowExpiryAfterAbort(t *testing.T) {
 	if err := in.Pipe("b", "ok", 51*s); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := eddytest.WindowStore(d, eddy.WindowStore("counts", 10*time.Second, serde.String(), serde.Int64()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var keys []string
-	if err := ws.FetchAll(0, 1<<62, func(k string, start int64, _ int64) bool {
-		keys = append(keys, fmt.Sprint(k, "@", start))
-		return true
-	}); err != nil {
-		t.Fatal(err)
+	for _, e := range storedCounts(t, d) {
+		keys = append(keys, fmt.Sprint(e.Key, "@", e.Start))
 	}
 	if want := []string{"b@50000"}; !slices.Equal(keys, want) {
 		t.Errorf("windows in the store: %q, want %q", keys, want)
@@ -259,18 +255,7 @@ func TestWindowExpiryAfterAbort(t *testing.T) {
 // and then aborted must not keep the replay from emitting it.
 func TestFinalWindowAfterAbort(t *testing.T) {
 	const s = 1000
-	topo := eddy.NewTopology()
-	src := eddy.Source(topo, "in", serde.String(), serde.String())
-	ws := eddy.WindowedBy(eddy.GroupByKey(src, serde.String()), eddy.TumblingWindows(10*time.Second)).Emit(eddy.EmitFinal)
-	eddy.To(eddy.ToStream(eddy.WindowCount(ws, "counts")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
-	eddy.Process(src, "fail-on", func() eddy.Processor[string, string, string, string] { return failOn{} })
-	d, err := eddytest.New(topo, eddytest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	in := eddytest.Input(d, "in", serde.String(), serde.String())
-	out := eddytest.Output(d, "out", eddy.WindowedSerde(serde.String()), serde.Int64())
+	_, in, out := windowCountDriver(t, eddy.TumblingWindows(10*time.Second), eddy.EmitFinal)
 	if err := in.Pipe("a", "ok", 1*s); err != nil {
 		t.Fatal(err)
 	}

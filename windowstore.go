@@ -3,6 +3,7 @@ package eddy
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/eddy-streams/eddy/serde"
@@ -35,9 +36,9 @@ type WindowStoreSpec[K, V any] struct {
 	size int64
 }
 
-// WindowStore declares a window store named name that keeps each window for
-// retention after its start, in stream time.
-func WindowStore[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) WindowStoreSpec[K, V] {
+// NewWindowStoreSpec declares a window store named name that keeps each
+// window for retention after its start, in stream time.
+func NewWindowStoreSpec[K, V any](name string, retention time.Duration, keys serde.Serde[K], values serde.Serde[V]) WindowStoreSpec[K, V] {
 	return WindowStoreSpec[K, V]{name: name, keys: keys, values: values, keep: retention}
 }
 
@@ -48,42 +49,92 @@ func (s WindowStoreSpec[K, V]) retention() time.Duration { return s.keep }
 
 // Open returns the task's instance of the store; see KeyValueStoreSpec.Open.
 // Segments that expired before a restart are dropped on open.
-func (s WindowStoreSpec[K, V]) Open(ctx storeOpener) (*WStore[K, V], error) {
-	if s.keep <= 0 {
-		return nil, fmt.Errorf("eddy: window store %s: retention %v: set a positive retention", s.name, s.keep)
-	}
-	buf, err := ctx.openStore(s.name)
-	if err != nil {
-		return nil, err
-	}
-	ws := s.View(buf)
-	ws.now = ctx.task().tc.StreamTime
-	return ws, nil
+func (s WindowStoreSpec[K, V]) Open(ctx storeOpener) (*WindowStore[K, V], error) {
+	return openTimed(ctx, "window", s.name, s.keep, s.View)
+}
+
+// WithWindowSize records the size of the store's windows, so that
+// queries report each window's end as well as its start. WindowAggregate
+// sets it; a processor's own window store may.
+func (s WindowStoreSpec[K, V]) WithWindowSize(size time.Duration) WindowStoreSpec[K, V] {
+	s.size = size.Milliseconds()
+	return s
 }
 
 // View returns a typed view of a task's raw store buffer (for tools; see
 // KeyValueStoreSpec.View).
-func (s WindowStoreSpec[K, V]) View(buf *state.StoreBuffer) *WStore[K, V] {
-	ret := s.keep.Milliseconds()
-	return &WStore[K, V]{buf: buf, keys: s.keys, values: s.values, retention: ret,
-		segment: max(ret/2, 1000), droppedBelow: -1}
+func (s WindowStoreSpec[K, V]) View(buf *state.StoreBuffer) *WindowStore[K, V] {
+	return &WindowStore[K, V]{buf: buf, keys: s.keys, values: s.values, exp: newSegments(s.keep)}
 }
 
-// WStore is a task's typed view of a window store. Entries are keyed by
+// WindowStore is a task's typed view of a window store. Entries are keyed by
 // window start, then key: a time range is one contiguous scan (closing
 // windows, expiry), and a single window is one point read.
-type WStore[K, V any] struct {
+type WindowStore[K, V any] struct {
 	buf    *state.StoreBuffer
 	keys   serde.Serde[K]
 	values serde.Serde[V]
-	// retention and segment are in ms; droppedBelow is the start below
-	// which every segment has been dropped (-1: none yet).
+	exp    segments
+	kbuf   []byte
+	vbuf   []byte
+}
+
+func (s *WindowStore[K, V]) expiry() *segments { return &s.exp }
+
+// openTimed opens a window or session store (a kind) for a processor and
+// makes its typed view, which then drops expired segments itself as the
+// task's stream time passes.
+func openTimed[T interface{ expiry() *segments }](ctx storeOpener, kind, name string, keep time.Duration, view func(*state.StoreBuffer) T) (T, error) {
+	var zero T
+	if keep <= 0 {
+		return zero, fmt.Errorf("eddy: %s store %s: retention %v: set a positive retention", kind, name, keep)
+	}
+	buf, err := ctx.openStore(name)
+	if err != nil {
+		return zero, err
+	}
+	v := view(buf)
+	v.expiry().now = ctx.task().tc.StreamTime
+	return v, nil
+}
+
+// segments is the expiry of a window or session store: time is cut into
+// segments of half the retention (at least 1s), and a segment is dropped
+// whole, with one range deletion, once all of it expired.
+type segments struct {
+	// retention and segment are in ms; droppedBelow is the segment start
+	// below which every segment has been dropped (-1: none yet).
 	retention, segment, droppedBelow int64
 	aborts                           uint64 // the buffer's Aborts when droppedBelow was set
-	kbuf, vbuf                       []byte
 	// now, set when a processor opened the store, reads stream time:
 	// Put then expires old segments itself.
 	now func() int64
+}
+
+func newSegments(keep time.Duration) segments {
+	ret := keep.Milliseconds()
+	return segments{retention: ret, segment: max(ret/2, 1000), droppedBelow: -1}
+}
+
+// expired returns the start of the first segment still live at
+// streamTime, and whether the segments below it are still to drop; it then
+// counts them as dropped.
+func (g *segments) expired(buf *state.StoreBuffer, streamTime int64) (int64, bool) {
+	if streamTime == state.NoStreamTime {
+		return 0, false
+	}
+	live := streamTime - g.retention
+	below := live - live%g.segment
+	if g.aborts != buf.Aborts() {
+		// A transaction aborted since the last drop: it may have
+		// carried it. Dropping again is idempotent.
+		g.aborts, g.droppedBelow = buf.Aborts(), -1
+	}
+	if live < 0 || below <= g.droppedBelow {
+		return 0, false
+	}
+	g.droppedBelow = below
+	return below, true
 }
 
 // Window store keys: the window start (big-endian, so byte order is time
@@ -91,7 +142,7 @@ type WStore[K, V any] struct {
 // metadata lives under keys starting with 0xff, after every window.
 const windowMetaPrefix = 0xff
 
-func (s *WStore[K, V]) key(k K, start int64) ([]byte, error) {
+func (s *WindowStore[K, V]) key(k K, start int64) ([]byte, error) {
 	s.kbuf = binary.BigEndian.AppendUint64(s.kbuf[:0], uint64(start))
 	var err error
 	if s.kbuf, err = s.keys.Serialize(s.kbuf, k); err != nil {
@@ -101,7 +152,7 @@ func (s *WStore[K, V]) key(k K, start int64) ([]byte, error) {
 }
 
 // Get returns the value of k in the window starting at start.
-func (s *WStore[K, V]) Get(k K, start int64) (V, bool, error) {
+func (s *WindowStore[K, V]) Get(k K, start int64) (V, bool, error) {
 	var zero V
 	kb, err := s.key(k, start)
 	if err != nil {
@@ -119,7 +170,7 @@ func (s *WStore[K, V]) Get(k K, start int64) (V, bool, error) {
 }
 
 // Put sets the value of k in the window starting at start.
-func (s *WStore[K, V]) Put(k K, start int64, v V) error {
+func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
 	if start < 0 {
 		return fmt.Errorf("eddy: store %s: window start %d is negative", s.buf.Name(), start)
 	}
@@ -131,14 +182,14 @@ func (s *WStore[K, V]) Put(k K, start int64, v V) error {
 		return fmt.Errorf("eddy: store %s: encode value: %w", s.buf.Name(), err)
 	}
 	s.buf.Put(kb, s.vbuf)
-	if s.now != nil {
-		s.Expire(s.now())
+	if s.exp.now != nil {
+		s.Expire(s.exp.now())
 	}
 	return nil
 }
 
 // Delete removes k's value in the window starting at start.
-func (s *WStore[K, V]) Delete(k K, start int64) error {
+func (s *WindowStore[K, V]) Delete(k K, start int64) error {
 	kb, err := s.key(k, start)
 	if err != nil {
 		return err
@@ -147,9 +198,63 @@ func (s *WStore[K, V]) Delete(k K, start int64) error {
 	return nil
 }
 
-// FetchAll calls fn for every entry whose window starts in [from, to), in
-// start order, then key order; fn returning false stops the scan.
-func (s *WStore[K, V]) FetchAll(from, to int64, fn func(k K, start int64, v V) bool) error {
+// WindowEntry is one entry of a window store: Key's Value in the window
+// that starts at Start.
+type WindowEntry[K, V any] struct {
+	Key   K
+	Start int64
+	Value V
+}
+
+// FetchAll returns every entry whose window starts in [from, to), in start
+// order, then key order. A scan that fails (an undecodable entry, an I/O
+// error) yields the error once and stops.
+func (s *WindowStore[K, V]) FetchAll(from, to int64) iter.Seq2[WindowEntry[K, V], error] {
+	return func(yield func(WindowEntry[K, V], error) bool) {
+		err := s.fetchAll(from, to, func(k K, start int64, v V) bool {
+			return yield(WindowEntry[K, V]{Key: k, Start: start, Value: v}, nil)
+		})
+		if err != nil {
+			yield(WindowEntry[K, V]{}, err)
+		}
+	}
+}
+
+// Fetch returns k's entries whose window starts in [from, to), in start
+// order; errors as in FetchAll. It scans every key's windows in the range
+// and keeps k's: cheap for the few windows of a range that aggregations
+// and queries ask.
+func (s *WindowStore[K, V]) Fetch(k K, from, to int64) iter.Seq2[WindowEntry[K, V], error] {
+	return func(yield func(WindowEntry[K, V], error) bool) {
+		want, err := s.keys.Serialize(nil, k)
+		if err != nil {
+			yield(WindowEntry[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err))
+			return
+		}
+		var kb []byte
+		var kerr error
+		err = s.fetchAll(from, to, func(key K, start int64, v V) bool {
+			if kb, kerr = s.keys.Serialize(kb[:0], key); kerr != nil {
+				return false
+			}
+			if string(kb) != string(want) {
+				return true
+			}
+			return yield(WindowEntry[K, V]{Key: key, Start: start, Value: v}, nil)
+		})
+		if kerr != nil {
+			err = fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), kerr)
+		}
+		if err != nil {
+			yield(WindowEntry[K, V]{}, err)
+		}
+	}
+}
+
+// fetchAll is FetchAll for the engine's own hot paths (closing windows,
+// draining joins): a callback, no iterator closure; fn returning false
+// stops the scan.
+func (s *WindowStore[K, V]) fetchAll(from, to int64, fn func(k K, start int64, v V) bool) error {
 	from, to = max(from, 0), max(to, 0)
 	if from >= to {
 		return nil
@@ -177,50 +282,13 @@ func (s *WStore[K, V]) FetchAll(from, to int64, fn func(k K, start int64, v V) b
 	return err
 }
 
-// Fetch calls fn for k's entries whose window starts in [from, to), in
-// start order. It scans every key's windows in the range and keeps k's:
-// cheap for the few windows of a range that aggregations and queries ask.
-func (s *WStore[K, V]) Fetch(k K, from, to int64, fn func(start int64, v V) bool) error {
-	want, err := s.keys.Serialize(nil, k)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), err)
-	}
-	var kb []byte
-	var kerr error
-	err = s.FetchAll(from, to, func(key K, start int64, v V) bool {
-		if kb, kerr = s.keys.Serialize(kb[:0], key); kerr != nil {
-			return false
-		}
-		if string(kb) != string(want) {
-			return true
-		}
-		return fn(start, v)
-	})
-	if kerr != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", s.buf.Name(), kerr)
-	}
-	return err
-}
-
 // Expire drops every segment whose windows all started before
 // streamTime - retention, with one range deletion; a window that expires
 // is kept until its whole segment has. Call it as stream time advances.
-func (s *WStore[K, V]) Expire(streamTime int64) {
-	if streamTime == state.NoStreamTime {
-		return
+func (s *WindowStore[K, V]) Expire(streamTime int64) {
+	if below, ok := s.exp.expired(s.buf, streamTime); ok {
+		s.buf.DeleteRange(nil, binary.BigEndian.AppendUint64(nil, uint64(below)))
 	}
-	live := streamTime - s.retention
-	below := live - live%s.segment // the first live segment's start
-	if s.aborts != s.buf.Aborts() {
-		// A transaction aborted since the last drop: it may have
-		// carried it. Dropping again is idempotent.
-		s.aborts, s.droppedBelow = s.buf.Aborts(), -1
-	}
-	if live < 0 || below <= s.droppedBelow {
-		return
-	}
-	s.buf.DeleteRange(nil, binary.BigEndian.AppendUint64(nil, uint64(below)))
-	s.droppedBelow = below
 }
 
 // getMeta and putMeta keep a window or session store's own metadata

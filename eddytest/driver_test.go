@@ -17,11 +17,11 @@ import (
 // forwards "stream@<ts>=<count>" or "wall@<ts>=<count>".
 type punctuating struct {
 	ctx   *eddy.ProcessorContext[string, string]
-	store *eddy.KVStore[string, int64]
+	store *eddy.KeyValueStore[string, int64]
 	fail  bool
 }
 
-var counts = eddy.KeyValueStore("counts", serde.String(), serde.Int64())
+var counts = eddy.NewKeyValueStoreSpec("counts", serde.String(), serde.Int64())
 
 func (p *punctuating) Init(ctx *eddy.ProcessorContext[string, string]) error {
 	p.ctx = ctx

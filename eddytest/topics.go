@@ -107,7 +107,7 @@ func (out *OutputTopic[K, V]) ReadKeyValues() ([]eddy.KeyValue[K, V], error) {
 
 // KeyValueStore returns a typed view of the committed content of a
 // key-value store (an aggregation's, or one declared for a processor).
-func KeyValueStore[K, V any](d *Driver, spec eddy.KeyValueStoreSpec[K, V]) (*eddy.KVStore[K, V], error) {
+func KeyValueStore[K, V any](d *Driver, spec eddy.KeyValueStoreSpec[K, V]) (*eddy.KeyValueStore[K, V], error) {
 	t, err := d.storeTask(spec.StoreName())
 	if err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func KeyValueStore[K, V any](d *Driver, spec eddy.KeyValueStoreSpec[K, V]) (*edd
 
 // WindowStore returns a typed view of the committed content of a window
 // store (a windowed aggregation's, or one declared for a processor).
-func WindowStore[K, V any](d *Driver, spec eddy.WindowStoreSpec[K, V]) (*eddy.WStore[K, V], error) {
+func WindowStore[K, V any](d *Driver, spec eddy.WindowStoreSpec[K, V]) (*eddy.WindowStore[K, V], error) {
 	t, err := d.storeTask(spec.StoreName())
 	if err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ func WindowStore[K, V any](d *Driver, spec eddy.WindowStoreSpec[K, V]) (*eddy.WS
 
 // SessionStore returns a typed view of the committed content of a session
 // store.
-func SessionStore[K, V any](d *Driver, spec eddy.SessionStoreSpec[K, V]) (*eddy.SStore[K, V], error) {
+func SessionStore[K, V any](d *Driver, spec eddy.SessionStoreSpec[K, V]) (*eddy.SessionStore[K, V], error) {
 	t, err := d.storeTask(spec.StoreName())
 	if err != nil {
 		return nil, err

@@ -44,8 +44,8 @@ func buildQ11(t *eddy.Topology, in nexmark.Topics, out string) {
 	bids := eddy.Source(t, in.Bids, serde.Int64(), nexmark.BidSerde())
 	byBidder := eddy.Map(bids, func(_ int64, b nexmark.Bid) (int64, unit) { return b.Bidder, unit{} })
 	g := eddy.GroupByKey(eddy.Repartition(byBidder, "q11-bids-by-bidder", serde.Int64(), unitSerde{}), serde.Int64())
-	sw := eddy.SessionWindowedBy(g, eddy.SessionWindowsWithGap(q11Gap).WithGrace(q11Grace)).Emit(eddy.EmitFinal)
-	counts := eddy.SessionCount(sw, "q11-sessions")
+	sw := eddy.WindowedBy(g, eddy.SessionWindowsWithGap(q11Gap).WithGrace(q11Grace)).Emit(eddy.EmitFinal)
+	counts := eddy.WindowCount(sw, "q11-sessions")
 	gap := q11Gap.Milliseconds()
 	res := eddy.Map(eddy.ToStream(counts), func(k eddy.Windowed[int64], n int64) (int64, windowCount) {
 		return k.Key, windowCount{Count: n, Start: k.Start, End: k.End + gap}

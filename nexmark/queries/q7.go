@@ -50,7 +50,7 @@ func buildQ7(t *eddy.Topology, in nexmark.Topics, out string) {
 	})
 	g := eddy.GroupByKey(eddy.Repartition(all, "q7-bids", serde.Int64(), q7BidSerde{}), serde.Int64())
 	ws := eddy.WindowedBy(g, eddy.TumblingWindows(q7Size).WithGrace(q7Grace)).Emit(eddy.EmitFinal)
-	top := eddy.WindowAggregate(ws, "q7-top", func() q7Top { return q7Top{} }, q7Add, q7TopSerde{})
+	top := eddy.WindowAggregate(ws, "q7-top", func() q7Top { return q7Top{} }, q7Add, nil, q7TopSerde{})
 	res := eddy.FlatMap(eddy.ToStream(top), func(dst []eddy.KeyValue[int64, q7Bid], _ eddy.Windowed[int64], a q7Top) []eddy.KeyValue[int64, q7Bid] {
 		for rest := a.bids; len(rest) > 0; {
 			var b q7Bid

@@ -55,7 +55,7 @@ func buildQ8(t *eddy.Topology, in nexmark.Topics, out string) {
 			}
 			agg.auction = agg.auction || v.auction
 			return agg
-		}, q8SeenSerde{})
+		}, nil, q8SeenSerde{})
 	both := eddy.Filter(eddy.ToStream(seen), func(_ eddy.Windowed[int64], s q8Seen) bool { return s.person && s.auction })
 	res := eddy.Map(both, func(k eddy.Windowed[int64], s q8Seen) (int64, q8User) {
 		return k.Key, q8User{ID: k.Key, Name: s.name, Start: k.Start}

@@ -49,7 +49,7 @@ const StoreName = "balances"
 // Topology builds the ledger: payments from input, balances to output.
 func Topology(input, output string) *eddy.Topology {
 	t := eddy.NewTopology()
-	accounts := eddy.KeyValueStore(StoreName, serde.String(), AccountSerde{})
+	accounts := eddy.NewKeyValueStoreSpec(StoreName, serde.String(), AccountSerde{})
 	payments := eddy.Source(t, input, serde.String(), PaymentSerde{})
 	balances := eddy.Process(payments, "ledger", func() eddy.Processor[string, Payment, string, Balance] {
 		return &ledger{spec: accounts}
@@ -60,7 +60,7 @@ func Topology(input, output string) *eddy.Topology {
 
 type ledger struct {
 	spec  eddy.KeyValueStoreSpec[string, Account]
-	store *eddy.KVStore[string, Account]
+	store *eddy.KeyValueStore[string, Account]
 	ctx   *eddy.ProcessorContext[string, Balance]
 }
 

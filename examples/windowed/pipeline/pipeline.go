@@ -63,7 +63,7 @@ func Topology(o Options) *eddy.Topology {
 			a.Seq++
 			a.Balance += p.Amount
 			return a
-		}, ledger.AccountSerde{})
+		}, nil, ledger.AccountSerde{})
 	totals := eddy.Map(eddy.ToStream(sums), func(w eddy.Windowed[string], a ledger.Account) (string, Total) {
 		return w.Key, Total{Account: w.Key, Start: w.Start, End: w.End, Count: a.Seq, Sum: a.Balance}
 	})
