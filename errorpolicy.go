@@ -95,7 +95,7 @@ func (f *recordFault) Unwrap() error { return f.err }
 // trouble rather than the record's: such errors abort the transaction and
 // the record is processed again; no policy skips it.
 func notTheRecords(err error) bool {
-	return errors.Is(err, state.ErrRead) || errors.Is(err, state.ErrCorrupt) || errors.Is(err, state.ErrClosed) ||
+	return errors.Is(err, state.ErrRead) || errors.Is(err, state.ErrCorrupt) || errors.Is(err, state.ErrClosed) || errors.Is(err, state.ErrFormat) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 

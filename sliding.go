@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/state"
 )
 
 // SlidingWindows are Kafka Streams' sliding windows: windows of a fixed
@@ -52,6 +53,48 @@ type slidingWindowing[K, V, A any] struct {
 	store *SessionStore[K, slidingAgg[A]]
 	near  []slidingWindow[A] // the key's windows near the record, by start
 	write []slidingWindow[A] // the windows the record changes, by start
+	// layout is checked once per task (again after an abort, which may
+	// have dropped the marker the check wrote).
+	layoutChecked bool
+	layoutAborts  uint64
+}
+
+// slidingLayout is the version of what a sliding-window store holds: 2,
+// window aggregates with their latest record's timestamp in a session
+// store. Layout 1 (eddy before versioned formats) kept the records
+// themselves beside a window store of aggregates; it is not readable as
+// layout 2, and nothing can convert it without the records' history.
+const slidingLayout = 2
+
+const metaLayout = "layout"
+
+// checkLayout refuses a store written in another layout, before anything
+// reads it as this one; a store with no marker and no data is new, and
+// gets the marker (logged to the changelog with the first transaction).
+func (s *slidingWindowing[K, V, A]) checkLayout() error {
+	buf := s.store.buf
+	if s.layoutChecked && s.layoutAborts == buf.Aborts() {
+		return nil
+	}
+	v, ok, err := getMeta(buf, metaLayout)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ok && v != slidingLayout:
+		return fmt.Errorf("%w: store %s holds sliding windows in layout %d; this eddy reads layout %d: run the eddy that wrote it, or reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name(), v, slidingLayout)
+	case !ok:
+		empty := true
+		if err := buf.Scan(nil, nil, func(_, _ []byte) error { empty = false; return errStopScan }); err != nil && err != errStopScan {
+			return err
+		}
+		if !empty {
+			return fmt.Errorf("%w: store %s holds sliding windows in layout 1 (an eddy before versioned formats, which kept the records); this eddy keeps window aggregates (layout %d) and cannot read it: reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name(), slidingLayout)
+		}
+		putMeta(buf, metaLayout, slidingLayout)
+	}
+	s.layoutChecked, s.layoutAborts = true, buf.Aborts()
+	return nil
 }
 
 // slidingAgg is a sliding window's stored value.
@@ -67,6 +110,9 @@ type slidingWindow[A any] struct {
 }
 
 func (s *slidingWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K, V], now int64) (bool, error) {
+	if err := s.checkLayout(); err != nil {
+		return false, err
+	}
 	ts, d := r.Timestamp, s.win.diff
 	open := now - d - s.win.limits.grace // windows that start before it are closed
 	if ts < open {                       // even [ts, ts + d] is closed
@@ -183,6 +229,9 @@ func (s *slidingWindowing[K, V, A]) has(start int64) bool {
 func (s *slidingWindowing[K, V, A]) closedBefore(now int64) int64 { return now - s.win.limits.grace }
 
 func (s *slidingWindowing[K, V, A]) closed(from, to int64, fn func(k K, w Window, agg A) bool) error {
+	if err := s.checkLayout(); err != nil {
+		return err
+	}
 	return s.store.fetchEnded(from, to, func(k K, w Window, v slidingAgg[A]) bool { return fn(k, w, v.agg) })
 }
 
