@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 
@@ -15,7 +16,7 @@ import (
 
 // Interactive queries read the committed state of a running App's stores:
 // what the last committed transaction of each task left in its database,
-// never the uncommitted writes of the open one (DESIGN.md §1: "state that
+// never the uncommitted writes of the open one (docs/design.md §1: "state that
 // is visible through queries equals the state after the last committed
 // transaction"). An instance reads the tasks it runs; KeyOwner says which
 // instance runs the others, and the HTTP routes (App.Handler) forward
@@ -87,50 +88,61 @@ func (q *KeyValueQuery[K, V]) Get(k K) (V, bool, error) {
 	return v.(V), true, nil
 }
 
-// Prefix calls fn for each committed entry, on the tasks that run on this
+// Prefix returns the committed entries, on the tasks that run on this
 // instance, whose encoded key starts with the encoding of prefix, in key
-// order; fn returning false stops. The HTTP route asks every instance.
-func (q *KeyValueQuery[K, V]) Prefix(prefix K, fn func(K, V) bool) error {
-	p, err := q.spec.keys.Serialize(nil, prefix)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err)
+// order. The HTTP route asks every instance. A failure (the app not
+// running, an undecodable entry) is yielded once and ends the sequence.
+func (q *KeyValueQuery[K, V]) Prefix(prefix K) iter.Seq2[KeyValue[K, V], error] {
+	return func(yield func(KeyValue[K, V], error) bool) {
+		p, err := q.spec.keys.Serialize(nil, prefix)
+		if err != nil {
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err))
+			return
+		}
+		q.scan(p, prefixEnd(p), yield)
 	}
-	return q.scan(p, prefixEnd(p), fn)
 }
 
-// Range calls fn for each committed entry, on the tasks that run on this
-// instance, with from <= encoded key < to, in key order.
-func (q *KeyValueQuery[K, V]) Range(from, to K, fn func(K, V) bool) error {
-	lo, err := q.spec.keys.Serialize(nil, from)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err)
+// Range returns the committed entries, on the tasks that run on this
+// instance, with from <= encoded key < to, in key order; failures as in
+// Prefix.
+func (q *KeyValueQuery[K, V]) Range(from, to K) iter.Seq2[KeyValue[K, V], error] {
+	return func(yield func(KeyValue[K, V], error) bool) {
+		lo, err := q.spec.keys.Serialize(nil, from)
+		if err != nil {
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err))
+			return
+		}
+		hi, err := q.spec.keys.Serialize(nil, to)
+		if err != nil {
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err))
+			return
+		}
+		q.scan(lo, hi, yield)
 	}
-	hi, err := q.spec.keys.Serialize(nil, to)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err)
-	}
-	return q.scan(lo, hi, fn)
 }
 
-func (q *KeyValueQuery[K, V]) scan(lo, hi []byte, fn func(K, V) bool) error {
+func (q *KeyValueQuery[K, V]) scan(lo, hi []byte, yield func(KeyValue[K, V], error) bool) {
 	entries, _, err := q.a.scanRaw(q.spec.name, lo, hi, math.MaxInt)
 	if err != nil {
-		return err
+		yield(KeyValue[K, V]{}, err)
+		return
 	}
 	for _, e := range entries {
 		k, err := q.spec.keys.Deserialize(e.key)
 		if err != nil {
-			return fmt.Errorf("eddy: store %s: decode key: %w", q.spec.name, err)
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: decode key: %w", q.spec.name, err))
+			return
 		}
 		v, live, err := q.spec.decodeValue(e.value, e.streamTime)
 		if err != nil {
-			return fmt.Errorf("eddy: store %s: decode value: %w", q.spec.name, err)
+			yield(KeyValue[K, V]{}, fmt.Errorf("eddy: store %s: decode value: %w", q.spec.name, err))
+			return
 		}
-		if live && !fn(k, v.(V)) {
-			return nil
+		if live && !yield(KeyValue[K, V]{Key: k, Value: v.(V)}, nil) {
+			return
 		}
 	}
-	return nil
 }
 
 // WindowQuery reads a window store of a running app. Build it with
@@ -145,24 +157,31 @@ func QueryWindows[K, V any](app *App, spec WindowStoreSpec[K, V]) *WindowQuery[K
 	return &WindowQuery[K, V]{a: app, spec: spec}
 }
 
-// Fetch calls fn for k's committed windows that start in [from, to] (ms
-// since the epoch, both inclusive as in Kafka Streams), in start order.
-// A key whose task runs on another instance is a *NotLocalError.
-func (q *WindowQuery[K, V]) Fetch(k K, from, to int64, fn func(start int64, v V) bool) error {
-	kb, err := q.spec.keys.Serialize(nil, k)
-	if err != nil {
-		return fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err)
-	}
-	return q.a.fetchRaw(q.spec.name, kb, from, to, false, func(start int64, vb []byte) error {
-		v, err := q.spec.values.Deserialize(vb)
+// Fetch returns k's committed windows that start in [from, to] (ms since
+// the epoch, both inclusive as in Kafka Streams), in start order. A key
+// whose task runs on another instance yields a *NotLocalError; a failure
+// is yielded once and ends the sequence.
+func (q *WindowQuery[K, V]) Fetch(k K, from, to int64) iter.Seq2[WindowEntry[K, V], error] {
+	return func(yield func(WindowEntry[K, V], error) bool) {
+		kb, err := q.spec.keys.Serialize(nil, k)
 		if err != nil {
-			return fmt.Errorf("eddy: store %s: decode value: %w", q.spec.name, err)
+			yield(WindowEntry[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err))
+			return
 		}
-		if !fn(start, v) {
-			return errStopScan
+		err = q.a.fetchRaw(q.spec.name, kb, from, to, false, func(start int64, vb []byte) error {
+			v, err := q.spec.values.Deserialize(vb)
+			if err != nil {
+				return fmt.Errorf("eddy: store %s: decode value: %w", q.spec.name, err)
+			}
+			if !yield(WindowEntry[K, V]{Key: k, Start: start, Value: v}, nil) {
+				return errStopScan
+			}
+			return nil
+		})
+		if err != nil && err != errStopScan {
+			yield(WindowEntry[K, V]{}, err)
 		}
-		return nil
-	})
+	}
 }
 
 // KeyOwner returns the endpoint of the instance that runs the task of

@@ -298,12 +298,11 @@ func TestInteractiveQueries(t *testing.T) {
 	}
 	var local []string
 	for _, inst := range insts {
-		err := eddy.QueryKeyValue(inst.app, sums).Prefix("k", func(k string, v qAgg) bool {
-			local = append(local, k)
-			return true
-		})
-		if err != nil {
-			t.Fatal(err)
+		for kv, err := range eddy.QueryKeyValue(inst.app, sums).Prefix("k") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			local = append(local, kv.Key)
 		}
 	}
 	slices.Sort(local)

@@ -69,7 +69,7 @@ type Config struct {
 	// Default 1.
 	Workers int
 	// StandbyReplicas is how many standby copies of each stateful task the
-	// group keeps on other instances (DESIGN.md §4): a standby follows the
+	// group keeps on other instances (docs/design.md §4): a standby follows the
 	// task's changelog into its own local database, so that when the
 	// task's instance fails the group gives the task to the instance with
 	// the most caught-up standby, which replays only the last few
@@ -110,12 +110,12 @@ type Config struct {
 	// IgnoreStateOffsets resumes tasks from the group's committed offsets
 	// alone, ignoring the input offsets carried in the changelog. It exists
 	// only to measure what those offsets protect against (lost group
-	// offsets, DESIGN.md §6); it weakens exactly-once. Default false.
+	// offsets, docs/design.md §6); it weakens exactly-once. Default false.
 	IgnoreStateOffsets bool
 	// Backend stores task state. Default: Pebble with its default options.
 	Backend state.Backend
 	// CheckpointURL turns on remote incremental checkpoints of the task
-	// databases (DESIGN.md §4): "file:///absolute/path" (a directory,
+	// databases (docs/design.md §4): "file:///absolute/path" (a directory,
 	// local or mounted) or "s3://bucket/prefix" (endpoint, credentials and
 	// region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
 	// AWS_SECRET_ACCESS_KEY and AWS_REGION; the bucket must exist). Each

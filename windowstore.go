@@ -23,7 +23,7 @@ type Windowed[K any] struct {
 
 // WindowStoreSpec declares a window store: values per key and window start,
 // kept for a retention period of stream time and dropped a whole time
-// segment at a time once older (DESIGN.md §5). Its changelog is
+// segment at a time once older (docs/design.md §5). Its changelog is
 // "compact,delete" with a retention, since expired windows are never read
 // again.
 type WindowStoreSpec[K, V any] struct {

@@ -1,5 +1,5 @@
 // Package checkpoint keeps remote, incremental checkpoints of task databases
-// (DESIGN.md §4): a consistent copy of a task's database goes to a Store (a
+// (docs/design.md §4): a consistent copy of a task's database goes to a Store (a
 // directory or an S3 bucket) with a manifest that lists its files and the
 // offsets it reflects, so that a machine without the task's local state
 // restores it from the newest checkpoint and replays only the changelog

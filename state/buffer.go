@@ -22,7 +22,7 @@ const (
 )
 
 // Buffer holds the uncommitted writes of one task, over all of its stores
-// (DESIGN.md §3 step 1). Reads see the buffer first and the task's DB second,
+// (docs/design.md §3 step 1). Reads see the buffer first and the task's DB second,
 // so processors read their own writes, while the DB only ever holds what
 // committed transactions wrote. A Buffer is used by one goroutine at a time,
 // like the task that owns it.

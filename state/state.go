@@ -3,7 +3,7 @@
 // stores and the offsets the state reflects), and the write buffer that keeps
 // uncommitted writes out of that database until their transaction commits.
 //
-// The database never sees uncommitted data (DESIGN.md §3): processors write to
+// The database never sees uncommitted data (docs/design.md §3): processors write to
 // a Buffer, the runtime turns the Buffer's dirty keys into changelog records
 // inside the Kafka transaction, and only once the transaction committed does it
 // call DB.Apply with the same writes and the offsets they reflect, atomically.
@@ -64,7 +64,7 @@ type Offsets struct {
 	// after the last one the database holds (the changelog partition is
 	// the task's partition). Restore replays from there.
 	Changelog map[string]int64
-	// StreamTime is the task's stream time (DESIGN.md §5): the largest
+	// StreamTime is the task's stream time (docs/design.md §5): the largest
 	// record timestamp, in ms since the epoch, that the state reflects, or
 	// NoStreamTime before the first record.
 	StreamTime int64
@@ -105,7 +105,7 @@ type Write struct {
 }
 
 // DeleteRange removes every key of Store in [Lower, Upper). Window stores
-// use it to drop a whole expired time segment at once (DESIGN.md §5). A nil
+// use it to drop a whole expired time segment at once (docs/design.md §5). A nil
 // Lower means from the store's first key; a nil or empty Upper means to the
 // end of the store (an empty upper bound would otherwise always make an empty
 // range). A range with Upper <= Lower is empty and removes nothing. Only Store

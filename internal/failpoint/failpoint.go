@@ -24,7 +24,7 @@ import (
 // Env is the environment variable that enables failpoints.
 const Env = "EDDY_FAILPOINTS"
 
-// The points, in the order a transaction reaches them (DESIGN.md §3).
+// The points, in the order a transaction reaches them (docs/design.md §3).
 const (
 	// CommitBeforeChangelog: the transaction's outputs are produced, its
 	// changelog records not yet (step 2 starts).

@@ -24,7 +24,7 @@ type Span struct {
 // consumer's position, so a reader cannot tell it reached End when the last
 // records before End are ones read_committed hides. The embedded broker
 // hides such records with no marker after them: after a SIGKILL it aborts
-// the transactions that were open without writing abort markers (DESIGN.md
+// the transactions that were open without writing abort markers (docs/design.md
 // §6), and a read_committed restore waited forever for offsets it would
 // never be shown. So this reads uncommitted, with control records, sees
 // every offset, and applies the transactions itself:

@@ -36,7 +36,7 @@ const taskProtocol = "eddy-tasks"
 //     keepWholeTasks then makes sure that step never leaves part of a task
 //     on a member.
 //
-// Standby replicas (DESIGN.md §4) ride on the same protocol: a member's
+// Standby replicas (docs/design.md §4) ride on the same protocol: a member's
 // user data carries its process and the lag of every standby task the
 // process keeps (memberInfo), the leader places standbys (assignStandbys),
 // and each member's assignment carries its standby tasks in its user data.

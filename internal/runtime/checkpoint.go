@@ -16,7 +16,7 @@ import (
 )
 
 // checkpoints takes the remote checkpoints of the process's tasks and
-// restores tasks from them (DESIGN.md §4). One per process, shared by the
+// restores tasks from them (docs/design.md §4). One per process, shared by the
 // workers, since a task can move between workers of one process and its
 // uploads must not overlap.
 //

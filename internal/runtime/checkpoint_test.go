@@ -90,7 +90,7 @@ func (h *harness) checkRestored(cfg Config, from int) {
 	}
 }
 
-// TestCheckpointRestoreAfterWipe is the fresh machine of DESIGN.md §4: the
+// TestCheckpointRestoreAfterWipe is the fresh machine of docs/design.md §4: the
 // state directory is gone, the task downloads its newest checkpoint and
 // replays only the changelog written after it (the tail), and the counts
 // go on exactly.

@@ -20,7 +20,7 @@ import (
 // TestDamagedStateIsRebuilt damages the task databases on disk between two
 // runs — flipped bytes in every table file, or table files removed — and
 // checks that the tasks discard them, rebuild from the changelog, and
-// carry on with exact outputs (DESIGN.md §4, "Corruption").
+// carry on with exact outputs (docs/design.md §4, "Corruption").
 func TestDamagedStateIsRebuilt(t *testing.T) {
 	for _, damage := range []struct {
 		name string

@@ -9,7 +9,7 @@ import (
 )
 
 // The input offsets a transaction consumed travel inside it, as one record
-// per store in the task's changelog partition (DESIGN.md §6): the embedded
+// per store in the task's changelog partition (docs/design.md §6): the embedded
 // broker can commit a transaction's records and lose its group offsets, and
 // these records let a task resume from what its state reflects. The record
 // has a fixed key, so compaction keeps only the newest one, and a header that

@@ -13,7 +13,7 @@ import (
 )
 
 // Interactive queries read a running task's committed state: its database,
-// which holds only what committed transactions wrote (DESIGN.md §3), never
+// which holds only what committed transactions wrote (docs/design.md §3), never
 // the write buffer of the open transaction. The task's goroutine keeps
 // processing while a query reads; only closing the task (a revoke, a
 // shutdown) waits for the queries in flight, through the task's view lock,

@@ -77,7 +77,7 @@ func (w *worker) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]i
 
 // adjustOffsets opens and restores the tasks of newly assigned partitions,
 // then starts each partition from the later of the group's committed
-// offset and the offset its task's state reflects (DESIGN.md §6). franz-go
+// offset and the offset its task's state reflects (docs/design.md §6). franz-go
 // calls it after the group's stable offset fetch, which waits for the
 // previous owner's pending transaction: restoring here rather than in
 // onAssigned means the changelog already holds every transaction whose

@@ -26,7 +26,7 @@ const restoreBatch = 10_000
 
 // restore replays each store's changelog partition from the offset the
 // database recorded up to the last stable offset, so the database holds
-// exactly what committed transactions wrote (DESIGN.md §4). Offsets records
+// exactly what committed transactions wrote (docs/design.md §4). Offsets records
 // met on the way move the database's input offsets forward.
 func (w *worker) restore(ctx context.Context, t *task) error {
 	adm := kadm.NewClient(w.cl)

@@ -304,7 +304,7 @@ func (h *harness) rewindGroup() {
 	}
 }
 
-// TestLostGroupOffsetsDoNotDuplicate is DESIGN.md §6's defence: the
+// TestLostGroupOffsetsDoNotDuplicate is docs/design.md §6's defence: the
 // embedded broker can commit a transaction's outputs and lose its group
 // offsets. A task resumes from the later of the group's offset and the one
 // its state carries, so nothing is processed twice. The same scenario with

@@ -24,7 +24,7 @@ import (
 // one catch-up round, and that is about what a failover to it replays.
 const standbyInterval = 200 * time.Millisecond
 
-// standbys keeps this process's standby tasks (DESIGN.md §4): warm copies
+// standbys keeps this process's standby tasks (docs/design.md §4): warm copies
 // of tasks that run on other instances. A standby has its own database in
 // the task's directory, the one the task uses when it runs here, and
 // follows the committed part of the task's changelog partitions, applying

@@ -150,7 +150,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 }
 
 // openDB opens the database, discarding it when the backend reports it
-// corrupt (the changelog is the truth; DESIGN.md §4).
+// corrupt (the changelog is the truth; docs/design.md §4).
 func (t *task) openDB() error {
 	db, err := t.backend.Open(t.dir)
 	if errors.Is(err, state.ErrCorrupt) {
@@ -238,7 +238,7 @@ func (t *task) sourceIndex(topic string) int {
 }
 
 // logChangelog produces the open transaction's dirty keys, then one offsets
-// record per store, to the task's changelog partitions (DESIGN.md §3 step 2).
+// record per store, to the task's changelog partitions (docs/design.md §3 step 2).
 func (t *task) logChangelog() error {
 	writes := t.takeWrites()
 	t.logged, t.loggedStore = t.logged[:0], t.loggedStore[:0]
@@ -281,7 +281,7 @@ func (t *task) logChangelog() error {
 var offsetsHeader = []kgo.RecordHeader{{Key: offsetsHeaderKey, Value: []byte{offsetsFormatV2}}}
 
 // applyCommitted writes the committed transaction's state and offsets to the
-// database in one batch (DESIGN.md §3 step 4).
+// database in one batch (docs/design.md §3 step 4).
 func (t *task) applyCommitted() error {
 	for i, r := range t.logged {
 		store := t.sub.storeNames[t.loggedStore[i]]

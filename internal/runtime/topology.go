@@ -1,6 +1,6 @@
 // Package runtime runs topologies: workers that own a consumer-group member
 // and a transactional producer, the tasks they process, the commit cycle of
-// DESIGN.md §3 and the restore of §4. Package eddy builds the topology; this
+// docs/design.md §3 and the restore of §4. Package eddy builds the topology; this
 // package knows nothing of its types, only of raw records and stores.
 package runtime
 

@@ -20,7 +20,7 @@ import (
 )
 
 // worker owns one consumer-group member and one transactional producer and
-// runs the commit cycle for its tasks (DESIGN.md §3).
+// runs the commit cycle for its tasks (docs/design.md §3).
 //
 // Concurrency: the worker's loop runs on one goroutine. Rebalance callbacks
 // run on franz-go's goroutines, but BlockRebalanceOnPoll keeps them from
@@ -410,7 +410,7 @@ func fetchError(fetches kgo.Fetches) error {
 func (w *worker) processRecord(t *task, r *kgo.Record) error {
 	if !t.Consume(t.sourceIndex(r.Topic), r.Offset+1) {
 		// Already in the state (the group's offset fell behind the
-		// offsets our changelog carried, DESIGN.md §6) or already
+		// offsets our changelog carried, docs/design.md §6) or already
 		// processed in this transaction (the consumer was rewound).
 		return nil
 	}

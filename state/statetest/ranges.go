@@ -9,7 +9,7 @@ import (
 )
 
 // The tests in this file cover Batch.Ranges: range deletes that window
-// stores use to drop expired segments (DESIGN.md §5).
+// stores use to drop expired segments (docs/design.md §5).
 
 func rng(store string, lower, upper []byte) state.DeleteRange {
 	return state.DeleteRange{Store: store, Lower: lower, Upper: upper}

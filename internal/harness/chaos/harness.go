@@ -5,7 +5,7 @@
 // disks, a cut network), then verifies what Kafka's EosTestDriver verifies:
 // outputs equal to the reference, final state equal to the reference, no
 // hanging transaction. The embedded broker's own gaps under SIGKILL
-// (DESIGN.md §6) are counted apart from eddy's failures.
+// (docs/design.md §6) are counted apart from eddy's failures.
 package chaos
 
 import (

@@ -68,7 +68,7 @@ func (r *Report) faultCount() int { return len(r.Events) }
 
 // BrokerGapDuplicates are the ledger's duplicate outputs counted as the
 // embedded broker's, not eddy's: identical copies of an earlier output
-// (a torn transaction, or a batch appended twice; DESIGN.md §6), and only
+// (a torn transaction, or a batch appended twice; docs/design.md §6), and only
 // in a run where the broker was SIGKILLed. Without a broker kill every
 // duplicate is eddy's.
 func (r *Report) BrokerGapDuplicates() int {
@@ -103,7 +103,7 @@ func (r *Report) Duplicates() int {
 // BrokerGapUnmarked are the missing balances counted as the embedded
 // broker's: balances of a transaction that a broker SIGKILL left without
 // its marker in their partition, followed by the producer's next epoch
-// (DESIGN.md §6, gap 1; eddy's reader takes them for aborted, the broker's
+// (docs/design.md §6, gap 1; eddy's reader takes them for aborted, the broker's
 // read_committed for committed). Counted only after a broker SIGKILL and
 // when nothing else is wrong: every other output right and the final
 // state equal to the reference, which shows the transaction's state was
@@ -184,7 +184,7 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "dead letters: %d (want %d: %d malformed payments in the input, one per app)\n", r.DeadLetters, r.WantDeadLetters, r.Invalid)
 	fmt.Fprintf(w, "final state: %d accounts, %d missing, %d wrong, %d extra\n", r.State.Accounts, r.State.Missing, r.State.Wrong, r.State.Extra)
-	fmt.Fprintf(w, "embedded broker's own gaps (DESIGN.md §6, not eddy's): input duplicated by the broker %d, identical duplicate outputs after a broker SIGKILL %d (balances) + %d (totals), balances in transactions the broker left unmarked %d\n",
+	fmt.Fprintf(w, "embedded broker's own gaps (docs/design.md §6, not eddy's): input duplicated by the broker %d, identical duplicate outputs after a broker SIGKILL %d (balances) + %d (totals), balances in transactions the broker left unmarked %d\n",
 		r.Ledger.InputDuplicates, r.BrokerGapDuplicates(), r.BrokerGapWindowDuplicates(), r.BrokerGapUnmarked())
 	if r.ProduceFailures > 0 {
 		fmt.Fprintf(w, "generator: %d payments failed to produce (the broker was down); the input is what the broker holds\n", r.ProduceFailures)

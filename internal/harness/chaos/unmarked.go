@@ -18,7 +18,7 @@ import (
 // higher epoch of the same producer before any marker. Kafka never leaves
 // that pattern (a bumped epoch first gets the open transaction marked
 // aborted); the embedded broker can after a SIGKILL inside an EndTxn
-// (DESIGN.md §6, gap 1). eddy's reader takes such records for aborted,
+// (docs/design.md §6, gap 1). eddy's reader takes such records for aborted,
 // the broker's read_committed takes them for committed when the
 // producer's next marker is a commit.
 func unmarkedBalances(ctx context.Context, opts []kgo.Opt, topic string) (map[string]bool, error) {

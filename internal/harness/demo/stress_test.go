@@ -12,7 +12,7 @@ import (
 )
 
 // TestBrokerKillStress measures the embedded broker's gaps under SIGKILL
-// (DESIGN.md §6) and what eddy's own offsets change about them. It is a
+// (docs/design.md §6) and what eddy's own offsets change about them. It is a
 // measurement, not part of CI: set EDDY_STRESS_KILLS to the number of broker
 // kills per mode, e.g.
 //

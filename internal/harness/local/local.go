@@ -1,6 +1,6 @@
 // Package local runs a topology inside this process without a broker: its
 // input is an in-process Source replayable by index (a generator), its state
-// is in a real backend (Pebble), and the commit cycle of DESIGN.md §3 runs
+// is in a real backend (Pebble), and the commit cycle of docs/design.md §3 runs
 // on a timer, minus Kafka: at each commit every task's write buffer is
 // applied to its database in one batch together with the source index it
 // reflects, so a restart resumes where the state stands, as a Kafka
