@@ -138,7 +138,7 @@ func ExampleTopology_Err() {
 	eddy.Count(eddy.GroupByKey(byPage, serde.String()), "clicks-per-page")
 	fmt.Println(t.Err())
 	// Output:
-	// eddy: GroupByKey after an operation that may change the key and the value type (Map, FlatMap, Process): the records may sit on another key's partition and eddy does not know how to encode their values; use eddy.Repartition(s, name, keys, values) before it (or eddy.GroupBy to re-key and group in one step)
+	// eddy: GroupByKey after map-1 (operator 2 of the topology): it follows an operation that may change the key and the value type (Map, FlatMap, Process): the records may sit on another key's partition and eddy does not know how to encode their values; use eddy.Repartition(s, name, keys, values) before it (or eddy.GroupBy to re-key and group in one step)
 }
 
 func ExampleDeadLetterTopic() {

@@ -47,7 +47,7 @@ func GlobalTableFrom[K, V any](t *Topology, topic, store string, keys serde.Serd
 // result; with LeftJoin it gives joiner(key, v, zero, false).
 func JoinGlobal[K, V, KG, VG, VR any](s Stream[K, V], g GlobalTable[KG, VG], keyFn func(K, V) KG, kind JoinKind, joiner func(key K, v V, gv VG, found bool) VR) Stream[K, VR] {
 	if kind == OuterJoin {
-		s.t.fail("eddy: a global table join is inner or left, not outer")
+		s.t.failOn("JoinGlobal", s.n, "a global table join is inner or left, not outer")
 	}
 	return attach(s, "join-global-"+g.store, false, func(b *taskBuild, out *emitter[K, VR]) receiver[K, V] {
 		var kbuf []byte

@@ -86,11 +86,11 @@ func joinable[K, V any](side string, tb Table[K, V]) error {
 func JoinStreamTable[K, V, VT, VR any](s Stream[K, V], table Table[K, VT], kind JoinKind, joiner func(key K, v V, tv VT, found bool) VR) Stream[K, VR] {
 	t := s.t
 	if err := joinable("right", table); err != nil {
-		t.fail("%w", err)
+		t.failOn("JoinStreamTable", s.n, "%w", err)
 		return Stream[K, VR]{t: t, n: s.n}
 	}
 	if kind == OuterJoin {
-		t.fail("eddy: a stream-table join is inner or left, not outer")
+		t.failOn("JoinStreamTable", s.n, "a stream-table join is inner or left, not outer")
 	}
 	s = autoRepartition(s, table.kv.keys, "JoinStreamTable")
 	n := t.add("join-stream-table-"+table.store, s.n, table.n)
@@ -131,10 +131,10 @@ func JoinStreamTable[K, V, VT, VR any](s Stream[K, V], table Table[K, VT], kind 
 func JoinTables[K, VL, VR, VO any](left Table[K, VL], right Table[K, VR], kind JoinKind, joiner func(key K, l VL, lok bool, r VR, rok bool) VO) Table[K, VO] {
 	t := left.t
 	if err := joinable("left", left); err != nil {
-		t.fail("%w", err)
+		t.failOn("JoinTables", left.n, "%w", err)
 	}
 	if err := joinable("right", right); err != nil {
-		t.fail("%w", err)
+		t.failOn("JoinTables", left.n, "%w", err)
 	}
 	n := t.add("join-tables-"+left.store+"-"+right.store, left.n, right.n)
 	if left.kv == nil || right.kv == nil {

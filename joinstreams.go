@@ -70,7 +70,7 @@ func JoinStreams[K, VL, VR, VO any](left Stream[K, VL], right Stream[K, VR], w J
 	joiner func(key K, l VL, lok bool, r VR, rok bool) VO) Stream[K, VO] {
 	t := left.t
 	if w.err != nil {
-		t.fail("%w", w.err)
+		t.failOn("JoinStreams "+name, left.n, "%w", w.err)
 	}
 	if left.keyChanged {
 		left = Repartition(left, name+"-left", keys, lvalues)

@@ -33,7 +33,7 @@ func autoRepartition[K, V any](s Stream[K, V], keys serde.Serde[K], what string)
 		return s
 	}
 	if s.values == nil {
-		s.t.fail("eddy: %s after an operation that may change the key and the value type (Map, FlatMap, Process): the records may sit on another key's partition and eddy does not know how to encode their values; use eddy.Repartition(s, name, keys, values) before it (or eddy.GroupBy to re-key and group in one step)", what)
+		s.t.failOn(what, s.n, "it follows an operation that may change the key and the value type (Map, FlatMap, Process): the records may sit on another key's partition and eddy does not know how to encode their values; use eddy.Repartition(s, name, keys, values) before it (or eddy.GroupBy to re-key and group in one step)")
 		return s
 	}
 	// One repartition per re-keyed stream, however many use it.
@@ -139,7 +139,7 @@ func Merge[K, V any](first Stream[K, V], more ...Stream[K, V]) Stream[K, V] {
 	merged := Stream[K, V]{t: t, values: streams[0].values}
 	for i, s := range streams {
 		if s.t != t {
-			t.fail("eddy: Merge of streams of different topologies; build them in one")
+			t.failOn("Merge", first.n, "its streams belong to different topologies; build them in one")
 			return first
 		}
 		parents[i] = s.n

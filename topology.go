@@ -72,6 +72,27 @@ func (t *Topology) fail(format string, args ...any) {
 	t.errs = append(t.errs, fmt.Errorf(format, args...))
 }
 
+// failOn records a problem of operator op, about to be added after parent:
+// the error names the operator and where it stands (the node it follows
+// and its position), not only the rule, so that a topology of many
+// operators points at the one to fix.
+func (t *Topology) failOn(op string, parent *node, format string, args ...any) {
+	t.errs = append(t.errs, &operatorError{op: op, after: parent.name, pos: len(t.nodes), err: fmt.Errorf(format, args...)})
+}
+
+// operatorError is a topology error located at an operator.
+type operatorError struct {
+	op, after string
+	pos       int
+	err       error
+}
+
+func (e *operatorError) Error() string {
+	return fmt.Sprintf("eddy: %s after %s (operator %d of the topology): %s", e.op, e.after, e.pos, strings.TrimPrefix(e.err.Error(), "eddy: "))
+}
+
+func (e *operatorError) Unwrap() error { return e.err }
+
 // addStore declares store name, owned by n (which may be set later with
 // ownStore when the node is created after the declaration).
 func (t *Topology) addStore(name string, owner *node, retention time.Duration, spec any) {

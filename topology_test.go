@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/eddytest"
@@ -71,5 +72,18 @@ func TestSinklessTopologyWarned(t *testing.T) {
 		if warned := strings.Contains(log.String(), "results go nowhere"); warned != tc.warn {
 			t.Errorf("%s: warned %v, want %v; log:\n%s", tc.name, warned, tc.warn, log.String())
 		}
+	}
+}
+
+// TestTopologyErrorsNameTheOperator: of two windowed aggregations, the one
+// with a bad window is named in the error with its position.
+func TestTopologyErrorsNameTheOperator(t *testing.T) {
+	topo := eddy.NewTopology()
+	g := eddy.GroupByKey(eddy.Source(topo, "in", serde.String(), serde.String()), serde.String())
+	eddy.WindowCount(eddy.WindowedBy(g, eddy.TumblingWindows(time.Minute)), "good")
+	eddy.WindowCount(eddy.WindowedBy(g, eddy.TumblingWindows(-time.Minute)), "bad")
+	err := topo.Err()
+	if err == nil || !strings.Contains(err.Error(), "WindowedBy after source-in-0 (operator 2 of the topology)") {
+		t.Fatalf("Err() = %v; want the bad WindowedBy named with its position", err)
 	}
 }

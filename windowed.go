@@ -85,9 +85,9 @@ type lateRecords struct{ n *node }
 // SlidingWindowsWithTimeDifference or SessionWindowsWithGap.
 func WindowedBy[K, V any](g GroupedStream[K, V], w Windows) WindowedStream[K, V] {
 	if w == nil {
-		g.s.t.fail("eddy: WindowedBy: no windows given; pass TumblingWindows, HoppingWindows, SlidingWindowsWithTimeDifference or SessionWindowsWithGap")
+		g.s.t.failOn("WindowedBy", g.s.n, "no windows given; pass TumblingWindows, HoppingWindows, SlidingWindowsWithTimeDifference or SessionWindowsWithGap")
 	} else if err := w.windowsErr(); err != nil {
-		g.s.t.fail("%w", err)
+		g.s.t.failOn("WindowedBy", g.s.n, "%w", err)
 	}
 	return WindowedStream[K, V]{g: g, windows: w, late: &lateRecords{}}
 }
