@@ -8,14 +8,14 @@ import "time"
 // first and End its last record's timestamp (both inclusive, as in Kafka
 // Streams).
 type SessionWindows struct {
-	gap    int64 // ms
-	limits windowLimits
+	gap int64 // ms
+	windowLimits
 }
 
 // SessionWindowsWithGap returns session windows with the given inactivity
 // gap and no grace period (see WithGrace).
 func SessionWindowsWithGap(gap time.Duration) SessionWindows {
-	return SessionWindows{gap: gap.Milliseconds(), limits: atLeastOneMs("session gap", gap)}
+	return SessionWindows{gap: gap.Milliseconds(), windowLimits: atLeastOneMs("session gap", gap)}
 }
 
 // WithGrace sets how long a session still accepts out-of-order records
@@ -23,11 +23,9 @@ func SessionWindowsWithGap(gap time.Duration) SessionWindows {
 // its end + gap + grace; a record that would only extend closed sessions is
 // late.
 func (w SessionWindows) WithGrace(grace time.Duration) SessionWindows {
-	w.limits.setGrace("session", grace)
+	w.windowLimits.setGrace("session", grace)
 	return w
 }
-
-func (w SessionWindows) windowsErr() error { return w.limits.err }
 
 // sessionWindowing merges a record with the key's sessions within a gap of
 // it, and keeps the sessions in a session store.
@@ -90,7 +88,7 @@ func (s *sessionWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K
 
 // closedBefore: sessions that ended before it can grow no more.
 func (s *sessionWindowing[K, V, A]) closedBefore(now int64) int64 {
-	return now - s.win.gap - s.win.limits.grace
+	return now - s.win.gap - s.win.windowLimits.grace
 }
 
 func (s *sessionWindowing[K, V, A]) closed(from, to int64, fn func(k K, w Window, agg A) bool) error {

@@ -18,24 +18,22 @@ import (
 // after it; those are the only windows (every distinct set of records no
 // more than d apart). Start and End are both inclusive.
 type SlidingWindows struct {
-	diff   int64 // ms
-	limits windowLimits
+	diff int64 // ms
+	windowLimits
 }
 
 // SlidingWindowsWithTimeDifference returns sliding windows of maximum time
 // difference d, with no grace period (see WithGrace).
 func SlidingWindowsWithTimeDifference(d time.Duration) SlidingWindows {
-	return SlidingWindows{diff: d.Milliseconds(), limits: atLeastOneMs("sliding window time difference", d)}
+	return SlidingWindows{diff: d.Milliseconds(), windowLimits: atLeastOneMs("sliding window time difference", d)}
 }
 
 // WithGrace sets how long after its end a window accepts out-of-order
 // records: a window [s, e] closes once stream time passes e + grace.
 func (w SlidingWindows) WithGrace(grace time.Duration) SlidingWindows {
-	w.limits.setGrace("sliding window", grace)
+	w.windowLimits.setGrace("sliding window", grace)
 	return w
 }
-
-func (w SlidingWindows) windowsErr() error { return w.limits.err }
 
 // slidingWindowing keeps each sliding window's aggregate, with its latest
 // record's timestamp, and derives a new window's aggregate from the
@@ -114,8 +112,8 @@ func (s *slidingWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K
 		return false, err
 	}
 	ts, d := r.Timestamp, s.win.diff
-	open := now - d - s.win.limits.grace // windows that start before it are closed
-	if ts < open {                       // even [ts, ts + d] is closed
+	open := now - d - s.win.windowLimits.grace // windows that start before it are closed
+	if ts < open {                             // even [ts, ts + d] is closed
 		return false, nil
 	}
 	// The key's windows that start in [ts - 2d, ts + 1]: those holding
@@ -226,7 +224,9 @@ func (s *slidingWindowing[K, V, A]) has(start int64) bool {
 
 // closedBefore: windows that ended before it (end + grace < now) are
 // closed; windows are positioned by their end.
-func (s *slidingWindowing[K, V, A]) closedBefore(now int64) int64 { return now - s.win.limits.grace }
+func (s *slidingWindowing[K, V, A]) closedBefore(now int64) int64 {
+	return now - s.win.windowLimits.grace
+}
 
 func (s *slidingWindowing[K, V, A]) closed(from, to int64, fn func(k K, w Window, agg A) bool) error {
 	if err := s.checkLayout(); err != nil {

@@ -31,6 +31,9 @@ type windowLimits struct {
 	err   error
 }
 
+// windowsErr is the first problem of the window kind's settings.
+func (l windowLimits) windowsErr() error { return l.err }
+
 // setGrace sets the grace period of a window kind, refusing a negative one.
 func (l *windowLimits) setGrace(kind string, grace time.Duration) {
 	if grace < 0 && l.err == nil {
@@ -140,7 +143,7 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 	var open func(buf *state.StoreBuffer) windowing[K, V, A]
 	switch win := w.windows.(type) {
 	case TimeWindows:
-		kind, retention = "window", time.Duration(win.size+win.limits.grace)*time.Millisecond
+		kind, retention = "window", time.Duration(win.size+win.windowLimits.grace)*time.Millisecond
 		s := NewWindowStoreSpec(store, retention, w.g.keys, aggs).WithWindowSize(time.Duration(win.size) * time.Millisecond)
 		spec = s
 		open = func(buf *state.StoreBuffer) windowing[K, V, A] {
@@ -149,7 +152,7 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 	case SlidingWindows:
 		// A record in time (ts >= stream time - diff - grace) builds on
 		// windows that start from ts - 2 × diff, which end diff later.
-		kind, retention = "sliding", time.Duration(2*win.diff+win.limits.grace+1)*time.Millisecond
+		kind, retention = "sliding", time.Duration(2*win.diff+win.windowLimits.grace+1)*time.Millisecond
 		s := NewSessionStoreSpec(store, retention, w.g.keys, slidingAggSerde[A]{aggs: aggs})
 		spec = s
 		open = func(buf *state.StoreBuffer) windowing[K, V, A] {
@@ -161,7 +164,7 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 		}
 		// A record that is not late (ts >= now - gap - grace) reaches
 		// sessions that ended at ts - gap: keep them that long.
-		kind, retention = "session", time.Duration(2*win.gap+win.limits.grace)*time.Millisecond
+		kind, retention = "session", time.Duration(2*win.gap+win.windowLimits.grace)*time.Millisecond
 		s := NewSessionStoreSpec(store, retention, w.g.keys, aggs)
 		spec = s
 		open = func(buf *state.StoreBuffer) windowing[K, V, A] {

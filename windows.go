@@ -11,7 +11,7 @@ import (
 // end = start + size.
 type TimeWindows struct {
 	size, advance int64 // ms
-	limits        windowLimits
+	windowLimits
 }
 
 // TumblingWindows returns non-overlapping windows of the given size, with
@@ -21,9 +21,9 @@ func TumblingWindows(size time.Duration) TimeWindows { return HoppingWindows(siz
 // HoppingWindows returns windows of the given size that start every
 // advance, with no grace period (see WithGrace).
 func HoppingWindows(size, advance time.Duration) TimeWindows {
-	w := TimeWindows{size: size.Milliseconds(), limits: atLeastOneMs("window size", size)}
-	if w.advance = advance.Milliseconds(); (w.advance <= 0 || w.advance > w.size) && w.limits.err == nil {
-		w.limits.err = fmt.Errorf("eddy: window advance %v: use at least 1ms and at most the size %v", advance, size)
+	w := TimeWindows{size: size.Milliseconds(), windowLimits: atLeastOneMs("window size", size)}
+	if w.advance = advance.Milliseconds(); (w.advance <= 0 || w.advance > w.size) && w.windowLimits.err == nil {
+		w.windowLimits.err = fmt.Errorf("eddy: window advance %v: use at least 1ms and at most the size %v", advance, size)
 	}
 	return w
 }
@@ -32,11 +32,9 @@ func HoppingWindows(size, advance time.Duration) TimeWindows {
 // that arrive out of order: a record is late, and dropped, once the stream
 // time reached its window's end + grace.
 func (w TimeWindows) WithGrace(grace time.Duration) TimeWindows {
-	w.limits.setGrace("window", grace)
+	w.windowLimits.setGrace("window", grace)
 	return w
 }
-
-func (w TimeWindows) windowsErr() error { return w.limits.err }
 
 // timeWindowing assigns a record to the fixed windows that hold its
 // timestamp, and keeps their aggregates in a window store by start.
@@ -53,7 +51,7 @@ func (t *timeWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K, V
 	first := max(0, ts-size-floorMod(ts-size, adv)+adv)
 	accepted := false
 	for start := first; start <= ts; start += adv {
-		if start+size+t.win.limits.grace <= now {
+		if start+size+t.win.windowLimits.grace <= now {
 			continue // closed: late for this window
 		}
 		accepted = true
@@ -79,7 +77,7 @@ func (t *timeWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K, V
 // rounded up to a window start: no start lies between, and an unchanged
 // bound leaves the store unread.
 func (t *timeWindowing[K, V, A]) closedBefore(now int64) int64 {
-	hi := now - t.win.limits.grace - t.win.size + 1
+	hi := now - t.win.windowLimits.grace - t.win.size + 1
 	return hi + floorMod(-hi, t.win.advance)
 }
 
