@@ -37,6 +37,9 @@ type InProcess struct {
 	// records, so that a caller reusing its record's slices never writes
 	// into the arena.
 	qrec kgo.Record
+	// out carries each written record to Options.Out, reused: a record
+	// per output would cost an allocation on the per-record path.
+	out kgo.Record
 }
 
 // InProcessTask is one sub-topology's only task: its state core and its
@@ -150,12 +153,13 @@ func (p *InProcess) Append(topic string) int64 {
 // SetWallClock sets the wall clock the tasks read (ms since the epoch).
 func (p *InProcess) SetWallClock(ms int64) { p.now = ms }
 
-// Process runs r, a record of a topic the topology reads, through its
-// task, then every record that leads to. r.Offset is the caller's.
+// Process runs r through the task that reads its topic, then every record
+// that leads to; a record of a topic the topology does not read is
+// ignored (see Reads). r.Offset is the caller's.
 func (p *InProcess) Process(r *kgo.Record) error {
 	t := p.bySource[r.Topic]
 	if t == nil {
-		return fmt.Errorf("eddy: the topology does not read topic %q", r.Topic)
+		return nil
 	}
 	if err := t.process(r); err != nil {
 		return err
@@ -177,6 +181,9 @@ func (p *InProcess) Punctuate(now time.Time) error {
 
 // drain processes the queued records, and those they queue, in order.
 func (p *InProcess) drain() error {
+	if len(p.queue) == 0 {
+		return nil
+	}
 	for k := 0; k < len(p.queue); k++ {
 		q := &p.queue[k]
 		q.fill(&p.qrec)
@@ -202,7 +209,7 @@ func (q *queued) fill(r *kgo.Record) {
 func (p *InProcess) drained() {
 	clear(p.queue)
 	p.queue, p.arena = p.queue[:0], p.arena[:0]
-	p.qrec = kgo.Record{}
+	p.qrec.Key, p.qrec.Value, p.qrec.Headers = nil, nil, nil
 }
 
 // Commit commits every task: its writes, stream time and, with
@@ -278,8 +285,9 @@ func (t *InProcessTask) Produce(topic string, key, value []byte, timestamp int64
 		offset = p.Append(topic)
 	}
 	if p.opts.Out != nil {
-		out := kgo.Record{Topic: topic, Key: key, Value: value, Headers: headers, Timestamp: time.UnixMilli(timestamp), Offset: offset}
-		p.opts.Out(&out, read)
+		o := &p.out
+		o.Topic, o.Key, o.Value, o.Headers, o.Timestamp, o.Offset = topic, key, value, headers, time.UnixMilli(timestamp), offset
+		p.opts.Out(o, read)
 	}
 	if !read {
 		return nil
