@@ -57,15 +57,13 @@ type App struct {
 // or the checkpoint store is checked by Run.
 func New(t *Topology, cfg Config) (*App, error) {
 	cfg.applyDefaults()
-	if err := cfg.validate(); err != nil {
+	cfgErr := cfg.validate()
+	rt, topoErr := t.runtimeTopology(&cfg)
+	if err := errors.Join(cfgErr, topoErr); err != nil {
 		return nil, err
 	}
 	// Crash tests only: unset in any real run (internal/failpoint).
 	fail, err := failpoint.FromEnv()
-	if err != nil {
-		return nil, err
-	}
-	rt, err := t.runtimeTopology(&cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -168,18 +168,26 @@ func (q *WindowQuery[K, V]) Fetch(k K, from, to int64) iter.Seq2[WindowEntry[K, 
 			yield(WindowEntry[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err))
 			return
 		}
+		// Collected first, then yielded: the scan holds the task's query
+		// lock, which a slow loop body must not keep (it would hold up the
+		// task's close, and so a rebalance).
+		var entries []WindowEntry[K, V]
 		err = q.a.fetchRaw(q.spec.name, kb, from, to, false, func(start int64, vb []byte) error {
 			v, err := q.spec.values.Deserialize(vb)
 			if err != nil {
 				return fmt.Errorf("eddy: store %s: decode value: %w", q.spec.name, err)
 			}
-			if !yield(WindowEntry[K, V]{Key: k, Start: start, Value: v}, nil) {
-				return errStopScan
-			}
+			entries = append(entries, WindowEntry[K, V]{Key: k, Start: start, Value: v})
 			return nil
 		})
-		if err != nil && err != errStopScan {
+		if err != nil {
 			yield(WindowEntry[K, V]{}, err)
+			return
+		}
+		for _, e := range entries {
+			if !yield(e, nil) {
+				return
+			}
 		}
 	}
 }

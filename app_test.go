@@ -76,3 +76,15 @@ func TestNewReportsEveryConfigProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestNewReportsConfigAndTopologyTogether: a bad config and a bad topology
+// are reported by one call.
+func TestNewReportsConfigAndTopologyTogether(t *testing.T) {
+	topo := NewTopology()
+	s := Source(topo, "in", serde.String(), serde.String())
+	To(s, "in", serde.String(), serde.String()) // a loop
+	_, err := New(topo, Config{AppID: "app", StateDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "Brokers: set at least one") || !strings.Contains(err.Error(), "without end") {
+		t.Fatalf("New: %v; want both the config's and the topology's problem", err)
+	}
+}

@@ -177,10 +177,14 @@ func (s *SessionStore[K, V]) find(k K, earliest, latest, maxEnd int64, fn func(w
 		return err
 	}
 	earliest = max(earliest, 0)
-	var prefix []byte
+	// The prefix is built once, a copy of the key's encoding: fn may
+	// encode other keys into s.kenc (a Find loop that writes), and only
+	// the segment, its first 8 bytes, changes from one segment to the next.
+	first := earliest - earliest%s.exp.segment
+	prefix := s.keyPrefix(nil, first)
 	stop := false
-	for seg := earliest - earliest%s.exp.segment; !stop && seg <= maxEnd; seg += s.exp.segment {
-		prefix = s.keyPrefix(prefix[:0], seg)
+	for seg := first; !stop && seg <= maxEnd; seg += s.exp.segment {
+		binary.BigEndian.PutUint64(prefix, uint64(seg))
 		err := s.buf.PrefixScan(prefix, func(kb, vb []byte) error {
 			rest := kb[len(prefix):]
 			if len(rest) != 8 {

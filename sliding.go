@@ -52,9 +52,11 @@ type slidingWindowing[K, V, A any] struct {
 	near  []slidingWindow[A] // the key's windows near the record, by start
 	write []slidingWindow[A] // the windows the record changes, by start
 	// layout is checked once per task (again after an abort, which may
-	// have dropped the marker the check wrote).
+	// have dropped the marker the check wrote); markedIn is the
+	// transaction that last wrote the marker.
 	layoutChecked bool
 	layoutAborts  uint64
+	markedIn      uint64
 }
 
 // slidingLayout is the version of what a sliding-window store holds: 2,
@@ -67,8 +69,12 @@ const slidingLayout = 2
 const metaLayout = "layout"
 
 // checkLayout refuses a store written in another layout, before anything
-// reads it as this one; a store with no marker and no data is new, and
-// gets the marker (logged to the changelog with the first transaction).
+// reads it as this one; a store with no marker and no data is new.
+//
+// The marker is written again in every transaction that writes windows
+// (markLayout): the changelog of a sliding store is compacted and deleted
+// by age, and a marker written once would age out while later windows
+// stay, after which a restore would take the store for layout 1.
 func (s *slidingWindowing[K, V, A]) checkLayout() error {
 	buf := s.store.buf
 	if s.layoutChecked && s.layoutAborts == buf.Aborts() {
@@ -89,10 +95,17 @@ func (s *slidingWindowing[K, V, A]) checkLayout() error {
 		if !empty {
 			return fmt.Errorf("%w: store %s holds sliding windows in layout 1 (an eddy before versioned formats, which kept the records); this eddy keeps window aggregates (layout %d) and cannot read it: reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name(), slidingLayout)
 		}
-		putMeta(buf, metaLayout, slidingLayout)
 	}
 	s.layoutChecked, s.layoutAborts = true, buf.Aborts()
 	return nil
+}
+
+// markLayout writes the layout marker once in the open transaction.
+func (s *slidingWindowing[K, V, A]) markLayout() {
+	if buf := s.store.buf; s.markedIn != buf.Transaction() {
+		putMeta(buf, metaLayout, slidingLayout)
+		s.markedIn = buf.Transaction()
+	}
 }
 
 // slidingAgg is a sliding window's stored value.
@@ -190,6 +203,7 @@ func (s *slidingWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K
 		s.write = append(s.write, slidingWindow[A]{start: ts + 1, slidingAgg: v})
 	}
 	slices.SortFunc(s.write, func(a, b slidingWindow[A]) int { return cmp.Compare(a.start, b.start) })
+	s.markLayout()
 	for _, w := range s.write {
 		win := Window{Start: w.start, End: w.start + d}
 		if !w.unchanged {

@@ -2,13 +2,16 @@ package eddy
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/state"
 	"github.com/eddy-streams/eddy/state/memory"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestSlidingLayoutGuard: a sliding-window store that holds data without
@@ -31,6 +34,7 @@ func TestSlidingLayoutGuard(t *testing.T) {
 		if err := s.checkLayout(); err != nil {
 			t.Fatalf("an empty store: %v", err)
 		}
+		s.markLayout()
 		if v, ok, err := getMeta(s.store.buf, metaLayout); err != nil || !ok || v != slidingLayout {
 			t.Fatalf("layout marker %d, %v, %v; want %d written", v, ok, err, slidingLayout)
 		}
@@ -50,3 +54,56 @@ func TestSlidingLayoutGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestSlidingLayoutMarkerInEveryTransaction: every transaction that
+// writes sliding windows logs the layout marker again, so that it stays in
+// the store's changelog (compacted, and deleted by age) as long as windows
+// written beside it do: a restore from that changelog finds it.
+func TestSlidingLayoutMarkerInEveryTransaction(t *testing.T) {
+	topo := NewTopology()
+	g := GroupByKey(Source(topo, "in", serde.String(), serde.String()), serde.String())
+	WindowCount(WindowedBy(g, SlidingWindowsWithTimeDifference(time.Second)), "sliding")
+	rt, err := buildPlan(topo, Config{AppID: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := memory.New().Open("task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := runtime.NewTaskState(runtime.TaskID{}, rt.Subtopologies[0].Stores, nil, db, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &markerTask{TaskState: ts}
+	proc, err := rt.Subtopologies[0].NewTask(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := append([]byte{windowMetaPrefix}, metaLayout...)
+	for i, at := range []int64{1000, 5000, 9000} {
+		r := &kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("v"), Timestamp: time.UnixMilli(at), Offset: int64(i)}
+		if err := proc.Process(r); err != nil {
+			t.Fatal(err)
+		}
+		logged := false
+		for _, w := range ts.Buffer().Writes(nil) {
+			logged = logged || w.Store == "sliding" && string(w.Key) == string(marker)
+		}
+		if !logged {
+			t.Fatalf("transaction %d wrote windows but not the layout marker", i)
+		}
+		if err := ts.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// markerTask is a TaskState with the rest of a runtime.TaskContext.
+type markerTask struct{ *runtime.TaskState }
+
+func (*markerTask) WallClock() int64 { return 0 }
+func (*markerTask) GlobalStore(string) (runtime.GlobalReader, error) {
+	return nil, errors.New("no global stores")
+}
+func (*markerTask) Produce(string, []byte, []byte, int64, []kgo.RecordHeader) error { return nil }

@@ -204,9 +204,10 @@ func (t *Topology) checkLoops() error {
 			children[w] = append(children[w], src)
 		}
 	}
-	for w, topic := range t.writers {
+	for _, w := range t.nodes { // in node order: the first loop is reported
+		topic, ok := t.writers[w]
 		src := t.sources[topic]
-		if src == nil {
+		if !ok || src == nil {
 			continue
 		}
 		seen := map[*node]bool{}

@@ -10,7 +10,9 @@ import (
 	"github.com/eddy-streams/eddy/state"
 )
 
-// Window is a time interval [Start, End) in ms since the epoch.
+// Window is a time interval in ms since the epoch: [Start, End) for
+// tumbling and hopping windows, [Start, End] (both inclusive, as in Kafka
+// Streams) for sliding and session windows.
 type Window struct {
 	Start, End int64
 }

@@ -142,6 +142,12 @@ func (b *Buffer) end(committed bool) {
 	}
 }
 
+// Transaction numbers the open transaction: it changes when the
+// transaction ends (committed or reset). A store that must write a key once
+// per transaction (a marker that has to stay in the changelog as long as
+// the data beside it) compares it with the number it last wrote in.
+func (s *StoreBuffer) Transaction() uint64 { return s.buf.gen }
+
 // Aborts returns how many transactions were reset (aborted) so far. A
 // store that issued a DeleteRange and finds this number changed knows the
 // range never reached the database and must issue it again.

@@ -24,7 +24,7 @@ func (w *worker) produceRecord(topic string, partition int32, key, value []byte,
 	}
 	if !w.inTxn {
 		// step begins the transaction before anything can produce.
-		return nil, fmt.Errorf("eddy: produce to %s outside a transaction (a bug in eddy)", topic)
+		return nil, fmt.Errorf("%w: to %s", ErrNoTransaction, topic)
 	}
 	var r *kgo.Record
 	if n := len(w.free); n > 0 {
@@ -74,6 +74,10 @@ func (w *worker) onProduced(r *kgo.Record, err error) {
 // ErrRecordTooLarge is returned by Produce for a record larger than
 // Config.MaxRecordBytes.
 var ErrRecordTooLarge = errors.New("record too large")
+
+// ErrNoTransaction is a produce outside a transaction: a bug in eddy,
+// never the record's fault (no error policy may skip the record for it).
+var ErrNoTransaction = errors.New("eddy: produce outside a transaction (a bug in eddy)")
 
 // CheckRecordSize returns an error wrapping ErrRecordTooLarge when key,
 // value and headers (what franz-go counts against a batch's size) exceed

@@ -72,6 +72,10 @@ type standbys struct {
 	// opens startDelay (standbyStartDelay; tests set 0) later.
 	wantedSince map[TaskID]time.Time
 	startDelay  time.Duration
+	// unreadable are the tasks whose local database is of a format this
+	// eddy does not read (a newer eddy's): no standby of them is opened
+	// again until the process restarts, rather than failing every round.
+	unreadable map[TaskID]bool
 	// lastErr is the last catch-up error logged, so that a broker that
 	// stays down is logged once, not every round.
 	lastErr string
@@ -88,6 +92,7 @@ func newStandbys(cfg Config, p *plan) *standbys {
 		handed:   make(map[TaskID]*standbyTask),
 
 		wantedSince: make(map[TaskID]time.Time),
+		unreadable:  make(map[TaskID]bool),
 		startDelay:  standbyStartDelay,
 	}
 }
@@ -385,7 +390,7 @@ func (s *standbys) reconcile() {
 		}
 	}
 	for id := range want {
-		if s.tasks[id] != nil {
+		if s.tasks[id] != nil || s.unreadable[id] {
 			continue
 		}
 		since, ok := s.wantedSince[id]
@@ -417,6 +422,13 @@ func (s *standbys) reconcile() {
 			st.closed.Store(true)
 		}
 		st.mu.Unlock()
+		if errors.Is(err, state.ErrFormat) {
+			s.log.Warn("standby task: its database is of a format this eddy does not read; no standby of it until this process restarts", "task", st.id.String(), "err", err)
+			s.mu.Lock()
+			s.unreadable[st.id] = true
+			s.mu.Unlock()
+			continue
+		}
 		if err != nil {
 			s.log.Warn("standby task: open failed; retrying next round", "task", st.id.String(), "err", err)
 			continue

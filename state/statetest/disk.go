@@ -312,8 +312,8 @@ func wantFormat2(t *testing.T, d Disk, db state.DB) {
 	if !ok || !bytes.Equal(v, disk.AppendFormat(nil, disk.FormatV2)) {
 		t.Errorf("format key = %x, %v; want %x", v, ok, disk.AppendFormat(nil, disk.FormatV2))
 	}
-	if v, ok := d.GetRaw(t, db, keys.OffsetsV1()); ok {
-		t.Errorf("format 1's offsets key still holds %x", v)
+	if v, ok := d.GetRaw(t, db, keys.OffsetsV1()); !ok || !bytes.Equal(v, disk.V1Guard) {
+		t.Errorf("format 1's offsets key holds %x, %v; want the guard %x that an older eddy takes for corrupt offsets", v, ok, disk.V1Guard)
 	}
 }
 

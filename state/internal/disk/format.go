@@ -24,6 +24,16 @@ const (
 	FormatMinSupported = FormatV1
 )
 
+// V1Guard is what format 1's offsets key holds in a format 2 database: a
+// value that an eddy from before versioned formats cannot decode (offsets
+// version 0xff). Such an eddy, started on a newer database (a rollback),
+// then takes it for corrupt and rebuilds it from the changelog, instead of
+// reading a database without offsets as new and replaying the whole
+// changelog over stores that are full. It is written once, at creation or
+// migration, so it sits in one table and is not in every flush, which is
+// what moving the offsets after the stores was for.
+var V1Guard = []byte{0xff}
+
 // ReadFormat returns the format of the database r reads: FormatV1 when it
 // has no format key. A format key that does not decode is damage.
 func ReadFormat(r Reader) (int, error) {
@@ -116,9 +126,9 @@ func migrateV1(e Engine) error {
 			if err := w.Set(keys.Offsets(), old); err != nil {
 				return err
 			}
-			if err := w.Delete(keys.OffsetsV1()); err != nil {
-				return err
-			}
+		}
+		if err := w.Set(keys.OffsetsV1(), V1Guard); err != nil {
+			return err
 		}
 		return w.Set(keys.Format(), AppendFormat(nil, FormatV2))
 	})

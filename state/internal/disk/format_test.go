@@ -117,8 +117,8 @@ func TestOpenMigratesFormat1(t *testing.T) {
 	if o.Changelog["s"] != 7 || o.StreamTime != 1000 {
 		t.Fatalf("migrated offsets = %v", o)
 	}
-	if _, ok := e.kv["m"]; ok {
-		t.Error("format 1's key survived the migration")
+	if v := e.kv["m"]; !bytes.Equal(v, V1Guard) {
+		t.Errorf("format 1's key holds %x after the migration, want the guard %x", v, V1Guard)
 	}
 	if !bytes.Equal(e.kv[string(keys.Offsets())], meta) || !bytes.Equal(e.kv[string(keys.Format())], []byte{FormatV2}) {
 		t.Errorf("after migration: %q", e.kv)

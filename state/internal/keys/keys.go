@@ -3,6 +3,7 @@
 //
 // # Format 2 (current)
 //
+//	'm'                                 →  0xff, a guard for format 1 readers (below)
 //	's' + store name + 0x00 + user key  →  value
 //	'z' + "format"                      →  format version, a uvarint (2)
 //	'z' + "offsets"                     →  offsets (state/internal/offsetcodec)
@@ -26,8 +27,11 @@
 //	'm'                                 →  offsets
 //
 // A database with no format key is format 1. Opening it moves its offsets
-// to the format 2 key, deletes 'm' and writes the format key, in one atomic
-// batch (state/internal/disk), so a crash leaves either format.
+// to the format 2 key, overwrites 'm' with a guard value that an eddy of
+// format 1 cannot decode (so that, rolled back to, it rebuilds the database
+// instead of taking it for a new one) and writes the format key, in one
+// atomic batch (state/internal/disk), so a crash leaves either format. A
+// new database gets the guard and the format key at once.
 //
 // # Versions
 //
