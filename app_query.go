@@ -172,7 +172,7 @@ func (q *WindowQuery[K, V]) Fetch(k K, from, to int64) iter.Seq2[WindowEntry[K, 
 		// lock, which a slow loop body must not keep (it would hold up the
 		// task's close, and so a rebalance).
 		var entries []WindowEntry[K, V]
-		err = q.a.fetchRaw(q.spec.name, kb, from, to, false, func(start int64, vb []byte) error {
+		err = q.a.fetchRaw(q.spec.name, 0, kb, from, to, false, func(start, _ int64, vb []byte) error {
 			v, err := q.spec.values.Deserialize(vb)
 			if err != nil {
 				return fmt.Errorf("eddy: store %s: decode value: %w", q.spec.name, err)
@@ -189,6 +189,46 @@ func (q *WindowQuery[K, V]) Fetch(k K, from, to int64) iter.Seq2[WindowEntry[K, 
 				return
 			}
 		}
+	}
+}
+
+// windowRange is the raw range of a window store's windows that start in
+// [from, to], and the visitor that keeps key's. Window store keys are
+// [start, 8 bytes][key]: the range holds every key's windows.
+func windowRange(from, to int64, key []byte, fn func(start, end int64, value []byte) error) (lo, hi []byte, visit func(k, v []byte) error) {
+	lo = binary.BigEndian.AppendUint64(nil, uint64(from))
+	if to < math.MaxInt64 {
+		hi = binary.BigEndian.AppendUint64(nil, uint64(to+1))
+	} else {
+		hi = []byte{windowMetaPrefix} // every window, none of the metadata
+	}
+	return lo, hi, func(k, v []byte) error {
+		if len(k) < 8 || !bytes.Equal(k[8:], key) {
+			return nil
+		}
+		return fn(int64(binary.BigEndian.Uint64(k)), -1, v)
+	}
+}
+
+// sessionRange is the raw range of a session-layout store that holds the
+// windows starting in [from, to], and the visitor that keeps key's. Keys
+// are [segment of the end, 8 bytes][uvarint key length][key][start, 8
+// bytes], values [end, 8 bytes][value]: a window that starts at or after
+// from ends there too, so it lies in from's segment or a later one.
+func sessionRange(from, to, segment int64, key []byte, fn func(start, end int64, value []byte) error) (lo, hi []byte, visit func(k, v []byte) error) {
+	lo = binary.BigEndian.AppendUint64(nil, uint64(from-from%segment))
+	hi = []byte{sessionIndexPrefix} // every segment, none of the index or metadata
+	return lo, hi, func(k, v []byte) error {
+		rest := k[min(8, len(k)):]
+		n, m := binary.Uvarint(rest)
+		if m <= 0 || uint64(len(rest)-m) != n+8 || !bytes.Equal(rest[m:m+int(n)], key) || len(v) < 8 {
+			return nil
+		}
+		start := int64(binary.BigEndian.Uint64(rest[m+int(n):]))
+		if start < from || start > to {
+			return nil
+		}
+		return fn(start, int64(binary.BigEndian.Uint64(v)), v[8:])
 	}
 }
 
@@ -297,10 +337,13 @@ func (a *App) scanRaw(store string, lo, hi []byte, limit int) ([]rawEntry, []run
 	return entries, tasks, nil
 }
 
-// fetchRaw calls fn for key's windows in a window store that start in
-// [from, to], read in the task that holds key, on this instance, or with
-// everyTask in every task of the store that runs here.
-func (a *App) fetchRaw(store string, key []byte, from, to int64, everyTask bool, fn func(start int64, value []byte) error) error {
+// fetchRaw calls fn for key's windows that start in [from, to], with
+// their end (-1 where the store does not keep it: a window store, whose
+// windows have the size its spec says), read in the task that holds key,
+// on this instance, or with everyTask in every task of the store that runs
+// here. segment is 0 for a window store, the segment size of a store in
+// the session layout (sessions, sliding windows).
+func (a *App) fetchRaw(store string, segment int64, key []byte, from, to int64, everyTask bool, fn func(start, end int64, value []byte) error) error {
 	inst, err := a.running()
 	if err != nil {
 		return err
@@ -321,22 +364,12 @@ func (a *App) fetchRaw(store string, key []byte, from, to int64, everyTask bool,
 	if to < from {
 		return nil
 	}
-	lo := binary.BigEndian.AppendUint64(nil, uint64(from))
-	var hi []byte
-	if to < math.MaxInt64 {
-		hi = binary.BigEndian.AppendUint64(nil, uint64(to+1))
-	} else {
-		hi = []byte{windowMetaPrefix} // every window, none of the metadata
+	lo, hi, visit := windowRange(from, to, key, fn)
+	if segment > 0 {
+		lo, hi, visit = sessionRange(from, to, segment, key, fn)
 	}
 	for _, id := range ids {
-		err = inst.QueryScanTask(store, id, lo, hi, func(_ int64, k, v []byte) error {
-			// Window store keys: [start, 8 bytes][key]; the range holds
-			// every key's windows, so keep key's.
-			if len(k) < 8 || !bytes.Equal(k[8:], key) {
-				return nil
-			}
-			return fn(int64(binary.BigEndian.Uint64(k)), v)
-		})
+		err = inst.QueryScanTask(store, id, lo, hi, func(_ int64, k, v []byte) error { return visit(k, v) })
 		switch {
 		case err == errStopScan:
 			return nil
@@ -394,8 +427,8 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// decl returns the store's declaration if it has kind.
-func (h httpQueries) decl(store string, kind StoreKind) (storeQuery, error) {
+// decl returns the store's declaration if it has one of kinds.
+func (h httpQueries) decl(store string, kinds ...StoreKind) (storeQuery, error) {
 	d := h.a.stores[store]
 	if d == nil {
 		names := make([]string, 0, len(h.a.stores))
@@ -408,13 +441,10 @@ func (h httpQueries) decl(store string, kind StoreKind) (storeQuery, error) {
 	if d.query == nil {
 		return nil, fmt.Errorf("%w: store %s was declared without a spec of package eddy, so queries cannot decode it", httpapi.ErrBadRequest, store)
 	}
-	if k := d.query.queryKind(); k != kind {
+	if k := d.query.queryKind(); !slices.Contains(kinds, k) {
 		hint := "use /v1/stores/" + store + "/keys/{key}"
-		switch k {
-		case WindowKind:
+		if k == WindowKind || k == SessionKind {
 			hint = "use /v1/stores/" + store + "/keys/{key}/windows?from=T1&to=T2"
-		case SessionKind:
-			hint = "session stores cannot be queried yet"
 		}
 		return nil, fmt.Errorf("%w: store %s is a %s store; %s", httpapi.ErrBadRequest, store, k, hint)
 	}
@@ -461,7 +491,7 @@ func (h httpQueries) Get(_ context.Context, store, key string) (any, error) {
 }
 
 func (h httpQueries) Windows(_ context.Context, store, key string, from, to int64, everyTask bool) ([]httpapi.Window, error) {
-	q, err := h.decl(store, WindowKind)
+	q, err := h.decl(store, WindowKind, SessionKind)
 	if err != nil {
 		return nil, err
 	}
@@ -471,14 +501,17 @@ func (h httpQueries) Windows(_ context.Context, store, key string, from, to int6
 	}
 	var out []httpapi.Window
 	size := q.windowSize()
-	err = h.a.fetchRaw(store, kb, from, to, everyTask, func(start int64, vb []byte) error {
+	err = h.a.fetchRaw(store, q.sessionSegment(), kb, from, to, everyTask, func(start, end int64, vb []byte) error {
 		v, _, err := q.decodeValue(vb, 0)
 		if err != nil {
 			return fmt.Errorf("store %s: decode a window of %q: %w", store, key, err)
 		}
-		w := httpapi.Window{Start: start, Value: v}
-		if size > 0 {
-			w.End = start + size
+		w := httpapi.Window{Start: start, End: end, Value: v}
+		if end < 0 { // a window store: its spec knows the size, or not
+			w.End = 0
+			if size > 0 {
+				w.End = start + size
+			}
 		}
 		out = append(out, w)
 		if len(out) > httpapi.MaxScanLimit {

@@ -320,3 +320,65 @@ func TestInteractiveQueries(t *testing.T) {
 		eventually(t, "queries to "+inst.url+" after an instance left", func() error { return checkAll(inst, ref) })
 	}
 }
+
+// TestSessionLayoutWindowQueries: the windows route reads stores kept in
+// the session layout: session windows (each session with its end) and
+// sliding-window aggregates (listed as a window store, as before sliding
+// windows kept window aggregates in a session store), with their values.
+func TestSessionLayoutWindowQueries(t *testing.T) {
+	addr := startBroker(t)
+	createTopics(t, addr, 2, "in", "out")
+	topo := eddy.NewTopology()
+	in := eddy.Source(topo, "in", serde.String(), serde.Int64())
+	g := eddy.GroupByKey(in, serde.String())
+	sessions := eddy.WindowCount(eddy.WindowedBy(g, eddy.SessionWindowsWithGap(time.Second).WithGrace(time.Hour)), "sessions")
+	eddy.WindowCount(eddy.WindowedBy(g, eddy.SlidingWindowsWithTimeDifference(time.Second).WithGrace(time.Hour)), "sliding")
+	eddy.To(eddy.ToStream(sessions), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
+	inst := startQueryInstance(t, topo, config(t, addr))
+
+	base := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixMilli()
+	// Two sessions of "k": [base, base+500] (2 records), [base+5000, base+5000] (1).
+	var recs []*kgo.Record
+	for _, at := range []int64{0, 500, 5000} {
+		recs = append(recs, &kgo.Record{Key: []byte("k"), Value: i64(1), Timestamp: time.UnixMilli(base + at)})
+	}
+	produce(t, addr, "in", recs...)
+	waitRecords(t, addr, "out", 3, nil)
+
+	type window struct {
+		Start, End int64
+		Value      int64
+	}
+	get := func(store string) ([]window, error) {
+		status, body, err := httpGet(inst.url + "/v1/stores/" + store + "/keys/k/windows?from=0&to=" + fmt.Sprint(int64(1)<<50))
+		if err != nil {
+			return nil, err
+		}
+		if status != http.StatusOK {
+			return nil, fmt.Errorf("GET %s windows: %d %s", store, status, body)
+		}
+		var ws struct{ Windows []window }
+		err = json.Unmarshal(body, &ws)
+		return ws.Windows, err
+	}
+	eventually(t, "session windows", func() error {
+		got, err := get("sessions")
+		want := []window{{base, base + 500, 2}, {base + 5000, base + 5000, 1}}
+		if err == nil && !slices.Equal(got, want) {
+			err = fmt.Errorf("sessions %v, want %v", got, want)
+		}
+		return err
+	})
+	// Sliding windows of 1s: each record's window [t-1000, t], and the
+	// window right after the first record that the second one falls in.
+	eventually(t, "sliding windows", func() error {
+		got, err := get("sliding")
+		want := []window{
+			{base - 1000, base, 1}, {base - 500, base + 500, 2}, {base + 1, base + 1001, 1}, {base + 4000, base + 5000, 1},
+		}
+		if err == nil && !slices.Equal(got, want) {
+			err = fmt.Errorf("sliding %v, want %v", got, want)
+		}
+		return err
+	})
+}

@@ -19,7 +19,8 @@ const (
 	// WindowKind stores hold one value per key and window start: fetch a
 	// key's windows in a time range.
 	WindowKind StoreKind = "window"
-	// SessionKind stores hold sessions; queries do not read them yet.
+	// SessionKind stores hold sessions: fetch a key's sessions that start
+	// in a time range (the windows route), each with its end.
 	SessionKind StoreKind = "session"
 )
 
@@ -41,6 +42,9 @@ type storeQuery interface {
 	// windowSize is the size of a window store's windows in ms, 0 when
 	// the declaration does not know it.
 	windowSize() int64
+	// sessionSegment is the segment size in ms of a store kept in the
+	// session layout (sessions, sliding windows), 0 for the others.
+	sessionSegment() int64
 }
 
 // parseTextKey turns text into a K and encodes it with keys.
@@ -104,6 +108,7 @@ func (s KeyValueStoreSpec[K, V]) parseKey(text string) ([]byte, error) {
 }
 func (s KeyValueStoreSpec[K, V]) decodeKey(b []byte) (any, error) { return decodeAny(s.keys, b) }
 func (s KeyValueStoreSpec[K, V]) windowSize() int64               { return 0 }
+func (s KeyValueStoreSpec[K, V]) sessionSegment() int64           { return 0 }
 func (s KeyValueStoreSpec[K, V]) decodeValue(b []byte, streamTime int64) (any, bool, error) {
 	if s.ttl > 0 {
 		// As KeyValueStore.live: the value follows its expiry in stream time.
@@ -125,6 +130,7 @@ func (s WindowStoreSpec[K, V]) parseKey(text string) ([]byte, error) {
 }
 func (s WindowStoreSpec[K, V]) decodeKey(b []byte) (any, error) { return decodeAny(s.keys, b) }
 func (s WindowStoreSpec[K, V]) windowSize() int64               { return s.size }
+func (s WindowStoreSpec[K, V]) sessionSegment() int64           { return 0 }
 func (s WindowStoreSpec[K, V]) decodeValue(b []byte, _ int64) (any, bool, error) {
 	v, err := decodeAny(s.values, b)
 	return v, err == nil, err
@@ -136,7 +142,26 @@ func (s SessionStoreSpec[K, V]) parseKey(text string) ([]byte, error) {
 }
 func (s SessionStoreSpec[K, V]) decodeKey(b []byte) (any, error) { return decodeAny(s.keys, b) }
 func (s SessionStoreSpec[K, V]) windowSize() int64               { return 0 }
+func (s SessionStoreSpec[K, V]) sessionSegment() int64           { return newSegments(s.keep).segment }
 func (s SessionStoreSpec[K, V]) decodeValue(b []byte, _ int64) (any, bool, error) {
 	v, err := decodeAny(s.values, b)
 	return v, err == nil, err
+}
+
+// slidingQuery is a sliding aggregation's store as queries see it: a
+// window store, as it was when sliding windows kept a window store, whose
+// windows are read from the session layout they are kept in now, and
+// whose values are the aggregates without the latest record's timestamp.
+type slidingQuery[K, A any] struct {
+	SessionStoreSpec[K, slidingAgg[A]]
+	aggs serde.Serde[A]
+}
+
+func (s slidingQuery[K, A]) queryKind() StoreKind { return WindowKind }
+func (s slidingQuery[K, A]) decodeValue(b []byte, _ int64) (any, bool, error) {
+	v, err := (slidingAggSerde[A]{aggs: s.aggs}).Deserialize(b)
+	if err != nil {
+		return nil, false, err
+	}
+	return v.agg, true, nil
 }

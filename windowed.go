@@ -154,7 +154,7 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 		// windows that start from ts - 2 × diff, which end diff later.
 		kind, retention = "sliding", time.Duration(2*win.diff+win.windowLimits.grace+1)*time.Millisecond
 		s := NewSessionStoreSpec(store, retention, w.g.keys, slidingAggSerde[A]{aggs: aggs})
-		spec = s
+		spec = slidingQuery[K, A]{SessionStoreSpec: s, aggs: aggs} // queried as a window store
 		open = func(buf *state.StoreBuffer) windowing[K, V, A] {
 			return &slidingWindowing[K, V, A]{win: win, fold: fold, store: s.View(buf)}
 		}
