@@ -25,6 +25,7 @@ import (
 	"github.com/eddy-streams/eddy/httpapi"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/testutil"
+	"github.com/eddy-streams/eddy/kafkaclient"
 )
 
 // chromiumPath returns Debian's chromium, or skips the test when it is
@@ -67,7 +68,13 @@ func TestUIInChromium(t *testing.T) {
 	}
 	defer b.Close()
 	seeds := []string{b.Addr()}
-	if err := pipeline.CreateTopics(ctx, seeds, nil, "payments", 4, "balances"); err != nil {
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = kafkaclient.CreateTopics(ctx, admin, 4, "payments", "balances")
+	admin.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	var logs testutil.LogBuffer
