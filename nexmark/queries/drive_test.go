@@ -22,7 +22,7 @@ const driveOut = "out"
 // order, piping each event whose topic in names (only those the query
 // reads), and returns what it wrote to its output. before, if set, runs
 // before each event is piped (to move the wall clock).
-func driveQuery(t *testing.T, q Query, g *nexmark.Generator, n int64, in nexmark.Topics, before func(d *eddytest.Driver, i int64)) []eddy.Record[[]byte, []byte] {
+func driveQuery(t testing.TB, q Query, g *nexmark.Generator, n int64, in nexmark.Topics, before func(d *eddytest.Driver, i int64)) []eddy.Record[[]byte, []byte] {
 	t.Helper()
 	topo := eddy.NewTopology()
 	q.Build(topo, in, driveOut)
