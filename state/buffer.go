@@ -184,7 +184,32 @@ type StoreBuffer struct {
 	// len(cover) before anything else, so they cost nothing then.
 	ranges []keyRange
 	cover  []keyRange
+	// expired are the cover intervals of committed transactions, with the
+	// number of the transaction that committed them, not yet settled into
+	// the remembered keys: a clean slot that one of them contains and that
+	// was cached at or before that transaction no longer holds what the DB
+	// holds (the DB deleted the key). Get checks them; once there are
+	// maxExpired, the commit settles them (marks such slots as cached
+	// misses, one walk over the slots) and forgets them. Settling at every
+	// commit with ranges cost a walk over every remembered key per expired
+	// window segment, which grew with the state.
+	expired []expiredRange
+	// discarded are the slots a DeleteRange took out of the open
+	// transaction's writes: at its commit the DB no longer has their keys,
+	// which they then cache as misses.
+	discarded []int
 }
+
+// expiredRange is a committed range delete and the transaction it
+// committed in.
+type expiredRange struct {
+	keyRange
+	gen uint64
+}
+
+// maxExpired bounds the committed ranges a Get may check before the commit
+// settles them.
+const maxExpired = 32
 
 // keyRange is [lower, upper) over user keys; a nil upper means no bound.
 // The bounds are the buffer's own copies and never modified, so cover and
@@ -203,6 +228,12 @@ type slot struct {
 	gen     uint64
 	deleted bool
 	clean   bool
+	// since is the first transaction whose committed range deletes the
+	// clean value may not reflect: the one that read it from the DB (its
+	// ranges apply at its commit, after the read), or the one after the
+	// transaction that wrote it (whose own ranges applied before its
+	// writes).
+	since uint64
 }
 
 // Name returns the store's name.
@@ -220,6 +251,13 @@ func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 		// (DeleteRange discards earlier writes), so it wins; a clean one
 		// holds the DB's value, which a pending range hides.
 		if sl := &s.slots[i]; sl.gen == s.buf.gen || sl.clean && (len(s.cover) == 0 || !s.covered(key)) {
+			if sl.gen != s.buf.gen && len(s.expired) != 0 && s.stale(sl) {
+				// A committed range deleted the key from the DB since
+				// it was cached, and no write came after (it would have
+				// gone through this slot): a known miss now.
+				sl.deleted, sl.since = true, s.buf.gen
+				sl.value = sl.value[:0]
+			}
 			if sl.deleted {
 				return nil, false, nil
 			}
@@ -245,8 +283,19 @@ func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 	old := cap(sl.value)
 	sl.value = append(sl.value[:0], value...)
 	s.retained += cap(sl.value) - old
-	sl.deleted, sl.clean = !ok, true
+	sl.deleted, sl.clean, sl.since = !ok, true, s.buf.gen
 	return clip(sl.value), ok, nil
+}
+
+// stale reports whether a committed range delete not yet settled removed
+// clean slot sl's key from the DB after sl cached it.
+func (s *StoreBuffer) stale(sl *slot) bool {
+	for i := range s.expired {
+		if e := &s.expired[i]; e.gen >= sl.since && inRange(sl.key, e.lower, e.upper) {
+			return true
+		}
+	}
+	return false
 }
 
 // Put buffers key = value. Both are copied; when the key already has a slot,
@@ -287,9 +336,11 @@ func (s *StoreBuffer) Delete(key []byte) {
 //
 // Cost: the call copies the bounds and visits the transaction's dirty keys
 // of the store. While ranges are pending, a read that is not of a dirty key
-// pays a binary search over the union of the ranges, a Scan reads the DB only
-// outside them, and Commit visits every key the store buffer remembers once.
-// A store without pending ranges pays nothing.
+// pays a binary search over the union of the ranges, and a Scan reads the DB
+// only outside them. Once committed, a read of a remembered key checks the
+// committed ranges not yet settled (at most maxExpired), and every
+// maxExpired committed ranges a commit visits every remembered key once. A
+// store without ranges pays nothing.
 func (s *StoreBuffer) DeleteRange(lower, upper []byte) {
 	if len(upper) == 0 {
 		upper = nil
@@ -307,6 +358,7 @@ func (s *StoreBuffer) DeleteRange(lower, upper []byte) {
 					s.ordered.Delete(i)
 				}
 				sl.gen, sl.clean = 0, false
+				s.discarded = append(s.discarded, i)
 				continue
 			}
 			kept = append(kept, i)
@@ -608,31 +660,55 @@ func (s *StoreBuffer) sortDirty() {
 	s.sorted = true
 }
 
+// settleExpired marks the remembered keys that committed range deletes
+// removed as cached misses, which keeps the cache equal to the DB (and
+// saves the DB a lookup of each), and forgets the ranges: one walk over the
+// slots for maxExpired committed ranges.
+func (s *StoreBuffer) settleExpired() {
+	for i := range s.slots {
+		if sl := &s.slots[i]; sl.clean && s.stale(sl) {
+			sl.deleted, sl.since = true, s.buf.gen+1
+			sl.value = sl.value[:0]
+		}
+	}
+	clear(s.expired)
+	s.expired = s.expired[:0]
+}
+
 func (s *StoreBuffer) cmpSlot(i int, key []byte) int { return bytes.Compare(s.slots[i].key, key) }
 
 func (s *StoreBuffer) reset(committed bool) {
 	if len(s.cover) != 0 {
 		if committed {
 			// The DB applied the ranges, then the writes: every key in a
-			// range that the transaction did not write is gone. Marking
-			// the remembered ones as cached misses keeps the cache equal
-			// to the DB (and saves the DB a lookup of each).
-			for i := range s.slots {
-				if sl := &s.slots[i]; sl.gen != s.buf.gen && s.covered(sl.key) {
-					sl.clean, sl.deleted = true, true
-					sl.value = sl.value[:0]
-				}
+			// range that the transaction did not write is gone. Get
+			// learns it from expired until the ranges are settled.
+			for _, r := range s.cover {
+				s.expired = append(s.expired, expiredRange{keyRange: r, gen: s.buf.gen})
 			}
 		}
-		clear(s.ranges) // let the bounds go
+		clear(s.ranges) // the bounds live on in expired, never modified
 		s.ranges = s.ranges[:0]
 		clear(s.cover)
 		s.cover = s.cover[:0]
 	}
+	if committed {
+		for _, i := range s.discarded {
+			if sl := &s.slots[i]; sl.gen != s.buf.gen { // not written again after the range
+				sl.clean, sl.deleted, sl.since = true, true, s.buf.gen+1
+				sl.value = sl.value[:0]
+			}
+		}
+	}
+	s.discarded = s.discarded[:0]
 	for _, i := range s.dirty {
 		// Committed: the slot holds what the DB now holds. Aborted: it
 		// holds a value that never committed.
-		s.slots[i].clean = committed
+		sl := &s.slots[i]
+		sl.clean, sl.since = committed, s.buf.gen+1
+	}
+	if committed && len(s.expired) >= maxExpired {
+		s.settleExpired()
 	}
 	s.dirty = s.dirty[:0]
 	s.sorted = true
@@ -651,6 +727,8 @@ func (s *StoreBuffer) reset(committed bool) {
 		}
 		s.slots = nil
 		s.retained = 0
+		clear(s.expired) // no slot is left for them to concern
+		s.expired = s.expired[:0]
 	}
 }
 
