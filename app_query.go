@@ -163,6 +163,12 @@ func QueryWindows[K, V any](app *App, spec WindowStoreSpec[K, V]) *WindowQuery[K
 // is yielded once and ends the sequence.
 func (q *WindowQuery[K, V]) Fetch(k K, from, to int64) iter.Seq2[WindowEntry[K, V], error] {
 	return func(yield func(WindowEntry[K, V], error) bool) {
+		if d := q.a.stores[q.spec.name]; d != nil && d.query != nil && d.query.sessionSegment() > 0 {
+			// A sliding aggregation's store: its windows are kept in the
+			// session layout, with values the spec's serde cannot read.
+			yield(WindowEntry[K, V]{}, fmt.Errorf("eddy: store %s keeps sliding windows in the session layout; read it with the HTTP windows route (/v1/stores/%s/keys/{key}/windows)", q.spec.name, q.spec.name))
+			return
+		}
 		kb, err := q.spec.keys.Serialize(nil, k)
 		if err != nil {
 			yield(WindowEntry[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err))
@@ -221,7 +227,7 @@ func sessionRange(from, to, segment int64, key []byte, fn func(start, end int64,
 	return lo, hi, func(k, v []byte) error {
 		rest := k[min(8, len(k)):]
 		n, m := binary.Uvarint(rest)
-		if m <= 0 || uint64(len(rest)-m) != n+8 || !bytes.Equal(rest[m:m+int(n)], key) || len(v) < 8 {
+		if m <= 0 || n > uint64(len(rest)-m) || uint64(len(rest)-m)-n != 8 || !bytes.Equal(rest[m:m+int(n)], key) || len(v) < 8 {
 			return nil
 		}
 		start := int64(binary.BigEndian.Uint64(rest[m+int(n):]))

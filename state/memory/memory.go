@@ -146,6 +146,9 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 	from := string(lower)
 	chunk := make([]string, 0, scanChunk)
 	for {
+		if d.data == nil { // fn closed the database
+			return fmt.Errorf("state/memory: scan: %w", state.ErrClosed)
+		}
 		chunk = chunk[:0]
 		t.AscendGreaterOrEqual(entry{key: from}, func(e entry) bool {
 			if upper != nil && e.key >= string(upper) {
@@ -155,7 +158,7 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 			return len(chunk) < scanChunk
 		})
 		for _, k := range chunk {
-			if d.data == nil { // fn closed the database
+			if d.data == nil {
 				return fmt.Errorf("state/memory: scan: %w", state.ErrClosed)
 			}
 			e, ok := d.data.stores[store].Get(entry{key: k})
@@ -195,6 +198,10 @@ func (d *db) Apply(b *state.Batch) error {
 		}
 	}
 	d.data.applied++
+	// A key that a range of this batch deletes and a write of it puts back
+	// exists before and after the batch: it keeps its birth, so that a
+	// running scan still visits it.
+	var rangedBorn map[string]uint64
 	// Ranges first, as state.Batch specifies: the batch's writes survive.
 	for _, r := range b.Ranges {
 		t := d.data.stores[r.Store]
@@ -211,6 +218,10 @@ func (d *db) Apply(b *state.Batch) error {
 		})
 		for _, e := range doomed {
 			t.Delete(e)
+			if rangedBorn == nil {
+				rangedBorn = make(map[string]uint64)
+			}
+			rangedBorn[e.key] = e.born
 		}
 	}
 	for _, w := range b.Writes {
@@ -227,6 +238,8 @@ func (d *db) Apply(b *state.Batch) error {
 		born := d.data.applied
 		if old, ok := t.Get(entry{key: k}); ok {
 			born = old.born
+		} else if b, ok := rangedBorn[k]; ok {
+			born = b
 		}
 		v := make([]byte, len(w.Value)) // never nil: an empty value is a value
 		copy(v, w.Value)
