@@ -2,7 +2,6 @@ package eddy
 
 import (
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -67,43 +66,30 @@ func TestSlidingLayoutMarkerInEveryTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := memory.New().Open("task")
+	backend := memory.New()
+	run, err := runtime.NewInProcess(rt, runtime.InProcessOptions{
+		Open: func(id runtime.TaskID) (state.DB, error) { return backend.Open(id.String()) },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := runtime.NewTaskState(runtime.TaskID{}, rt.Subtopologies[0].Stores, nil, db, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := &markerTask{TaskState: ts}
-	proc, err := rt.Subtopologies[0].NewTask(tc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer run.Close()
+	buf := run.Tasks()[0].Buffer()
 	marker := append([]byte{windowMetaPrefix}, metaLayout...)
 	for i, at := range []int64{1000, 5000, 9000} {
 		r := &kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("v"), Timestamp: time.UnixMilli(at), Offset: int64(i)}
-		if err := proc.Process(r); err != nil {
+		if err := run.Process(r); err != nil {
 			t.Fatal(err)
 		}
 		logged := false
-		for _, w := range ts.Buffer().Writes(nil) {
+		for _, w := range buf.Writes(nil) {
 			logged = logged || w.Store == "sliding" && string(w.Key) == string(marker)
 		}
 		if !logged {
 			t.Fatalf("transaction %d wrote windows but not the layout marker", i)
 		}
-		if err := ts.Commit(); err != nil {
+		if err := run.Commit(0); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
-
-// markerTask is a TaskState with the rest of a runtime.TaskContext.
-type markerTask struct{ *runtime.TaskState }
-
-func (*markerTask) WallClock() int64 { return 0 }
-func (*markerTask) GlobalStore(string) (runtime.GlobalReader, error) {
-	return nil, errors.New("no global stores")
-}
-func (*markerTask) Produce(string, []byte, []byte, int64, []kgo.RecordHeader) error { return nil }
