@@ -17,6 +17,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/metrics"
+	"github.com/eddy-streams/eddy/state"
 	"github.com/eddy-streams/eddy/state/pebble"
 )
 
@@ -81,9 +82,12 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	cfg, rt := a.cfg, a.rt
 	var err error
+	// StateMemory: half for the write buffers' caches, half for the
+	// default backend's block cache and memtables (docs/design.md §14).
+	caches := state.NewCacheBudget(cfg.StateMemory / 2)
 	backend := cfg.Backend
 	if backend == nil {
-		pb := pebble.New(pebble.Options{Logger: cfg.Logger})
+		pb := pebble.New(pebble.Options{Logger: cfg.Logger, CacheSize: cfg.StateMemory - cfg.StateMemory/2})
 		defer pb.Close()
 		backend = pb
 	}
@@ -108,6 +112,7 @@ func (a *App) Run(ctx context.Context) error {
 		AtLeastOnce:        cfg.Guarantee == AtLeastOnce,
 		IgnoreStateOffsets: cfg.IgnoreStateOffsets,
 		Backend:            backend,
+		StateCache:         caches,
 		Checkpoints:        store,
 		CheckpointInterval: max(cfg.CheckpointInterval, 0),
 		CheckpointKeep:     cfg.CheckpointKeep,
@@ -124,6 +129,8 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	a.metrics.SetBackend(backend)
 	defer a.metrics.SetBackend(nil)
+	a.metrics.SetStateCache(caches)
+	defer a.metrics.SetStateCache(nil)
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, cfg.AppID), 0o700); err != nil {
 		return fmt.Errorf("eddy: state dir: %w", err)
 	}

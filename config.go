@@ -15,6 +15,7 @@ import (
 
 	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/internal/runtime"
+	"github.com/eddy-streams/eddy/internal/sysmem"
 	"github.com/eddy-streams/eddy/state"
 )
 
@@ -112,8 +113,21 @@ type Config struct {
 	// only to measure what those offsets protect against (lost group
 	// offsets, docs/design.md §6); it weakens exactly-once. Default false.
 	IgnoreStateOffsets bool
-	// Backend stores task state. Default: Pebble with its default options.
+	// Backend stores task state. Default: Pebble (state/pebble), its
+	// block cache sized by StateMemory.
 	Backend state.Backend
+	// StateMemory is the memory, in bytes, for the state of all the App's
+	// tasks together (docs/design.md §14). Half is the write buffers'
+	// cache of committed values, which serves most reads of hot keys
+	// without going to the database and evicts key by key when full;
+	// when Backend is nil, the other half is the default Pebble backend's
+	// block cache, which also holds its memtables (Pebble charges them to
+	// it). With a Backend of your own, size its caches yourself; the write
+	// buffers still take half. The Go heap can hold up to twice the write
+	// buffers' half between collections. Default DefaultStateMemory(): a
+	// quarter of the memory the process may use (the machine's, or its
+	// cgroup's limit), at least 256 MiB. At least 16 MiB.
+	StateMemory int64
 	// CheckpointURL turns on remote incremental checkpoints of the task
 	// databases (docs/design.md §4): "file:///absolute/path" (a directory,
 	// local or mounted) or "s3://bucket/prefix" (endpoint, credentials and
@@ -175,6 +189,9 @@ func (c *Config) applyDefaults() {
 	if c.CommitRecords == 0 {
 		c.CommitRecords = 100_000
 	}
+	if c.StateMemory == 0 {
+		c.StateMemory = DefaultStateMemory()
+	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second
 	}
@@ -191,6 +208,22 @@ func (c *Config) applyDefaults() {
 		c.CheckpointKeep = checkpoint.DefaultKeep
 	}
 	c.policyDefaults()
+}
+
+// MinStateMemory is the smallest Config.StateMemory.
+const MinStateMemory = 16 << 20
+
+// DefaultStateMemory returns Config.StateMemory's default: a quarter of
+// the memory the process may use (the machine's, or less when its cgroup
+// says so), at least 256 MiB; 1 GiB where that cannot be read. A quarter
+// is what CockroachDB recommends for Pebble's cache; Flink gives its
+// RocksDB state 40% of a task manager's memory, which also holds the JVM.
+func DefaultStateMemory() int64 {
+	avail, ok := sysmem.Linux().Available()
+	if !ok {
+		return 1 << 30
+	}
+	return max(avail/4, 256<<20)
 }
 
 // DefaultCheckpointInterval is Config.CheckpointInterval's default.
@@ -239,6 +272,9 @@ func (c *Config) validate() error {
 	}
 	if c.CommitRecords < 1 {
 		bad("CommitRecords %d: must be at least 1", c.CommitRecords)
+	}
+	if c.StateMemory < MinStateMemory {
+		bad("StateMemory %d: must be at least %d (16 MiB), or 0 for the default (a quarter of the memory available, here %d)", c.StateMemory, MinStateMemory, DefaultStateMemory())
 	}
 	if c.MaxRecordBytes < 0 || c.MaxRecordBytes > runtime.MaxMaxRecordBytes {
 		bad("MaxRecordBytes %d: must be from 1 to %d, or 0 for the default %d (under Kafka's default max.message.bytes)", c.MaxRecordBytes, runtime.MaxMaxRecordBytes, DefaultMaxRecordBytes)

@@ -23,7 +23,7 @@ func TestSlidingLayoutGuard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		buf := state.NewBuffer(db).Store("s")
+		buf := state.NewBuffer(db, nil).Store("s")
 		seed(buf)
 		spec := NewSessionStoreSpec("s", time.Minute, serde.String(), slidingAggSerde[int64]{aggs: serde.Int64()})
 		return &slidingWindowing[string, string, int64]{store: spec.View(buf)}

@@ -32,10 +32,12 @@ type dbCollector struct {
 	mu      sync.Mutex
 	dbs     map[*dbEntry]struct{}
 	backend blockCache
+	caches  *state.CacheBudget
 
 	stateBytes, writeAmp, flushes, compactions, compactionsRunning, compactionDebt,
 	stalls, stallSeconds, l0Files, l0Sublevels, readAmp, memtableBytes, memtables *prometheus.Desc
-	cacheBytes, cacheHits, cacheMisses, cacheHitRatio *prometheus.Desc
+	cacheBytes, cacheHits, cacheMisses, cacheHitRatio                *prometheus.Desc
+	memLimit, memUsed, bufHits, bufMisses, bufEvictions, bufHitRatio *prometheus.Desc
 }
 
 type dbEntry struct {
@@ -47,6 +49,7 @@ func newDBCollector() *dbCollector {
 	task := []string{LabelTask}
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, task, nil) }
 	g := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	part := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, []string{"part"}, nil) }
 	return &dbCollector{
 		dbs:                make(map[*dbEntry]struct{}),
 		stateBytes:         d("eddy_state_bytes", "Disk space of a running task's database (all its stores, offsets, write-ahead log and files awaiting deletion), per task. Pebble backend only."),
@@ -66,6 +69,12 @@ func newDBCollector() *dbCollector {
 		cacheHits:          g("eddy_pebble_block_cache_hits_total", "Block cache lookups that hit, all task databases together."),
 		cacheMisses:        g("eddy_pebble_block_cache_misses_total", "Block cache lookups that missed, all task databases together."),
 		cacheHitRatio:      g("eddy_pebble_block_cache_hit_ratio", "Share of block cache lookups that hit since the process started (hits / (hits + misses)); NaN before the first lookup (reads served by memtables do not look the cache up)."),
+		memLimit:           part("eddy_state_memory_limit_bytes", "The state memory budget (Config.StateMemory) by part: write_buffers (the write buffers' cache of committed values) and block_cache (the Pebble backend's block cache, which also holds its memtables)."),
+		memUsed:            part("eddy_state_memory_used_bytes", "State memory in use by part: write_buffers, block_cache (blocks) and memtables (all task databases; Pebble charges them to the block cache)."),
+		bufHits:            g("eddy_state_cache_hits_total", "Store reads that the write buffers' cache of committed values answered (a cached miss included), all tasks together."),
+		bufMisses:          g("eddy_state_cache_misses_total", "Store reads that went to the task database, all tasks together."),
+		bufEvictions:       g("eddy_state_cache_evictions_total", "Keys the write buffers' cache evicted to stay within its part of the state memory budget."),
+		bufHitRatio:        g("eddy_state_cache_hit_ratio", "Share of store reads that the write buffers' cache answered since the app started; NaN before the first read."),
 	}
 }
 
@@ -93,6 +102,15 @@ func (m *Metrics) AddDB(task string, db any) (remove func()) {
 	}
 }
 
+// SetStateCache makes the write buffers' cache budget reported; nil stops
+// reporting it.
+func (m *Metrics) SetStateCache(b *state.CacheBudget) {
+	c := m.dbs
+	c.mu.Lock()
+	c.caches = b
+	c.mu.Unlock()
+}
+
 // SetBackend makes the block cache of backend reported, if it has one
 // (state/pebble's Backend). A nil backend stops reporting it.
 func (m *Metrics) SetBackend(backend any) {
@@ -106,7 +124,8 @@ func (m *Metrics) SetBackend(backend any) {
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.stateBytes, c.writeAmp, c.flushes, c.compactions, c.compactionsRunning,
 		c.compactionDebt, c.stalls, c.stallSeconds, c.l0Files, c.l0Sublevels, c.readAmp, c.memtableBytes, c.memtables,
-		c.cacheBytes, c.cacheHits, c.cacheMisses, c.cacheHitRatio} {
+		c.cacheBytes, c.cacheHits, c.cacheMisses, c.cacheHitRatio,
+		c.memLimit, c.memUsed, c.bufHits, c.bufMisses, c.bufEvictions, c.bufHitRatio} {
 		ch <- d
 	}
 }
@@ -115,6 +134,7 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	seen := make(map[string]bool, len(c.dbs))
+	var memtables uint64
 	for e := range c.dbs {
 		// A task moving between two workers of the process can be open
 		// twice for a moment; a series must appear once per scrape.
@@ -141,18 +161,40 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.l0Sublevels, float64(s.L0Sublevels))
 		gauge(c.readAmp, float64(s.ReadAmp))
 		gauge(c.memtableBytes, float64(s.MemTableBytes))
+		memtables += s.MemTableBytes
 		gauge(c.memtables, float64(s.MemTables))
+	}
+	part := func(d *prometheus.Desc, name string, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), name)
+	}
+	if b := c.caches; b != nil {
+		st := b.Stats()
+		part(c.memLimit, "write_buffers", st.Limit)
+		part(c.memUsed, "write_buffers", st.Used)
+		ch <- prometheus.MustNewConstMetric(c.bufHits, prometheus.CounterValue, float64(st.Hits))
+		ch <- prometheus.MustNewConstMetric(c.bufMisses, prometheus.CounterValue, float64(st.Misses))
+		ch <- prometheus.MustNewConstMetric(c.bufEvictions, prometheus.CounterValue, float64(st.Evictions))
+		ch <- prometheus.MustNewConstMetric(c.bufHitRatio, prometheus.GaugeValue, ratio(st.Hits, st.Misses))
+	}
+	if len(c.dbs) > 0 {
+		part(c.memUsed, "memtables", int64(memtables))
 	}
 	if c.backend == nil {
 		return
 	}
 	cm := c.backend.CacheMetrics()
-	ratio := math.NaN()
-	if n := cm.Hits + cm.Misses; n > 0 {
-		ratio = float64(cm.Hits) / float64(n)
-	}
+	part(c.memLimit, "block_cache", cm.Capacity)
+	part(c.memUsed, "block_cache", cm.Bytes)
 	ch <- prometheus.MustNewConstMetric(c.cacheBytes, prometheus.GaugeValue, float64(cm.Bytes))
 	ch <- prometheus.MustNewConstMetric(c.cacheHits, prometheus.CounterValue, float64(cm.Hits))
 	ch <- prometheus.MustNewConstMetric(c.cacheMisses, prometheus.CounterValue, float64(cm.Misses))
-	ch <- prometheus.MustNewConstMetric(c.cacheHitRatio, prometheus.GaugeValue, ratio)
+	ch <- prometheus.MustNewConstMetric(c.cacheHitRatio, prometheus.GaugeValue, ratio(cm.Hits, cm.Misses))
+}
+
+// ratio is hits / (hits + misses), NaN before the first lookup.
+func ratio(hits, misses int64) float64 {
+	if n := hits + misses; n > 0 {
+		return float64(hits) / float64(n)
+	}
+	return math.NaN()
 }

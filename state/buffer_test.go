@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -121,7 +122,7 @@ func TestStoreBufferGet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := state.NewBuffer(newDB(t, seed...))
+			b := state.NewBuffer(newDB(t, seed...), nil)
 			s := b.Store("s")
 			for _, o := range tt.ops {
 				o.do(s)
@@ -140,7 +141,7 @@ func TestStoreBufferGet(t *testing.T) {
 }
 
 func TestStoreBufferCopies(t *testing.T) {
-	b := state.NewBuffer(nil)
+	b := state.NewBuffer(nil, nil)
 	s := b.Store("s")
 	key, value := []byte("k"), []byte("value")
 	s.Put(key, value)
@@ -159,7 +160,7 @@ func TestStoreBufferCopies(t *testing.T) {
 }
 
 func TestBufferStoresIsolated(t *testing.T) {
-	b := state.NewBuffer(newDB(t, KV{"k", "db"}))
+	b := state.NewBuffer(newDB(t, KV{"k", "db"}), nil)
 	b.Store("s").Delete([]byte("k"))
 	b.Store("t").Put([]byte("k"), []byte("t"))
 	if b.Store("s") != b.Store("s") {
@@ -207,7 +208,7 @@ func TestStoreBufferScan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := state.NewBuffer(newDB(t, tt.seed...)).Store("s")
+			s := state.NewBuffer(newDB(t, tt.seed...), nil).Store("s")
 			for _, o := range tt.ops {
 				o.do(s)
 			}
@@ -224,7 +225,7 @@ func TestStoreBufferScan(t *testing.T) {
 
 func TestStoreBufferPrefixScan(t *testing.T) {
 	seed := []KV{{"ab", "db"}, {"abc", "db"}, {"b", "db"}, {"\xff", "db"}, {"\xff\xff", "db"}}
-	s := state.NewBuffer(newDB(t, seed...)).Store("s")
+	s := state.NewBuffer(newDB(t, seed...), nil).Store("s")
 	s.Put([]byte("a"), []byte("buf"))
 	s.Delete([]byte("abc"))
 	s.Put([]byte("abd"), []byte("buf"))
@@ -255,7 +256,7 @@ func TestStoreBufferPrefixScan(t *testing.T) {
 func TestStoreBufferScanStopsOnError(t *testing.T) {
 	stop := errors.New("stop")
 	for _, at := range []string{"a", "b", "c"} { // buffered, from the DB, buffered after the DB's last key
-		s := state.NewBuffer(newDB(t, KV{"b", "db"})).Store("s")
+		s := state.NewBuffer(newDB(t, KV{"b", "db"}), nil).Store("s")
 		s.Put([]byte("a"), []byte("buf"))
 		s.Put([]byte("c"), []byte("buf"))
 		var seen []string
@@ -276,7 +277,7 @@ func TestStoreBufferScanStopsOnError(t *testing.T) {
 }
 
 func TestStoreBufferScanWhileWriting(t *testing.T) {
-	b := state.NewBuffer(newDB(t, KV{"b", "db"}, KV{"d", "db"}))
+	b := state.NewBuffer(newDB(t, KV{"b", "db"}, KV{"d", "db"}), nil)
 	s := b.Store("s")
 	s.Put([]byte("a"), []byte("1"))
 	s.Put([]byte("c"), []byte("1"))
@@ -306,7 +307,7 @@ func TestStoreBufferScanWhileWriting(t *testing.T) {
 }
 
 func TestBufferWrites(t *testing.T) {
-	b := state.NewBuffer(nil)
+	b := state.NewBuffer(nil, nil)
 	for _, name := range []string{"z", "a", "m"} {
 		s := b.Store(name)
 		s.Put([]byte("k2"), []byte(name+"2"))
@@ -335,7 +336,7 @@ func TestBufferWrites(t *testing.T) {
 }
 
 func TestBufferReset(t *testing.T) {
-	b := state.NewBuffer(newDB(t, KV{"a", "db"}))
+	b := state.NewBuffer(newDB(t, KV{"a", "db"}), nil)
 	s := b.Store("s")
 	s.Put([]byte("a"), []byte("buf"))
 	s.Put([]byte("b"), []byte("buf"))
@@ -364,7 +365,7 @@ func TestBufferReset(t *testing.T) {
 func TestBufferApplyEqualsMergedView(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	db := newDB(t)
-	b := state.NewBuffer(db)
+	b := state.NewBuffer(db, nil)
 	stores := []string{"s", "t", "u"}
 	var writes []state.Write
 	for round := range 30 {
@@ -409,8 +410,8 @@ func TestBufferApplyEqualsMergedView(t *testing.T) {
 }
 
 func TestBufferDBErrors(t *testing.T) {
-	db := newDB(t)
-	s := state.NewBuffer(db).Store("s")
+	db := newDB(t, KV{"z", "db"}) // not empty: reads of unknown keys go to the DB
+	s := state.NewBuffer(db, nil).Store("s")
 	s.Put([]byte("a"), []byte("buffered"))
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -427,7 +428,7 @@ func TestBufferDBErrors(t *testing.T) {
 }
 
 func TestStoreBufferAllocs(t *testing.T) {
-	b := state.NewBuffer(newDB(t))
+	b := state.NewBuffer(newDB(t), nil)
 	s := b.Store("s")
 	key, value := []byte("key-0001"), []byte("value-0001")
 	s.Put(key, value)
@@ -447,30 +448,150 @@ func TestStoreBufferAllocs(t *testing.T) {
 	}
 }
 
-func TestBufferRetentionLimit(t *testing.T) {
-	b := state.NewBuffer(nil)
+// commitWrites puts keys in one transaction of b, applies them to db as the
+// runtime does and commits the buffer.
+func commitWrites(t *testing.T, b *state.Buffer, db state.DB, s *state.StoreBuffer, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		s.Put([]byte(k), []byte("value-of-"+k))
+	}
+	if err := db.Apply(&state.Batch{Writes: b.Writes(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	b.Commit()
+}
+
+// The caches stay within their budget while the state grows far past it;
+// a key used in every transaction stays cached while cold keys stream
+// through; an evicted key reads its committed value from the DB again.
+func TestBufferCacheBudget(t *testing.T) {
+	mem, err := memory.New().Open("task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mem.Close() })
+	db := &countingDB{DB: mem}
+	const limit = 64 << 10
+	budget := state.NewCacheBudget(limit)
+	b := state.NewBuffer(db, budget)
 	s := b.Store("s")
-	s.Put([]byte("small"), []byte("v"))
-	b.Reset()
-	if n := s.RetainedSlots(); n != 1 {
-		t.Fatalf("%d slots kept below the limits; want 1", n)
+	commitWrites(t, b, db, s, "hot")
+	for tx := range 500 { // 10,000 keys of ~130 bytes each: 20 times the budget
+		if _, ok, err := s.Get([]byte("hot")); !ok || err != nil {
+			t.Fatalf("transaction %d: hot key: %v %v", tx, ok, err)
+		}
+		var keys []string
+		for i := range 20 {
+			keys = append(keys, fmt.Sprintf("cold-%05d", tx*20+i))
+		}
+		commitWrites(t, b, db, s, keys...)
+		if st := budget.Stats(); st.Used > limit || st.Used <= 0 {
+			t.Fatalf("after transaction %d: %d bytes used of %d", tx, st.Used, limit)
+		}
 	}
-	for i := range state.MaxRetainedSlots + 1 {
-		s.Put(fmt.Appendf(nil, "k%d", i), nil)
+	if db.gets != 0 {
+		t.Fatalf("%d Gets reached the DB; the hot key should have stayed cached", db.gets)
 	}
-	b.Reset()
-	if n := s.RetainedSlots(); n != 0 {
-		t.Fatalf("%d slots kept past the slot limit; want 0", n)
+	st := budget.Stats()
+	if st.Evictions < 9000 || st.Hits != 500 || st.Misses != 0 {
+		t.Fatalf("stats %+v: want ≥ 9000 evictions, 500 hits, no misses", st)
 	}
-	s.Put([]byte("big"), make([]byte, state.MaxRetainedBytes))
-	b.Reset()
-	if n := s.RetainedSlots(); n != 0 {
-		t.Fatalf("%d slots kept past the byte limit; want 0", n)
+	if n := s.RetainedSlots(); n > 10_001 {
+		t.Fatalf("%d slots: freed slots must be reused", n)
 	}
-	// The buffer still behaves after forgetting.
-	s.Put([]byte("k1"), []byte("v"))
-	if v, ok, _ := s.Get([]byte("k1")); !ok || string(v) != "v" || b.Len() != 1 {
-		t.Fatalf("after forgetting: Get = %q, %v; Len %d", v, ok, b.Len())
+	// An evicted key is read from the DB, with its committed value.
+	if v, ok, err := s.Get([]byte("cold-00000")); !ok || err != nil || string(v) != "value-of-cold-00000" || db.gets != 1 {
+		t.Fatalf("evicted key: %q %v %v after %d DB gets", v, ok, err, db.gets)
+	}
+	b.Close()
+	if used := budget.Stats().Used; used != 0 {
+		t.Fatalf("after Close: %d bytes used; want 0", used)
+	}
+}
+
+// A store that was empty when the buffer first used it is known whole:
+// reads of keys the buffer has no slot for need no DB read, until a key
+// the DB holds is evicted. A store that held keys is read from the DB.
+func TestBufferCompleteStore(t *testing.T) {
+	db := &countingDB{DB: newDB(t, KV{"old", "db"})}
+	budget := state.NewCacheBudget(16 << 10)
+	b := state.NewBuffer(db, budget)
+	fresh, seeded := b.Store("fresh"), b.Store("s")
+	if _, ok, _ := seeded.Get([]byte("new")); ok || db.gets != 1 {
+		t.Fatalf("store with keys: Get of an unknown key found %v after %d DB gets; want a DB read", ok, db.gets)
+	}
+	if v, ok, _ := seeded.Get([]byte("old")); !ok || string(v) != "db" {
+		t.Fatalf("store with keys: Get(old) = %q, %v", v, ok)
+	}
+	db.gets = 0
+	for tx := range 50 {
+		for i := range 10 {
+			k := fmt.Sprintf("k-%04d", tx*10+i)
+			if _, ok, _ := fresh.Get([]byte(k)); ok {
+				t.Fatalf("%s found before it was written", k)
+			}
+			fresh.Put([]byte(k), []byte("v"))
+		}
+		if err := db.Apply(&state.Batch{Writes: b.Writes(nil)}); err != nil {
+			t.Fatal(err)
+		}
+		b.Commit()
+		if budget.Stats().Evictions > 0 {
+			break
+		}
+		if db.gets != 0 {
+			t.Fatalf("transaction %d: %d DB gets for keys of a store the buffer knows whole", tx, db.gets)
+		}
+	}
+	if budget.Stats().Evictions == 0 {
+		t.Fatal("no eviction: the budget is too large for the test")
+	}
+	// Some keys were evicted: an unknown key may be in the DB now.
+	if v, ok, _ := fresh.Get([]byte("k-0000")); !ok || string(v) != "v" || db.gets != 1 {
+		t.Fatalf("evicted key: %q, %v after %d DB gets; want its value from the DB", v, ok, db.gets)
+	}
+	if _, ok, _ := fresh.Get([]byte("never")); ok || db.gets != 2 {
+		t.Fatalf("unknown key after evictions: found %v after %d DB gets; want a DB read", ok, db.gets)
+	}
+}
+
+// Buffers sharing a budget stay within it together, and one transaction
+// larger than the budget is kept whole until it ends.
+func TestBufferCacheBudgetShared(t *testing.T) {
+	const limit = 32 << 10
+	budget := state.NewCacheBudget(limit)
+	dbs := []state.DB{newDB(t), newDB(t)}
+	bufs := []*state.Buffer{state.NewBuffer(dbs[0], budget), state.NewBuffer(dbs[1], budget)}
+	var big []string
+	for i := range 2000 { // ~250 KB: 8 times the budget
+		big = append(big, fmt.Sprintf("big-%05d", i))
+	}
+	s := bufs[0].Store("s")
+	for _, k := range big {
+		s.Put([]byte(k), []byte("value-of-"+k))
+	}
+	for _, k := range big {
+		if v, ok, _ := s.Get([]byte(k)); !ok || string(v) != "value-of-"+k {
+			t.Fatalf("a write of the open transaction was lost: %s = %q %v", k, v, ok)
+		}
+	}
+	commitWrites(t, bufs[0], dbs[0], s)
+	if used := budget.Stats().Used; used > limit {
+		t.Fatalf("after the big transaction: %d bytes used of %d", used, limit)
+	}
+	for tx := range 200 {
+		for j, b := range bufs {
+			commitWrites(t, b, dbs[j], b.Store("s"), fmt.Sprintf("k-%05d-a", tx), fmt.Sprintf("k-%05d-b", tx))
+			if used := budget.Stats().Used; used > limit {
+				t.Fatalf("transaction %d of buffer %d: %d bytes used of %d", tx, j, used, limit)
+			}
+		}
+	}
+	for _, b := range bufs {
+		b.Close()
+	}
+	if used := budget.Stats().Used; used != 0 {
+		t.Fatalf("after Close: %d bytes used; want 0", used)
 	}
 }
 
@@ -484,7 +605,7 @@ func BenchmarkStoreBufferPutGet(b *testing.B) {
 	}{
 		{"hot-key", 1},
 		{"1k-keys", 1000},
-		{"1M-keys", 1 << 20}, // more distinct keys than slots kept: cold path
+		{"1M-keys", 1 << 20}, // more keys than the default budget holds: evictions and DB reads
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			keys := make([][]byte, bc.keys)
@@ -492,7 +613,7 @@ func BenchmarkStoreBufferPutGet(b *testing.B) {
 				keys[i] = fmt.Appendf(nil, "user-%08d", i)
 			}
 			value := make([]byte, 64)
-			buf := state.NewBuffer(newDB(b))
+			buf := state.NewBuffer(newDB(b), nil)
 			s := buf.Store("counts")
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -526,12 +647,9 @@ func (c *countingDB) Get(store string, key []byte) ([]byte, bool, error) {
 // After Commit the buffer serves committed values (and misses) itself;
 // after an aborted transaction the keys it wrote read from the DB again.
 func TestBufferCachesCommittedValues(t *testing.T) {
-	mem, err := memory.New().Open("task")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := &countingDB{DB: mem}
-	b := state.NewBuffer(db)
+	// Not empty, so that a key the buffer does not know is read from it.
+	db := &countingDB{DB: newDB(t, KV{"z", "db"})}
+	b := state.NewBuffer(db, nil)
 	s := b.Store("s")
 	s.Put([]byte("a"), []byte("1"))
 	if err := db.Apply(&state.Batch{Writes: b.Writes(nil)}); err != nil {
@@ -737,7 +855,7 @@ func TestStoreBufferDeleteRange(t *testing.T) {
 	for _, tt := range rangeCases {
 		for _, cached := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/cached=%v", tt.name, cached), func(t *testing.T) {
-				b := state.NewBuffer(newDB(t, rangeSeed...))
+				b := state.NewBuffer(newDB(t, rangeSeed...), nil)
 				s := b.Store("s")
 				other := b.Store("t")
 				other.Put([]byte("b"), []byte("t")) // another store's write in the range
@@ -782,7 +900,7 @@ func TestBufferDeleteRangeCommit(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/cached=%v", tt.name, cached), func(t *testing.T) {
 				mem := newDB(t, rangeSeed...)
 				db := &countingDB{DB: mem}
-				b := state.NewBuffer(db)
+				b := state.NewBuffer(db, nil)
 				s := b.Store("s")
 				if cached {
 					warm(t, s)
@@ -831,7 +949,7 @@ func TestBufferDeleteRangeReset(t *testing.T) {
 		for _, cached := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/cached=%v", tt.name, cached), func(t *testing.T) {
 				db := newDB(t, rangeSeed...)
-				b := state.NewBuffer(db)
+				b := state.NewBuffer(db, nil)
 				s := b.Store("s")
 				if cached {
 					warm(t, s)
@@ -853,7 +971,7 @@ func TestBufferDeleteRangeReset(t *testing.T) {
 }
 
 func TestBufferRanges(t *testing.T) {
-	b := state.NewBuffer(nil)
+	b := state.NewBuffer(nil, nil)
 	for _, name := range []string{"z", "a", "m"} {
 		s := b.Store(name)
 		s.DeleteRange([]byte("k5"), nil)
@@ -890,7 +1008,7 @@ func TestBufferRanges(t *testing.T) {
 // callback: the keys the scan has not reached yet are hidden, on both the
 // buffered and the DB side.
 func TestStoreBufferDeleteRangeInScan(t *testing.T) {
-	b := state.NewBuffer(newDB(t, KV{"a", "db"}, KV{"c", "db"}, KV{"e", "db"}, KV{"g", "db"}))
+	b := state.NewBuffer(newDB(t, KV{"a", "db"}, KV{"c", "db"}, KV{"e", "db"}, KV{"g", "db"}), nil)
 	s := b.Store("s")
 	s.Put([]byte("b"), []byte("buf"))
 	s.Put([]byte("d"), []byte("buf"))
@@ -927,7 +1045,8 @@ func TestStoreBufferDeleteRangeSkipsDB(t *testing.T) {
 		seed = append(seed, KV{fmt.Sprintf("seg-%d/%02d", i/10, i), "v"})
 	}
 	db := &scanCountingDB{countingDB: countingDB{DB: newDB(t, seed...)}}
-	s := state.NewBuffer(db).Store("s")
+	s := state.NewBuffer(db, nil).Store("s")
+	db.visited = 0 // the buffer's look at whether the store is empty
 	s.DeleteRange([]byte("seg-0/"), []byte("seg-8/"))
 	if _, ok, _ := s.Get([]byte("seg-3/30")); ok || db.gets != 0 {
 		t.Fatalf("Get of a covered key: found %v after %d DB gets; want a miss without the DB", ok, db.gets)
@@ -961,7 +1080,7 @@ func (c *scanCountingDB) Scan(store string, lower, upper []byte, fn func(key, va
 func TestBufferDeleteRangeModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	db := newDB(t)
-	b := state.NewBuffer(db)
+	b := state.NewBuffer(db, nil)
 	s := b.Store("s")
 	key := func() string { return fmt.Sprintf("k%02d", rng.IntN(40)) }
 	committed := map[string]string{}
@@ -1040,7 +1159,7 @@ func TestBufferDeleteRangeModel(t *testing.T) {
 }
 
 func TestStoreBufferDeleteRangeAllocs(t *testing.T) {
-	b := state.NewBuffer(newDB(t, KV{"a", "db"}, KV{"z", "db"}))
+	b := state.NewBuffer(newDB(t, KV{"a", "db"}, KV{"z", "db"}), nil)
 	s := b.Store("s")
 	hot, cold := b.Store("hot"), b.Store("cold")
 	key, value := []byte("key-0001"), []byte("value-0001")
@@ -1074,7 +1193,7 @@ func TestStoreBufferDeleteRangeAllocs(t *testing.T) {
 func TestStoreBufferScanModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	db := newDB(t)
-	b := state.NewBuffer(db)
+	b := state.NewBuffer(db, nil)
 	s := b.Store("s")
 	key := func() string { return fmt.Sprintf("k%03d", rng.IntN(200)) }
 	committed := map[string]string{}
@@ -1153,7 +1272,7 @@ func inRange(view map[string]string, lower, upper string) []KV {
 // that order too: a later scan whose callback writes one of them again must
 // not visit it (the buffered keys a scan visits are fixed when it starts).
 func TestStoreBufferScanAfterDeleteRange(t *testing.T) {
-	b := state.NewBuffer(newDB(t))
+	b := state.NewBuffer(newDB(t), nil)
 	s := b.Store("s")
 	for _, k := range []string{"k1", "k8", "k5", "k3"} { // unsorted: the scan orders them
 		s.Put([]byte(k), []byte("v"))
@@ -1175,5 +1294,39 @@ func TestStoreBufferScanAfterDeleteRange(t *testing.T) {
 	}
 	if want := []string{"k1", "k3", "k8"}; !slices.Equal(got, want) {
 		t.Fatalf("scan visited %q; want %q", got, want)
+	}
+}
+
+// Writes come out in key order whatever the keys share: long common
+// prefixes, keys that are prefixes of others, zero bytes (which the sort's
+// abbreviated keys pad with), the empty key.
+func TestBufferWritesSorted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	alphabet := []byte{0, 1, 'a', 'b', 0xff}
+	for round := range 200 {
+		b := state.NewBuffer(nil, nil)
+		s := b.Store("s")
+		prefix := strings.Repeat("shared-prefix/", rng.IntN(3))
+		seen := map[string]bool{}
+		var want []string
+		for range 1 + rng.IntN(60) {
+			k := []byte(prefix)
+			for range rng.IntN(12) {
+				k = append(k, alphabet[rng.IntN(len(alphabet))])
+			}
+			if !seen[string(k)] {
+				seen[string(k)] = true
+				want = append(want, string(k))
+			}
+			s.Put(k, []byte("v"))
+		}
+		sort.Strings(want)
+		var got []string
+		for _, w := range b.Writes(nil) {
+			got = append(got, string(w.Key))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: Writes in order\n%q\nwant\n%q", round, got, want)
+		}
 	}
 }

@@ -42,7 +42,8 @@ type DBMetrics struct {
 // share; state/pebble's Backend reports them with a CacheMetrics()
 // CacheMetrics method.
 type CacheMetrics struct {
-	// Bytes and Blocks are what the cache holds; Hits and Misses count
-	// lookups since the Backend was created.
-	Bytes, Blocks, Hits, Misses int64
+	// Capacity is the cache's size; Bytes and Blocks are what it holds
+	// (memtables, which Pebble charges to the cache, not included); Hits
+	// and Misses count lookups since the Backend was created.
+	Capacity, Bytes, Blocks, Hits, Misses int64
 }

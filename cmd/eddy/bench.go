@@ -59,6 +59,8 @@ func runThroughput(ctx context.Context, name string, args []string) error {
 	commitInterval := fs.Duration("commit-interval", 0, "commit interval of the app (default: eddy's, 100ms)")
 	workers := fs.Int("workers", 0, "workers of the app (default 1)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the exactly-once run to this file")
+	stateMemory := fs.Int64("state-memory", 0, "the app's state memory budget in bytes (Config.StateMemory; default: a quarter of the memory available)")
+	stateReport := fs.Bool("state-report", false, "print the state's figures (caches, LSM shape, peak RSS) after each app run")
 	var window, grace *time.Duration
 	var perWindow *int
 	if name == "windowed" {
@@ -74,7 +76,7 @@ func runThroughput(ctx context.Context, name string, args []string) error {
 	}
 	opts := bench.LedgerOptions{
 		Records: *records, Rounds: *rounds, Partitions: *partitions, Accounts: *accounts, CPUProfile: *cpuprofile, Out: os.Stderr,
-		CommitInterval: *commitInterval, Workers: *workers,
+		CommitInterval: *commitInterval, Workers: *workers, StateMemory: *stateMemory, StateReport: *stateReport,
 	}
 	var results []bench.Result
 	var err error

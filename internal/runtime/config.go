@@ -37,6 +37,10 @@ type Config struct {
 	AtLeastOnce        bool
 	IgnoreStateOffsets bool
 	Backend            state.Backend
+	// StateCache is the budget that every task's write buffer shares for
+	// its cache of committed values; nil: each buffer has its own
+	// state.DefaultBufferCache.
+	StateCache *state.CacheBudget
 	// Checkpoints is the remote checkpoint store (eddy.Config's
 	// CheckpointURL opened, or its CheckpointStore); nil: none.
 	Checkpoints checkpoint.Store

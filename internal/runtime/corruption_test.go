@@ -155,12 +155,15 @@ func TestCorruptionFoundWhileProcessing(t *testing.T) {
 	backend := &corruptOnce{Backend: cfg.Backend}
 	cfg.Backend = backend
 	stop := h.run(cfg)
-	defer stop()
 	h.produce(0, 100)
 	h.waitOutputs(100)
+	// The write buffer knows a store that was empty when the task
+	// started whole, and reads nothing of it from the database: restart
+	// so the store holds keys, then read keys the buffer has not seen.
+	stop()
+	stop = h.run(cfg)
+	defer stop()
 	backend.armed.Store(true)
-	// The buffer caches committed values: a restart-free Get reaches
-	// the database only for a key it has not seen, so use new keys.
 	cl := h.client(kgo.DefaultProduceTopic("in"))
 	defer cl.Close()
 	var recs []*kgo.Record

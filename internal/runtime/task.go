@@ -103,6 +103,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 		sources[i] = state.TopicPartition{Topic: topic, Partition: id.Partition}
 	}
 	t.init(id, t.sub.Stores, sources, w.log)
+	t.cache = w.cfg.StateCache
 	t.pending = make([][]*kgo.Record, len(t.sources))
 	t.pendingAt = make([]int, len(t.sources))
 	t.openMetrics(w.cfg.Metrics)
@@ -345,6 +346,9 @@ func (w *worker) closeTask(t *task) error {
 	}
 	t.closeMetrics()    // before the database closes: a scrape may read it
 	w.queries.remove(t) // waits for the queries reading db
+	if t.buf != nil {
+		t.buf.Close() // gives its cache's memory back to the budget
+	}
 	errs = append(errs, t.db.Close())
 	if t.corrupt {
 		// Found corrupt while it ran (a damaged block read by a Get or

@@ -24,6 +24,9 @@ type TaskState struct {
 	stores map[string]bool // declared store names
 	db     state.DB
 	buf    *state.Buffer
+	// cache is the budget the buffer's cache of committed values shares
+	// with the other tasks' (nil: a budget of the buffer's own).
+	cache *state.CacheBudget
 
 	// committed is what db reflects: input offsets, stream time and, per
 	// store, the next changelog offset.
@@ -91,7 +94,7 @@ func (t *TaskState) resume(ignoreInputs bool) {
 		t.next[i] = t.skip[i]
 	}
 	t.streamTime = t.committed.StreamTime
-	t.buf = state.NewBuffer(t.db)
+	t.buf = state.NewBuffer(t.db, t.cache)
 }
 
 func (t *TaskState) ID() TaskID           { return t.id }
@@ -193,5 +196,8 @@ func (t *TaskState) clear() {
 // the processors first.
 func (t *TaskState) Close() error {
 	t.Rollback()
+	if t.buf != nil {
+		t.buf.Close() // gives its cache's memory back to the budget
+	}
 	return t.db.Close()
 }

@@ -21,8 +21,13 @@ type Options struct {
 	// database of the Backend. Zero means 64 MiB (DefaultCacheSize).
 	CacheSize int64
 	// MemTableSize is the size in bytes of each database's memtable. Zero
-	// means 16 MiB (DefaultMemTableSize). Tasks apply small batches, so a
-	// memtable this size flushes rarely while bounding memory per task.
+	// means CacheSize/16, at least 4 MiB and at most 64 MiB
+	// (DefaultMemTableSize): Pebble charges every memtable to the block
+	// cache (a database holds one, and more while they flush), so
+	// memtables sized from the cache leave it room for blocks. With a
+	// 64 MiB cache and 16 MiB memtables, four tasks' memtables took most
+	// of the cache and every Get of a large state read its filter and
+	// index blocks from the files again (BENCHMARKS.md, State at scale).
 	// Pebble allows less than 4 GiB.
 	MemTableSize uint64
 	// MaxOpenFiles bounds the table files kept open over all databases of
@@ -60,12 +65,17 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultCacheSize                = 64 << 20
-	DefaultMemTableSize             = 16 << 20
 	DefaultMaxOpenFiles             = 1000
 	DefaultMaxConcurrentCompactions = 1
 	DefaultL0CompactionThreshold    = 4
 	DefaultL0StopWritesThreshold    = 12
 )
+
+// DefaultMemTableSize returns MemTableSize's default for a cache of
+// cacheSize bytes.
+func DefaultMemTableSize(cacheSize int64) uint64 {
+	return uint64(min(max(cacheSize/16, 4<<20), 64<<20))
+}
 
 // maxMemTableSize is Pebble's bound (pebble.Open rejects MemTableSize at or
 // above it); checking it here names our field instead of Pebble's.
@@ -102,7 +112,6 @@ func (c Compression) profile() *sstable.CompressionProfile {
 var (
 	defaults = disk.Tuning{
 		CacheSize:                DefaultCacheSize,
-		MemTableSize:             DefaultMemTableSize,
 		MaxOpenFiles:             DefaultMaxOpenFiles,
 		MaxConcurrentCompactions: DefaultMaxConcurrentCompactions,
 		L0CompactionThreshold:    DefaultL0CompactionThreshold,

@@ -96,7 +96,7 @@ func TestOptionsReachPebble(t *testing.T) {
 	}{
 		{"defaults", Options{}, map[string]string{
 			"cache_size":                 fmt.Sprint(DefaultCacheSize),
-			"mem_table_size":             fmt.Sprint(DefaultMemTableSize),
+			"mem_table_size":             fmt.Sprint(4 << 20), // a sixteenth of the cache, at least 4 MiB
 			"max_open_files":             fmt.Sprint(DefaultMaxOpenFiles),
 			"concurrent_compactions":     "1",
 			"max_concurrent_compactions": "1",

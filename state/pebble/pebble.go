@@ -47,6 +47,9 @@ var errs = disk.Errors{Pkg: "state/pebble", IsCorruption: isCorruption}
 // fail with Validate's errors, so call Validate first to report them early.
 func New(opts Options) *Backend {
 	b := &Backend{opts: opts.withDefaults(), tune: opts.tuning().WithDefaults(defaults), invalid: opts.Validate(), dirs: disk.NewDirs("state/pebble")}
+	if opts.MemTableSize == 0 {
+		b.tune.MemTableSize = DefaultMemTableSize(b.tune.CacheSize)
+	}
 	if b.invalid != nil {
 		// Caches sized from invalid values could be huge or panic; the
 		// Backend needs none, since no database will open.

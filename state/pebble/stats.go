@@ -71,7 +71,7 @@ func (b *Backend) CacheMetrics() state.CacheMetrics {
 	var out state.CacheMetrics
 	b.dirs.IfOpen(func() {
 		cm := b.cache.Metrics()
-		out = state.CacheMetrics{Bytes: cm.Size, Blocks: cm.Count, Hits: cm.Hits, Misses: cm.Misses}
+		out = state.CacheMetrics{Capacity: b.tune.CacheSize, Bytes: cm.Size, Blocks: cm.Count, Hits: cm.Hits, Misses: cm.Misses}
 	})
 	return out
 }

@@ -39,9 +39,14 @@ type LedgerOptions struct {
 	CommitInterval time.Duration
 	CommitRecords  int
 	Workers        int
+	// StateMemory is the app's Config.StateMemory (0 = its default).
+	StateMemory int64
 	// CPUProfile, when set, receives a CPU profile of the exactly-once run.
 	CPUProfile string
-	Out        io.Writer
+	// StateReport, when set, receives a line of the state's figures
+	// (caches, LSM shape, peak RSS) at the end of each app run.
+	StateReport bool
+	Out         io.Writer
 }
 
 // Result is one measured run.
@@ -262,13 +267,16 @@ func runApp(ctx context.Context, seeds []string, g eddy.Guarantee, w workload, o
 	if err := kafka.CreateTopics(ctx, admCl, kafka.TopicSpec{Name: output, Partitions: 4}); err != nil {
 		return Result{}, err
 	}
-	go func() {
-		done <- eddy.Run(runCtx, w.topology(output), eddy.Config{
-			AppID: appID, Brokers: seeds, StateDir: dir, Guarantee: g,
-			CommitInterval: opts.CommitInterval, CommitRecords: opts.CommitRecords, Workers: opts.Workers, Backend: w.backend,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
-	}()
+	app, err := eddy.New(w.topology(output), eddy.Config{
+		AppID: appID, Brokers: seeds, StateDir: dir, Guarantee: g,
+		CommitInterval: opts.CommitInterval, CommitRecords: opts.CommitRecords, Workers: opts.Workers, Backend: w.backend,
+		StateMemory: opts.StateMemory,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	go func() { done <- app.Run(runCtx) }()
 	adm := kadm.NewClient(admCl)
 	committed := func() (int64, error) {
 		offs, err := adm.FetchOffsets(ctx, appID)
@@ -313,6 +321,9 @@ func runApp(ctx context.Context, seeds []string, g eddy.Guarantee, w workload, o
 		if c >= int64(n) {
 			secs := time.Since(start).Seconds()
 			cpu := cpuSeconds() - cpu0
+			if opts.StateReport && opts.Out != nil {
+				fmt.Fprintf(opts.Out, "  %s state: %s\n", g, stateReport(app.Registry()))
+			}
 			cancel()
 			if err := <-done; err != nil {
 				return Result{}, fmt.Errorf("bench: app %s: %w", g, err)
