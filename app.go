@@ -83,7 +83,7 @@ func (a *App) Run(ctx context.Context) error {
 	cfg, rt := a.cfg, a.rt
 	var err error
 	// StateMemory: half for the write buffers' caches, half for the
-	// default backend's block cache and memtables (docs/design.md §14).
+	// default backend's block cache and memtables (docs/design.md §2.1).
 	caches := state.NewCacheBudget(cfg.StateMemory / 2)
 	backend := cfg.Backend
 	if backend == nil {

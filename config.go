@@ -117,7 +117,7 @@ type Config struct {
 	// block cache sized by StateMemory.
 	Backend state.Backend
 	// StateMemory is the memory, in bytes, for the state of all the App's
-	// tasks together (docs/design.md §14). Half is the write buffers'
+	// tasks together (docs/design.md §2.1). Half is the write buffers'
 	// cache of committed values, which serves most reads of hot keys
 	// without going to the database and evicts key by key when full;
 	// when Backend is nil, the other half is the default Pebble backend's

@@ -5,7 +5,7 @@ import "sync/atomic"
 // CacheBudget is the memory that write buffers share for their caches of
 // committed values. An App gives one to every task, so that the caches of
 // all its tasks and stores together stay within one figure however many
-// keys the state holds (docs/design.md §14): a store buffer that ends a
+// keys the state holds (docs/design.md §2.1): a store buffer that ends a
 // transaction while the budget is used up gives back memory in proportion
 // to what it holds, evicting the keys least recently used (CLOCK order),
 // so hot keys stay cached and the process does not grow with the state.
