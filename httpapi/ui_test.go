@@ -257,16 +257,21 @@ func checkMemoryPanel(t *testing.T, eval func(what, expr string, ok func(string)
 	t.Helper()
 	type meter struct {
 		State, Used, Limit, HitRatio, Figs string
-		Parts                              map[string]float64
+		// Parts are the bar's segments: their widths (% of the bar)
+		// and the bytes they stand for.
+		Parts, Bytes map[string]float64
 	}
 	read := func(id string) meter {
 		t.Helper()
 		v := eval(id+" meter", `JSON.stringify((() => {
 			const m = document.getElementById("`+id+`");
-			const parts = {};
-			for (const p of m.querySelectorAll(".bar [data-part]")) parts[p.dataset.part] = parseFloat(p.style.width);
+			const parts = {}, bytes = {};
+			for (const p of m.querySelectorAll(".bar [data-part]")) {
+				parts[p.dataset.part] = parseFloat(p.style.width);
+				bytes[p.dataset.part] = parseFloat(p.dataset.bytes);
+			}
 			return {State: m.dataset.state || "", Used: m.dataset.used || "", Limit: m.dataset.limit || "",
-				HitRatio: m.dataset.hitRatio || "", Figs: m.querySelector(".meter-figs").textContent, Parts: parts};
+				HitRatio: m.dataset.hitRatio || "", Figs: m.querySelector(".meter-figs").textContent, Parts: parts, Bytes: bytes};
 		})())`, func(v string) bool { return strings.Contains(v, `"State":"live"`) })
 		var m meter
 		if err := json.Unmarshal([]byte(v), &m); err != nil {
@@ -290,6 +295,8 @@ func checkMemoryPanel(t *testing.T, eval func(what, expr string, ok func(string)
 		return err == nil && f > 0
 	})
 	buffers, cache, total := read("mem-write-buffers"), read("mem-block-cache"), read("mem-total")
+	t.Logf("state memory panel: write buffers %s (hit ratio %s), block cache and memtables %s (hit ratio %q), all %s",
+		buffers.Figs, buffers.HitRatio, cache.Figs, cache.HitRatio, total.Figs)
 	half := float64(uiStateMemory / 2)
 	if l := num("write buffers' limit", buffers.Limit); l != half {
 		t.Errorf("write buffers' limit %v, want half the budget, %v", l, half)
@@ -305,22 +312,24 @@ func checkMemoryPanel(t *testing.T, eval func(what, expr string, ok func(string)
 			t.Errorf("meter shows %q, want used / 32.0 MiB", m.Figs)
 		}
 	}
-	if cache.Parts["memtables"] <= 0 {
-		t.Errorf("block cache meter has no memtables segment: %v (the four task databases have memtables)", cache.Parts)
+	if cache.Bytes["memtables"] <= 0 {
+		t.Errorf("block cache meter has no memtables segment: %v (the four task databases have memtables)", cache.Bytes)
 	}
 	// The meters are read one after another while the figures move, so
-	// the total is checked against its own bar: one segment per part,
-	// together as wide as its used bytes are of the budget.
+	// the total is checked against its own bar: one segment per part, the
+	// write buffers and the memtables among them, their bytes adding up to
+	// the used figure, together as wide as it is of the budget.
 	u := num("total used", total.Used)
-	if u <= 0 {
-		t.Errorf("total used %v bytes, want above 0", u)
-	}
-	var width float64
-	for _, w := range total.Parts {
+	var width, bytes float64
+	for part, w := range total.Parts {
 		width += w
+		bytes += total.Bytes[part]
 	}
-	if want := 100 * u / max(u, uiStateMemory); total.Parts["write_buffers"] <= 0 || total.Parts["memtables"] <= 0 || math.Abs(width-want) > 0.1 {
-		t.Errorf("total bar segments %v (%.2f%% together), want write buffers and memtables among them, %.2f%% together", total.Parts, width, want)
+	if total.Bytes["write_buffers"] <= 0 || total.Bytes["memtables"] <= 0 || bytes != u {
+		t.Errorf("total bar segments of %v bytes, want write buffers and memtables among them, %v bytes together", total.Bytes, u)
+	}
+	if want := 100 * u / max(u, uiStateMemory); u <= 0 || math.Abs(width-want) > 0.1 {
+		t.Errorf("total bar segments %v%% wide, together %.2f%%, want %.2f%% (%v bytes used of %d)", total.Parts, width, want, u, uiStateMemory)
 	}
 	if r := num("write buffers' hit ratio", buffers.HitRatio); r <= 0 || r > 1 {
 		t.Errorf("write buffers' hit ratio %v, want in (0, 1]: the load reads its 200 accounts over and over", r)

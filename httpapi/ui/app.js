@@ -474,7 +474,7 @@ function meter(id, limit, parts) {
   const scale = Math.max(limit, used, 1);
   for (const p of parts) {
     if (!(p.bytes > 0)) continue;
-    bar.append(el("div", { "data-part": p.part, title: p.part + " " + fmtBytes(p.bytes),
+    bar.append(el("div", { "data-part": p.part, "data-bytes": String(p.bytes), title: p.part + " " + fmtBytes(p.bytes),
       style: `width:${(100 * p.bytes / scale).toFixed(2)}%;background:${p.color}` }));
   }
   return m;
