@@ -36,6 +36,7 @@ func exportedByEddy(t *testing.T) map[string]dto.MetricType {
 	task.Latency.ObserveBatch(time.Millisecond, 10)
 	m.ObserveCommit(time.Millisecond, true)
 	m.SetBackend(b)
+	m.SetStateCache(state.NewCacheBudget(1 << 20))
 	defer m.AddDB("0_0", db)()
 
 	mfs, err := m.Registry().Gather()
@@ -79,6 +80,9 @@ func TestEddyDashboard(t *testing.T) {
 		"eddy_pebble_compactions_in_progress", "eddy_pebble_compaction_pending_bytes",
 		"eddy_pebble_write_stalls_total", "eddy_pebble_write_stall_seconds_total", "eddy_pebble_flushes_total",
 		"eddy_pebble_l0_files", "eddy_pebble_memtable_bytes", "eddy_pebble_block_cache_hit_ratio",
+		// Issue 14's state memory budget.
+		"eddy_state_memory_limit_bytes", "eddy_state_memory_used_bytes", "eddy_state_cache_hits_total",
+		"eddy_state_cache_misses_total", "eddy_state_cache_evictions_total", "eddy_state_cache_hit_ratio",
 	} {
 		if !read[f] {
 			t.Errorf("no panel reads %s", f)
@@ -87,7 +91,8 @@ func TestEddyDashboard(t *testing.T) {
 }
 
 // TestEddyDashboardLayout: commit latency sits beside compactions and
-// write stalls, consumer lag beside throughput (same row of the grid).
+// write stalls, consumer lag beside throughput, the state memory budget
+// beside the write buffers' cache (same row of the grid).
 func TestEddyDashboardLayout(t *testing.T) {
 	var d struct {
 		Panels []struct {
@@ -105,6 +110,7 @@ func TestEddyDashboardLayout(t *testing.T) {
 	for _, group := range [][]string{
 		{"Commit latency", "Compactions", "Write stalls and compaction debt"},
 		{"Consumer lag", "Throughput"},
+		{"State memory", "Write buffers' cache"},
 	} {
 		for _, title := range group {
 			y, ok := row[title]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -50,6 +51,10 @@ const uiAccount = "acct-ui"
 
 var uiPayments = []int64{10, 20, 12} // seq 3, balance 42
 
+// uiStateMemory is the app's state memory budget: the state memory panel
+// must show its halves.
+const uiStateMemory = 64 << 20
+
 // TestUIInChromium runs the ledger in process under a steady load of
 // payments, on a real embedded broker, serves its handler, and drives the
 // web UI in headless Chromium: the charts fill with live data, the
@@ -79,7 +84,7 @@ func TestUIInChromium(t *testing.T) {
 	}
 	var logs testutil.LogBuffer
 	app, err := eddy.New(pipeline.Topology("payments", "balances"), eddy.Config{
-		AppID: "ledger", Brokers: seeds, StateDir: t.TempDir(), InstanceID: "ui-test",
+		AppID: "ledger", Brokers: seeds, StateDir: t.TempDir(), InstanceID: "ui-test", StateMemory: uiStateMemory,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {
@@ -200,9 +205,10 @@ func TestUIInChromium(t *testing.T) {
 			_, err := fmt.Sscan(v, &f)
 			return err == nil && f > 0
 		})
+		checkMemoryPanel(t, eval)
 	} else {
-		t.Log("GET /metrics is not served on this branch: the throughput, lag and commit charts must say so")
-		for _, id := range []string{"chart-throughput", "chart-lag", "chart-commit"} {
+		t.Log("GET /metrics is not served on this branch: the throughput, lag, commit charts and the state memory panel must say so")
+		for _, id := range []string{"chart-throughput", "chart-lag", "chart-commit", "memory"} {
 			eval(id+" unavailable note", `document.getElementById("`+id+`").dataset.state`, func(v string) bool { return v == "unavailable" })
 		}
 	}
@@ -237,6 +243,102 @@ func TestUIInChromium(t *testing.T) {
 		eval("lookup unavailable", `document.getElementById("lookup-result").dataset.state`, func(v string) bool { return v == "unavailable" })
 	}
 	shot(t, bctx)
+}
+
+// checkMemoryPanel checks the state memory panel of a ledger running with
+// uiStateMemory: each half of the budget is shown as the limit of its
+// meter and the whole as the total's, the write buffers and the memtables
+// hold something, the parts add up to the total, and the write buffers'
+// cache answers some reads (the load pays 200 accounts over and over).
+// The block cache may have seen no lookup yet (the memtables and the
+// write buffers answer this small state): its ratio is then empty, never
+// a figure out of [0, 1].
+func checkMemoryPanel(t *testing.T, eval func(what, expr string, ok func(string) bool) string) {
+	t.Helper()
+	type meter struct {
+		State, Used, Limit, HitRatio, Figs string
+		// Parts are the bar's segments: their widths (% of the bar)
+		// and the bytes they stand for.
+		Parts, Bytes map[string]float64
+	}
+	read := func(id string) meter {
+		t.Helper()
+		v := eval(id+" meter", `JSON.stringify((() => {
+			const m = document.getElementById("`+id+`");
+			const parts = {}, bytes = {};
+			for (const p of m.querySelectorAll(".bar [data-part]")) {
+				parts[p.dataset.part] = parseFloat(p.style.width);
+				bytes[p.dataset.part] = parseFloat(p.dataset.bytes);
+			}
+			return {State: m.dataset.state || "", Used: m.dataset.used || "", Limit: m.dataset.limit || "",
+				HitRatio: m.dataset.hitRatio || "", Figs: m.querySelector(".meter-figs").textContent, Parts: parts, Bytes: bytes};
+		})())`, func(v string) bool { return strings.Contains(v, `"State":"live"`) })
+		var m meter
+		if err := json.Unmarshal([]byte(v), &m); err != nil {
+			t.Fatalf("%s meter: %v in %s", id, err, v)
+		}
+		return m
+	}
+	num := func(what, s string) float64 {
+		t.Helper()
+		var f float64
+		if _, err := fmt.Sscan(s, &f); err != nil {
+			t.Errorf("%s: %q is not a number", what, s)
+		}
+		return f
+	}
+	eval("state memory panel", `document.getElementById("memory").dataset.state`, func(v string) bool { return v == "live" })
+	// The write buffers hold the accounts' balances once they were read.
+	eval("write buffers in use", `document.getElementById("mem-write-buffers").dataset.used`, func(v string) bool {
+		var f float64
+		_, err := fmt.Sscan(v, &f)
+		return err == nil && f > 0
+	})
+	buffers, cache, total := read("mem-write-buffers"), read("mem-block-cache"), read("mem-total")
+	t.Logf("state memory panel: write buffers %s (hit ratio %s), block cache and memtables %s (hit ratio %q), all %s",
+		buffers.Figs, buffers.HitRatio, cache.Figs, cache.HitRatio, total.Figs)
+	half := float64(uiStateMemory / 2)
+	if l := num("write buffers' limit", buffers.Limit); l != half {
+		t.Errorf("write buffers' limit %v, want half the budget, %v", l, half)
+	}
+	if l := num("block cache's limit", cache.Limit); l != uiStateMemory-half {
+		t.Errorf("block cache's limit %v, want the other half, %v", l, uiStateMemory-half)
+	}
+	if l := num("total limit", total.Limit); l != uiStateMemory {
+		t.Errorf("total limit %v, want the budget, %d", l, uiStateMemory)
+	}
+	for _, m := range []meter{buffers, cache} {
+		if !strings.HasSuffix(m.Figs, "/ 32.0 MiB") {
+			t.Errorf("meter shows %q, want used / 32.0 MiB", m.Figs)
+		}
+	}
+	if cache.Bytes["memtables"] <= 0 {
+		t.Errorf("block cache meter has no memtables segment: %v (the four task databases have memtables)", cache.Bytes)
+	}
+	// The meters are read one after another while the figures move, so
+	// the total is checked against its own bar: one segment per part, the
+	// write buffers and the memtables among them, their bytes adding up to
+	// the used figure, together as wide as it is of the budget.
+	u := num("total used", total.Used)
+	var width, bytes float64
+	for part, w := range total.Parts {
+		width += w
+		bytes += total.Bytes[part]
+	}
+	if total.Bytes["write_buffers"] <= 0 || total.Bytes["memtables"] <= 0 || bytes != u {
+		t.Errorf("total bar segments of %v bytes, want write buffers and memtables among them, %v bytes together", total.Bytes, u)
+	}
+	if want := 100 * u / max(u, uiStateMemory); u <= 0 || math.Abs(width-want) > 0.1 {
+		t.Errorf("total bar segments %v%% wide, together %.2f%%, want %.2f%% (%v bytes used of %d)", total.Parts, width, want, u, uiStateMemory)
+	}
+	if r := num("write buffers' hit ratio", buffers.HitRatio); r <= 0 || r > 1 {
+		t.Errorf("write buffers' hit ratio %v, want in (0, 1]: the load reads its 200 accounts over and over", r)
+	}
+	if cache.HitRatio != "" {
+		if r := num("block cache hit ratio", cache.HitRatio); r < 0 || r > 1 {
+			t.Errorf("block cache hit ratio %v, want in [0, 1]", r)
+		}
+	}
 }
 
 // served reports whether the handler serves path (a 404 in plain text is

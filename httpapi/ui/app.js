@@ -3,7 +3,8 @@
 //   /v1/status    tasks and readiness (every second)
 //   /v1/topology  the topology graph (once)
 //   /metrics      Prometheus text, parsed here; rates are computed from
-//                 the counters' deltas between two scrapes (every second)
+//                 the counters' deltas between two scrapes (every second);
+//                 the state memory panel reads eddy_state_memory_* there
 //   /v1/stores/{store}/keys/{key}  the lookup box
 // A part whose endpoint is not served says so instead of failing.
 // Chart elements carry data-points (how many points they hold) so that a
@@ -295,6 +296,7 @@ async function pollMetrics() {
       for (const c of Object.values(charts)) {
         if (c !== charts.state || !stateFromStatus) c.unavailable("Metrics are not available: this app serves no /metrics endpoint.");
       }
+      memoryUnavailable("State memory is not available: this app serves no /metrics endpoint.");
       return;
     }
     if (!r.ok) throw new Error("HTTP " + r.status);
@@ -311,6 +313,11 @@ async function pollMetrics() {
     commitSum: sum(samples, "eddy_commit_duration_seconds_sum"),
     commitCount: sum(samples, "eddy_commit_duration_seconds_count"),
     buckets: {},
+    bufHits: sum(samples, "eddy_state_cache_hits_total"),
+    bufMisses: sum(samples, "eddy_state_cache_misses_total"),
+    evictions: sum(samples, "eddy_state_cache_evictions_total"),
+    blockHits: sum(samples, "eddy_pebble_block_cache_hits_total"),
+    blockMisses: sum(samples, "eddy_pebble_block_cache_misses_total"),
   };
   for (const s of samples) {
     if (s.name === "eddy_commit_duration_seconds_bucket") {
@@ -359,6 +366,7 @@ async function pollMetrics() {
     for (const [store, v] of [...perStore.entries()].sort()) charts.state.push(store, COLORS.series[i++ % COLORS.series.length], t, v);
     renderStateLegend();
   }
+  renderMemory(samples, cur, prevScrape);
   prevScrape = cur;
 }
 
@@ -371,6 +379,133 @@ function renderStateLegend() {
     legend.append(el("i", { class: "sw", style: "background:" + s.color }), name + " ");
   }
   legend.append(el("span", { class: "muted" }, stateFromMetrics ? "eddy_state_bytes" : "on disk, from /v1/status"));
+}
+
+// ---- state memory ---------------------------------------------------------
+
+// renderMemory shows the state memory budget (Config.StateMemory) and its
+// use by part, from the eddy_state_memory_* series: the write buffers'
+// cache of committed values against its half, the block cache's blocks
+// and the memtables (Pebble charges them to the cache) against the other
+// half, and all of them against the whole. Hit ratios are over the last
+// scrape when it saw reads, else since the start. Each meter carries
+// data-used and data-limit (bytes), and the caches data-hit-ratio, so that
+// a test can read the figures without parsing text.
+function renderMemory(samples, cur, prev) {
+  const byPart = (name, part) => sum(samples, name, (l) => l.part === part);
+  const lim = {
+    buffers: byPart("eddy_state_memory_limit_bytes", "write_buffers"),
+    cache: byPart("eddy_state_memory_limit_bytes", "block_cache"),
+  };
+  const used = {
+    buffers: byPart("eddy_state_memory_used_bytes", "write_buffers"),
+    blocks: byPart("eddy_state_memory_used_bytes", "block_cache"),
+    memtables: byPart("eddy_state_memory_used_bytes", "memtables"),
+  };
+  if (lim.buffers == null && lim.cache == null) {
+    memoryUnavailable("This app reports no state memory budget (no eddy_state_memory_limit_bytes series).");
+    return;
+  }
+  const panel = $("memory");
+  panel.dataset.state = "live";
+  panel.querySelector(".note").hidden = true;
+  const dt = prev ? (cur.t - prev.t) / 1000 : 0;
+
+  const buffers = meter("mem-write-buffers", lim.buffers, [{ part: "write_buffers", bytes: used.buffers, color: COLORS.a }]);
+  if (buffers) {
+    const r = hitRatio(cur.bufHits, cur.bufMisses, prev && prev.bufHits, prev && prev.bufMisses, dt);
+    let text = "cache hit ratio " + r.text;
+    buffers.dataset.hitRatio = r.ratio != null ? String(r.ratio) : "";
+    if (cur.evictions != null) {
+      buffers.dataset.evictions = String(cur.evictions);
+      const rate = prev && prev.evictions != null && dt > 0 && cur.evictions >= prev.evictions ? (cur.evictions - prev.evictions) / dt : null;
+      text += " · " + fmtNum(cur.evictions) + " keys evicted" + (rate ? ", " + fmtNum(rate) + "/s" : "");
+    }
+    buffers.querySelector(".meter-sub").textContent = text;
+  } else {
+    $("mem-write-buffers").querySelector(".meter-sub").textContent = "not reported";
+  }
+
+  const cache = meter("mem-block-cache", lim.cache, [
+    { part: "block_cache", bytes: used.blocks, color: COLORS.b },
+    { part: "memtables", bytes: used.memtables, color: COLORS.d },
+  ]);
+  if (cache) {
+    const r = hitRatio(cur.blockHits, cur.blockMisses, prev && prev.blockHits, prev && prev.blockMisses, dt);
+    cache.dataset.hitRatio = r.ratio != null ? String(r.ratio) : "";
+    cache.querySelector(".meter-sub").textContent = "blocks " + fmtBytes(used.blocks) + " · memtables " + fmtBytes(used.memtables) +
+      " · block cache hit ratio " + (r.ratio == null && r.text === "no reads yet" ? "– (no lookup yet: memtables and write buffers answered)" : r.text);
+  } else {
+    $("mem-block-cache").querySelector(".meter-sub").textContent = "not reported: the app's state backend has no block cache eddy reads (its caches are its own)";
+  }
+
+  const total = (lim.buffers || 0) + (lim.cache || 0);
+  meter("mem-total", total, [
+    { part: "write_buffers", bytes: used.buffers, color: COLORS.a },
+    { part: "block_cache", bytes: used.blocks, color: COLORS.b },
+    { part: "memtables", bytes: used.memtables, color: COLORS.d },
+  ]);
+  $("mem-total").querySelector(".meter-sub").textContent = lim.cache != null
+    ? "Config.StateMemory: half for the write buffers, half for the block cache and memtables"
+    : "Config.StateMemory's half for the write buffers (the backend sizes its own caches)";
+  const inUse = (used.buffers || 0) + (used.blocks || 0) + (used.memtables || 0);
+  $("memory-summary").textContent = total > 0 ? " · " + (100 * inUse / total).toFixed(0) + " % of the budget in use" : "";
+}
+
+// meter fills the meter id with the parts' bytes against limit: a bar of
+// one segment per part and "used / limit". It returns the meter, or null
+// (the meter marked absent) when limit is not reported.
+function meter(id, limit, parts) {
+  const m = $(id);
+  const figs = m.querySelector(".meter-figs"), bar = m.querySelector(".bar");
+  bar.textContent = "";
+  if (limit == null) {
+    m.dataset.state = "absent";
+    m.dataset.used = m.dataset.limit = "";
+    figs.textContent = "–";
+    return null;
+  }
+  const used = parts.reduce((a, p) => a + (p.bytes || 0), 0);
+  m.dataset.state = "live";
+  m.dataset.used = String(used);
+  m.dataset.limit = String(limit);
+  m.dataset.over = String(used > limit);
+  figs.textContent = fmtBytes(used) + " / " + fmtBytes(limit);
+  const scale = Math.max(limit, used, 1);
+  for (const p of parts) {
+    if (!(p.bytes > 0)) continue;
+    bar.append(el("div", { "data-part": p.part, "data-bytes": String(p.bytes), title: p.part + " " + fmtBytes(p.bytes),
+      style: `width:${(100 * p.bytes / scale).toFixed(2)}%;background:${p.color}` }));
+  }
+  return m;
+}
+
+// hitRatio is hits / (hits + misses) over the last dt seconds when they
+// saw reads, else since the start; text says which.
+function hitRatio(hits, misses, prevHits, prevMisses, dt) {
+  if (hits == null || misses == null) return { ratio: null, text: "not reported" };
+  if (prevHits != null && prevMisses != null && dt > 0) {
+    const dh = hits - prevHits, dm = misses - prevMisses;
+    if (dh >= 0 && dm >= 0 && dh + dm > 0) {
+      return { ratio: dh / (dh + dm), text: fmtPercent(dh / (dh + dm)) + " (last " + (dt < 1.5 ? "second" : fmtSeconds(dt)) + ")" };
+    }
+  }
+  const n = hits + misses;
+  if (!(n > 0)) return { ratio: null, text: "no reads yet" };
+  return { ratio: hits / n, text: fmtPercent(hits / n) + " (since start)" };
+}
+
+function fmtPercent(r) {
+  const p = 100 * r;
+  return (p >= 99.95 || p === 0 ? p.toFixed(0) : p >= 99 ? p.toFixed(2) : p.toFixed(1)) + " %";
+}
+
+function memoryUnavailable(msg) {
+  const panel = $("memory"), note = panel.querySelector(".note");
+  panel.dataset.state = "unavailable";
+  note.textContent = msg;
+  note.hidden = false;
+  $("memory-summary").textContent = "";
 }
 
 // ---- status ------------------------------------------------------------
