@@ -8,7 +8,8 @@
 // labelled children once, when the task opens (Metrics.Task), and adds to
 // them once per poll, not per record; database figures are read at scrape
 // time only. Every family is listed, with its type, labels and meaning, in
-// the README's "Metrics" section; Families returns their names.
+// docs/metrics.md (a test in dashboards checks the list against what is
+// exported).
 package metrics
 
 import (
