@@ -59,8 +59,8 @@ func DefaultMemTableSize(cacheSize int64) uint64 {
 // memTableShare is the part of CacheSize that the memtables of all the
 // databases may take before RocksDB flushes one (CacheSize/memTableShare):
 // Flink's default for its managed memory, which gives write buffers half of
-// it and then two thirds of that, since RocksDB lets memtables outgrow the
-// limit by up to half before it flushes.
+// it and sets the limit at two thirds of that, since memtables can pass the
+// limit by up to half of it before a flush brings them down.
 const memTableShare = 3
 
 // RocksDB's range of write_buffer_size.

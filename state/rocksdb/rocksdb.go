@@ -43,10 +43,11 @@ func New(opts Options) *Backend {
 		b.dirs.Close(nil) // nothing to release: no database will open
 		return b
 	}
-	// RocksDB's LRU cache keeps half of it (high_pri_pool_ratio 0.5, its
-	// default, which the C API of 7.8 cannot change) for the index and
-	// filter blocks that newOptions puts there with high priority: data
-	// blocks evict them only from the other half.
+	// RocksDB's LRU cache gives the blocks inserted with high priority (the
+	// index and filter blocks, see newOptions) a pool of half of it
+	// (high_pri_pool_ratio 0.5, RocksDB's default, which the C API of 7.8
+	// cannot change): up to that much, they go out only after the data
+	// blocks.
 	b.cache = grocksdb.NewLRUCache(uint64(b.tune.CacheSize))
 	b.buffers = newWriteBuffers(b.memTableLimit(), b.cache)
 	return b
@@ -59,9 +60,10 @@ func (b *Backend) memTableLimit() uint64 { return uint64(b.tune.CacheSize) / mem
 // CacheMetrics returns the shared block cache's figures (zeros once the
 // Backend is closed). Capacity is CacheSize; Bytes is what the cache holds
 // less what the memtables are charged in it, the figure state/pebble
-// reports. Blocks, Hits and Misses are zero: RocksDB counts them only in
-// its statistics, which cost every Get of every database some time, and
-// the C API of 7.8 has no entry count.
+// reports. Blocks, Hits and Misses are zero: RocksDB counts hits and
+// misses only in its statistics, which add work to every Get (Kafka Streams
+// and Flink leave them off by default too), and the C API of 7.8 counts no
+// entries.
 func (b *Backend) CacheMetrics() state.CacheMetrics {
 	var out state.CacheMetrics
 	b.dirs.IfOpen(func() {
@@ -72,9 +74,10 @@ func (b *Backend) CacheMetrics() state.CacheMetrics {
 	return out
 }
 
-// Close releases the Backend's handle on the block cache. Databases still
-// open hold their own references (RocksDB's table options keep the cache
-// alive) and stay usable until they close; Open fails after Close.
+// Close releases the Backend's handles on the block cache and the write
+// buffer manager. Databases still open hold their own references (their
+// options keep both alive) and stay usable until they close; Open fails
+// after Close.
 func (b *Backend) Close() error {
 	b.dirs.Close(func() {
 		b.buffers.destroy()
