@@ -185,6 +185,15 @@ func TestOptionsReachRocksDB(t *testing.T) {
 			if c := d.(*db).rdb.GetProperty("rocksdb.block-cache-capacity"); c != tt.cache {
 				t.Errorf("block cache capacity = %s; want %s", c, tt.cache)
 			}
+			// The cache's options are only in the LOG: half of it is the
+			// pool of the index and filter blocks.
+			log, err := os.ReadFile(filepath.Join(dir, "LOG"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(log, []byte("high_pri_pool_ratio: 0.500")) {
+				t.Error("the LOG does not show the block cache's high_pri_pool_ratio at 0.5")
+			}
 		})
 	}
 }
