@@ -36,8 +36,6 @@ void eddy_write_buffers_set(rocksdb_options_t* opt, eddy_write_buffers_t* w) {
   opt->rep.write_buffer_manager = w->rep;
 }
 
-size_t eddy_write_buffers_usage(eddy_write_buffers_t* w) { return w->rep->memory_usage(); }
-
 size_t eddy_write_buffers_charged(eddy_write_buffers_t* w) { return w->rep->dummy_entries_in_cache_usage(); }
 
 }  // extern "C"

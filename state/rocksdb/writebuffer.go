@@ -22,7 +22,7 @@ import (
 //
 // Neither grocksdb 1.7.14 nor the C API of RocksDB 7.8 can create one (the
 // C API gained rocksdb_write_buffer_manager_create_with_cache later), so
-// writebuffer.cc adds the five calls needed, on RocksDB's C++ API.
+// writebuffer.cc adds the four calls needed, on RocksDB's C++ API.
 type writeBuffers struct{ c *C.eddy_write_buffers_t }
 
 // newWriteBuffers returns a manager that charges memtables to cache and
@@ -36,9 +36,8 @@ func (w writeBuffers) set(opts *grocksdb.Options) {
 	C.eddy_write_buffers_set(cOptions(opts), w.c)
 }
 
-// usage is the memory of the memtables w manages; charged is what w has
-// charged to the cache for them (it charges in steps of 256 KiB).
-func (w writeBuffers) usage() uint64   { return uint64(C.eddy_write_buffers_usage(w.c)) }
+// charged is what w has charged to the cache for the memtables (in steps
+// of 256 KiB, so at least their memory).
 func (w writeBuffers) charged() uint64 { return uint64(C.eddy_write_buffers_charged(w.c)) }
 
 // destroy drops w; the databases opened with it hold their own references.

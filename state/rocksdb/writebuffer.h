@@ -24,9 +24,8 @@ eddy_write_buffers_t* eddy_write_buffers_create(size_t limit, rocksdb_cache_t* c
 void eddy_write_buffers_destroy(eddy_write_buffers_t* w);
 // eddy_write_buffers_set makes databases opened with opt use w.
 void eddy_write_buffers_set(rocksdb_options_t* opt, eddy_write_buffers_t* w);
-// eddy_write_buffers_usage is the memory of the memtables w manages.
-size_t eddy_write_buffers_usage(eddy_write_buffers_t* w);
-// eddy_write_buffers_charged is what w has charged to the cache for it.
+// eddy_write_buffers_charged is what w has charged to the cache for the
+// memtables.
 size_t eddy_write_buffers_charged(eddy_write_buffers_t* w);
 
 #ifdef __cplusplus
