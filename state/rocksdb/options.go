@@ -17,9 +17,14 @@ var ErrNotBuilt = errors.New("state/rocksdb: built without RocksDB: rebuild with
 // default in parentheses (the constant Default + its name). RocksDB shares
 // no file cache between databases, so every value but CacheSize applies
 // per database, that is per task.
+//
+// CacheSize is one budget for the blocks and the memtables of every
+// database, as with state/pebble: a WriteBufferManager charges memtables to
+// the block cache and flushes them when those of all the databases pass a
+// third of it (memTableShare).
 type Options struct {
 	CacheSize                int64       // the LRU block cache that every database shares, in bytes (64 MiB)
-	MemTableSize             uint64      // write_buffer_size, from 64 KiB to 64 GiB (16 MiB)
+	MemTableSize             uint64      // write_buffer_size, from 64 KiB to 64 GiB (DefaultMemTableSize(CacheSize))
 	MaxOpenFiles             int         // max_open_files (256: a task's database holds few tables, and a generous bound multiplies by the tasks)
 	MaxConcurrentCompactions int         // max_background_compactions; flushes have a thread of their own (1: tasks already compact in parallel)
 	Compression              Compression // the compression of table blocks (CompressionSnappy, RocksDB's default)
@@ -35,12 +40,28 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultCacheSize                = 64 << 20
-	DefaultMemTableSize             = 16 << 20
 	DefaultMaxOpenFiles             = 256
 	DefaultMaxConcurrentCompactions = 1
 	DefaultL0CompactionThreshold    = 4
 	DefaultL0StopWritesThreshold    = 36
 )
+
+// DefaultMemTableSize returns MemTableSize's default for a cache of
+// cacheSize bytes: a sixteenth of it, at least 4 MiB and at most 64 MiB,
+// the rule of state/pebble, whose memtables are charged to its cache too.
+// A memtable sized from the cache leaves it room for blocks; RocksDB's own
+// default (64 MiB, whatever the cache) would fill a small cache with one
+// database's memtables.
+func DefaultMemTableSize(cacheSize int64) uint64 {
+	return uint64(min(max(cacheSize/16, 4<<20), 64<<20))
+}
+
+// memTableShare is the part of CacheSize that the memtables of all the
+// databases may take before RocksDB flushes one (CacheSize/memTableShare):
+// Flink's default for its managed memory, which gives write buffers half of
+// it and sets the limit at two thirds of that, since memtables can pass the
+// limit by up to half of it before a flush brings them down.
+const memTableShare = 3
 
 // RocksDB's range of write_buffer_size.
 const (
@@ -68,7 +89,6 @@ const (
 var (
 	defaults = disk.Tuning{
 		CacheSize:                DefaultCacheSize,
-		MemTableSize:             DefaultMemTableSize,
 		MaxOpenFiles:             DefaultMaxOpenFiles,
 		MaxConcurrentCompactions: DefaultMaxConcurrentCompactions,
 		L0CompactionThreshold:    DefaultL0CompactionThreshold,
@@ -76,7 +96,7 @@ var (
 	}
 	// RocksDB would silently clip a memtable size out of its range.
 	limits = disk.Limits{Pkg: "state/rocksdb", Defaults: defaults, MemTableMin: minMemTableSize, MemTableMax: maxMemTableSize,
-		MemTableRule: "must be from 64 KiB to 64 GiB, RocksDB's range (0 means the default, 16 MiB)"}
+		MemTableRule: "must be from 64 KiB to 64 GiB, RocksDB's range (0 means the default, DefaultMemTableSize(CacheSize))"}
 )
 
 // tuning returns the fields of o that state/internal/disk validates.

@@ -14,15 +14,16 @@ import (
 	"github.com/eddy-streams/eddy/state/internal/disk"
 )
 
-// Backend opens RocksDB databases that share one block cache. It is safe for
-// concurrent use.
+// Backend opens RocksDB databases that share one block cache, which also
+// holds their memtables (see writeBuffers). It is safe for concurrent use.
 type Backend struct {
 	tune disk.Tuning // the Options' tuning, with defaults
 	// invalid is what Options.Validate reported, returned by every Open.
 	invalid error
 
-	dirs  *disk.Dirs
-	cache *grocksdb.Cache // nil once closed
+	dirs    *disk.Dirs
+	cache   *grocksdb.Cache // nil once closed
+	buffers writeBuffers
 }
 
 var _ state.Backend = (*Backend)(nil)
@@ -35,19 +36,51 @@ var errs = disk.Errors{Pkg: "state/rocksdb", IsCorruption: isCorruption}
 // fail with Validate's errors, so call Validate first to report them early.
 func New(opts Options) *Backend {
 	b := &Backend{tune: opts.tuning().WithDefaults(defaults), invalid: opts.Validate(), dirs: disk.NewDirs("state/rocksdb")}
+	if opts.MemTableSize == 0 {
+		b.tune.MemTableSize = DefaultMemTableSize(b.tune.CacheSize)
+	}
 	if b.invalid != nil {
 		b.dirs.Close(nil) // nothing to release: no database will open
 		return b
 	}
+	// RocksDB's LRU cache gives the blocks inserted with high priority (the
+	// index and filter blocks, see newOptions) a pool of half of it
+	// (high_pri_pool_ratio 0.5, RocksDB's default, which the C API of 7.8
+	// cannot change): up to that much, they go out only after the data
+	// blocks.
 	b.cache = grocksdb.NewLRUCache(uint64(b.tune.CacheSize))
+	b.buffers = newWriteBuffers(b.memTableLimit(), b.cache)
 	return b
 }
 
-// Close releases the Backend's handle on the block cache. Databases still
-// open hold their own references (RocksDB's table options keep the cache
-// alive) and stay usable until they close; Open fails after Close.
+// memTableLimit is the memory of all the databases' memtables past which
+// RocksDB flushes one.
+func (b *Backend) memTableLimit() uint64 { return uint64(b.tune.CacheSize) / memTableShare }
+
+// CacheMetrics returns the shared block cache's figures (zeros once the
+// Backend is closed). Capacity is CacheSize; Bytes is what the cache holds
+// less what the memtables are charged in it, the figure state/pebble
+// reports. Blocks, Hits and Misses are zero: RocksDB counts hits and
+// misses only in its statistics, which add work to every Get (Kafka Streams
+// and Flink leave them off by default too), and the C API of 7.8 counts no
+// entries.
+func (b *Backend) CacheMetrics() state.CacheMetrics {
+	var out state.CacheMetrics
+	b.dirs.IfOpen(func() {
+		used := b.cache.GetUsage()
+		used -= min(used, b.buffers.charged())
+		out = state.CacheMetrics{Capacity: b.tune.CacheSize, Bytes: int64(used)}
+	})
+	return out
+}
+
+// Close releases the Backend's handles on the block cache and the write
+// buffer manager. Databases still open hold their own references (their
+// options keep both alive) and stay usable until they close; Open fails
+// after Close.
 func (b *Backend) Close() error {
 	b.dirs.Close(func() {
+		b.buffers.destroy()
 		b.cache.Destroy()
 		b.cache = nil
 	})
@@ -65,7 +98,7 @@ func (b *Backend) Open(dir string) (state.DB, error) {
 	if b.invalid != nil {
 		return nil, fmt.Errorf("state/rocksdb: open %s: fix the Backend's options: %w", dir, b.invalid)
 	}
-	// The options take their reference on the cache under the lock, so a
+	// The options take their references on the cache under the lock, so a
 	// concurrent Close cannot free it before RocksDB holds it.
 	var ro rocksOptions
 	if err := b.dirs.Acquire(dir, func() { ro = b.newOptions() }); err != nil {
@@ -97,19 +130,37 @@ func (b *Backend) newOptions() rocksOptions {
 	o := b.tune
 	table := grocksdb.NewDefaultBlockBasedTableOptions()
 	table.SetBlockCache(b.cache)
+	// Bloom filters (10 bits a key, about 1% false positives), as Kafka
+	// Streams configures RocksDB and state/pebble does: a Get of a key the
+	// store does not hold skips every table instead of reading a block of
+	// each.
+	table.SetFilterPolicy(grocksdb.NewBloomFilterFull(10))
+	// Index and filter blocks in the block cache, so that CacheSize bounds
+	// them too (by default every open table holds its own, outside any
+	// budget), with high priority, so that data blocks do not evict them
+	// (a Get that misses them reads them from the file again, the cost
+	// BENCHMARKS.md found at 1M keys); level 0's pinned, since every Get
+	// looks at each level 0 table. What Kafka Streams' bounded-memory
+	// RocksDBConfigSetter example and Flink's managed memory set.
+	table.SetCacheIndexAndFilterBlocks(true)
+	table.SetCacheIndexAndFilterBlocksWithHighPriority(true)
+	table.SetPinL0FilterAndIndexBlocksInCache(true)
+	table.SetPinTopLevelIndexAndFilter(true) // partitioned indexes only, and RocksDB's default
 
 	opts := grocksdb.NewDefaultOptions()
 	opts.SetCreateIfMissing(true)
 	opts.SetParanoidChecks(true)
 	opts.SetBlockBasedTableFactory(table)
 	opts.SetWriteBufferSize(o.MemTableSize)
+	opts.SetArenaBlockSize(arenaBlockSize(o.MemTableSize, b.memTableLimit()))
+	b.buffers.set(opts)
 	opts.SetMaxOpenFiles(o.MaxOpenFiles)
 	// The deprecated per-kind limits, because max_background_jobs splits
 	// one number between flushes and compactions by a ratio; RocksDB 7.8
 	// still honours them when set.
 	opts.SetMaxBackgroundCompactions(o.MaxConcurrentCompactions)
 	opts.SetMaxBackgroundFlushes(1)
-	opts.SetCompression(Compression(o.Compression).rocks())
+	setCompression(opts, Compression(o.Compression))
 	opts.SetLevel0FileNumCompactionTrigger(o.L0CompactionThreshold)
 	opts.SetLevel0SlowdownWritesTrigger(min(l0SlowdownWrites, o.L0StopWritesThreshold))
 	opts.SetLevel0StopWritesTrigger(o.L0StopWritesThreshold)
@@ -120,14 +171,29 @@ func (b *Backend) newOptions() rocksOptions {
 	return rocksOptions{db: opts, table: table}
 }
 
-func (c Compression) rocks() grocksdb.CompressionType {
+// arenaBlockSize is the unit in which a memtable takes memory: RocksDB's
+// default (a memtable's eighth, at most 1 MiB), but at most 1/64 of the
+// memtables' limit. RocksDB flushes the memtable being written to whenever
+// the memtables of all databases hold more than 7/8 of the limit, and each
+// holds at least a block: with blocks too large for the limit, a few tasks
+// would flush at every write (Flink checks the same).
+func arenaBlockSize(memTable, limit uint64) uint64 {
+	size := min(memTable/8, 1<<20, limit/64)
+	return max(size&^4095, 4096)
+}
+
+// setCompression sets the compression of table files, the same on every
+// level: the one place to change for a per-level choice (grocksdb's
+// SetCompressionPerLevel).
+func setCompression(opts *grocksdb.Options, c Compression) {
+	t := grocksdb.SnappyCompression
 	switch c {
 	case CompressionNone:
-		return grocksdb.NoCompression
+		t = grocksdb.NoCompression
 	case CompressionZstd:
-		return grocksdb.ZSTDCompression
+		t = grocksdb.ZSTDCompression
 	}
-	return grocksdb.SnappyCompression
+	opts.SetCompression(t)
 }
 
 func (b *Backend) open1(dir string, ro rocksOptions) (*db, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,7 +121,7 @@ func readOptionsFile(t *testing.T, dir string) map[string]map[string]string {
 }
 
 func TestOptionsReachRocksDB(t *testing.T) {
-	const dbo, cf = "DBOptions", `CFOptions "default"`
+	const dbo, cf, table = "DBOptions", `CFOptions "default"`, `TableOptions/BlockBasedTable "default"`
 	tests := []struct {
 		name  string
 		opts  Options
@@ -130,11 +131,19 @@ func TestOptionsReachRocksDB(t *testing.T) {
 		{"defaults", Options{}, fmt.Sprint(DefaultCacheSize), map[string]map[string]string{
 			dbo: {"max_open_files": "256", "max_background_compactions": "1", "max_background_flushes": "1"},
 			cf: {
-				"write_buffer_size":                  fmt.Sprint(DefaultMemTableSize),
+				"write_buffer_size":                  fmt.Sprint(4 << 20), // a sixteenth of the cache, at least 4 MiB
+				"arena_block_size":                   "348160",            // 64 MiB/3/64, down to 4 KiB
 				"compression":                        "kSnappyCompression",
 				"level0_file_num_compaction_trigger": "4",
 				"level0_slowdown_writes_trigger":     "20",
 				"level0_stop_writes_trigger":         "36",
+			},
+			table: {
+				"filter_policy":                 "bloomfilter",
+				"no_block_cache":                "false",
+				"cache_index_and_filter_blocks": "true",
+				"cache_index_and_filter_blocks_with_high_priority": "true",
+				"pin_l0_filter_and_index_blocks_in_cache":          "true",
 			},
 		}},
 		{"custom", Options{
@@ -149,6 +158,7 @@ func TestOptionsReachRocksDB(t *testing.T) {
 			dbo: {"max_open_files": "321", "max_background_compactions": "3"},
 			cf: {
 				"write_buffer_size":                  fmt.Sprint(5 << 20),
+				"arena_block_size":                   "16384", // 3 MiB/3/64: a small cache's limit
 				"compression":                        "kZSTD",
 				"level0_file_num_compaction_trigger": "7",
 				"level0_slowdown_writes_trigger":     "12", // not above the stop
@@ -174,6 +184,15 @@ func TestOptionsReachRocksDB(t *testing.T) {
 			}
 			if c := d.(*db).rdb.GetProperty("rocksdb.block-cache-capacity"); c != tt.cache {
 				t.Errorf("block cache capacity = %s; want %s", c, tt.cache)
+			}
+			// The cache's options are only in the LOG: half of it is the
+			// pool of the index and filter blocks.
+			log, err := os.ReadFile(filepath.Join(dir, "LOG"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(log, []byte("high_pri_pool_ratio: 0.500")) {
+				t.Error("the LOG does not show the block cache's high_pri_pool_ratio at 0.5")
 			}
 		})
 	}
@@ -218,6 +237,87 @@ func TestCompressionReachesTables(t *testing.T) {
 				t.Errorf("table of %d bytes for %d bytes of values; compression %q", len(data), 1000*len(value), tt.c)
 			}
 		})
+	}
+}
+
+// tableProperty reads a number from the properties of d's tables
+// (rocksdb.aggregated-table-properties: "...; filter block size=1285; ...").
+func tableProperty(t *testing.T, d state.DB, name string) int64 {
+	t.Helper()
+	props := d.(*db).rdb.GetProperty("rocksdb.aggregated-table-properties")
+	for _, field := range strings.Split(props, "; ") {
+		if k, v, ok := strings.Cut(field, "="); ok && k == name {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("table property %q = %q: %v", name, v, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no table property %q in %q", name, props)
+	return 0
+}
+
+// writeKeys applies n small keys to store s of d and flushes them into a
+// table.
+func writeKeys(t *testing.T, d state.DB, n int) {
+	t.Helper()
+	var writes []state.Write
+	for i := range n {
+		writes = append(writes, state.Write{Store: "s", Key: fmt.Appendf(nil, "k%06d", i), Value: []byte("value")})
+	}
+	if err := d.Apply(&state.Batch{Writes: writes}); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, d)
+}
+
+// TestBloomFiltersReachTables: every table has a filter of about 10 bits a
+// key.
+func TestBloomFiltersReachTables(t *testing.T) {
+	d := statetest.Open(t, newBackend(t, Options{}), t.TempDir())
+	defer d.Close()
+	writeKeys(t, d, 5000)
+	keys, filter := tableProperty(t, d, "# entries for filter"), tableProperty(t, d, "filter block size")
+	if bits := float64(filter*8) / float64(keys); keys < 5000 || bits < 9 || bits > 11 {
+		t.Fatalf("filter of %d bytes for %d keys: %.1f bits a key; want 10", filter, keys, bits)
+	}
+}
+
+// TestCacheMetrics: the shared cache reports its capacity, and holds the
+// index and filter blocks of a new table before any Get reads them (pinned
+// for level 0), then the data blocks that Gets read.
+func TestCacheMetrics(t *testing.T) {
+	const cacheSize = 8 << 20
+	b := New(Options{CacheSize: cacheSize})
+	if cm := b.CacheMetrics(); cm.Capacity != cacheSize || cm.Bytes != 0 {
+		t.Fatalf("CacheMetrics of a new Backend = %+v; want capacity %d, nothing held", cm, cacheSize)
+	}
+	d := statetest.Open(t, b, t.TempDir())
+	writeKeys(t, d, 5000)
+	meta := tableProperty(t, d, "filter block size") + tableProperty(t, d, "index block size (user-key? 1, delta-value? 1)")
+	held := b.CacheMetrics().Bytes
+	if held < meta {
+		t.Errorf("cache holds %d bytes after a flush; want at least the table's %d bytes of index and filter", held, meta)
+	}
+	for i := 0; i < 5000; i += 10 {
+		if _, ok, err := d.Get("s", fmt.Appendf(nil, "k%06d", i)); err != nil || !ok {
+			t.Fatalf("Get k%06d = %v, %v", i, ok, err)
+		}
+	}
+	data := tableProperty(t, d, "data block size")
+	cm := b.CacheMetrics()
+	if cm.Capacity != cacheSize || cm.Bytes < meta+data || cm.Bytes > cacheSize {
+		t.Errorf("CacheMetrics after reading every data block = %+v; want capacity %d and at least %d+%d bytes held", cm, cacheSize, meta, data)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if cm := b.CacheMetrics(); cm != (state.CacheMetrics{}) {
+		t.Errorf("CacheMetrics after Close = %+v; want zeros", cm)
 	}
 }
 

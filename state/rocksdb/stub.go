@@ -23,3 +23,6 @@ func (*Backend) Destroy(dir string) error { return ErrNotBuilt }
 
 // Close does nothing.
 func (*Backend) Close() error { return nil }
+
+// CacheMetrics returns zeros: there is no cache.
+func (*Backend) CacheMetrics() state.CacheMetrics { return state.CacheMetrics{} }
