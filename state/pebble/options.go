@@ -168,7 +168,7 @@ func (o Options) apply(po *pebbledb.Options, t disk.Tuning) {
 	profile := Compression(t.Compression).profile()
 	for i := range po.Levels {
 		p := profile
-		if o.Compression == "" && i < len(po.Levels)-1 {
+		if t.Compression == "" && i < len(po.Levels)-1 {
 			p = sstable.NoCompression // see Options.Compression
 		}
 		po.Levels[i].Compression = func() *sstable.CompressionProfile { return p }

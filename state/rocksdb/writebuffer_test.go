@@ -82,8 +82,11 @@ func TestMemTablesChargedToCache(t *testing.T) {
 	if switched == 0 {
 		t.Fatalf("no memtable switched after 7 MB in a 256 MiB memtable, under a %d MiB limit", cacheSize/memTableShare>>20)
 	}
-	if got := intProperty(t, dbs[0], "rocksdb.cur-size-active-mem-table"); got > cacheSize/memTableShare {
-		t.Errorf("active memtable holds %d bytes; want at most the %d limit", got, cacheSize/memTableShare)
+	// RocksDB checks the limit before a write and switches the memtable
+	// at the next one: the memtable can pass the limit by one batch.
+	const batch = 1 << 20 // a write of 1000 values of 1 KB, with keys
+	if got := intProperty(t, dbs[0], "rocksdb.cur-size-active-mem-table"); got > cacheSize/memTableShare+batch {
+		t.Errorf("active memtable holds %d bytes; want at most the %d limit and one batch", got, cacheSize/memTableShare)
 	}
 }
 
