@@ -133,7 +133,7 @@ func TestOptionsReachRocksDB(t *testing.T) {
 			cf: {
 				"write_buffer_size":                  fmt.Sprint(4 << 20), // a sixteenth of the cache, at least 4 MiB
 				"arena_block_size":                   "348160",            // 64 MiB/3/64, down to 4 KiB
-				"compression":                        "kNoCompression", // above the bottom level
+				"compression":                        "kNoCompression",    // above the bottom level
 				"bottommost_compression":             "kSnappyCompression",
 				"level0_file_num_compaction_trigger": "4",
 				"level0_slowdown_writes_trigger":     "20",
