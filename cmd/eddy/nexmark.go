@@ -28,8 +28,9 @@ func runNexmark(ctx context.Context, args []string) error {
 	eventRate := fs.Float64("event-rate", 0, "events per second of event time (default the model's 10000); higher packs more events, and state, into each window")
 	commitInterval := fs.Duration("commit-interval", time.Second, "time between commits")
 	stateDir := fs.String("state-dir", "", "directory for the state (default: a temporary directory, removed after)")
-	cacheSize := fs.Int64("cache-size", 0, "Pebble block cache in bytes (default eddy's, 64 MiB)")
-	memtableSize := fs.Uint64("memtable-size", 0, "Pebble memtable size in bytes (default eddy's, 16 MiB)")
+	stateMemory := fs.Int64("state-memory", 0, "state memory budget in bytes, split as an app splits Config.StateMemory (default eddy's: a quarter of the memory available)")
+	cacheSize := fs.Int64("cache-size", 0, "Pebble block cache in bytes (default: half of --state-memory)")
+	memtableSize := fs.Uint64("memtable-size", 0, "Pebble memtable size in bytes (default eddy's: a sixteenth of the cache, 4-64 MiB)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (one query only)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -73,7 +74,7 @@ func runNexmark(ctx context.Context, args []string) error {
 	}
 	opts := bench.NexmarkOptions{
 		Query: qs[0], Events: *events, Seed: *seed, EventRate: *eventRate, CommitInterval: *commitInterval, Dir: *stateDir,
-		CacheSize: *cacheSize, MemTableSize: *memtableSize, Progress: os.Stderr, CPUProfile: *cpuprofile,
+		StateMemory: *stateMemory, CacheSize: *cacheSize, MemTableSize: *memtableSize, Progress: os.Stderr, CPUProfile: *cpuprofile,
 	}
 	var res bench.NexmarkResult
 	var err error

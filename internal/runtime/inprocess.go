@@ -67,7 +67,10 @@ type InProcessOptions struct {
 	Out func(r *kgo.Record, read bool)
 	// MaxRecordBytes caps a written record as Run does (0: the default).
 	MaxRecordBytes int
-	Logger         *slog.Logger
+	// StateCache is the budget the tasks' write buffers share (nil: each
+	// its own state.DefaultBufferCache).
+	StateCache *state.CacheBudget
+	Logger     *slog.Logger
 }
 
 type queued struct {
@@ -117,7 +120,7 @@ func (p *InProcess) openTask(id TaskID, sub Subtopology) (*InProcessTask, error)
 	if p.opts.Input != nil {
 		inputs = []state.TopicPartition{*p.opts.Input}
 	}
-	ts, err := NewTaskState(id, sub.Stores, inputs, db, p.opts.Logger)
+	ts, err := NewTaskState(id, sub.Stores, inputs, db, p.opts.StateCache, p.opts.Logger)
 	if err != nil {
 		db.Close()
 		return nil, err

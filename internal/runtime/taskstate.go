@@ -50,8 +50,9 @@ type TaskState struct {
 // NewTaskState returns the state core of task id over db, which holds
 // stores, at the stream time and offsets db reflects. sources are the
 // task's input partitions, whose consumed offsets each commit records.
-func NewTaskState(id TaskID, stores []Store, sources []state.TopicPartition, db state.DB, log *slog.Logger) (*TaskState, error) {
-	t := &TaskState{}
+// cache is the budget its write buffer's cache shares (nil: its own).
+func NewTaskState(id TaskID, stores []Store, sources []state.TopicPartition, db state.DB, cache *state.CacheBudget, log *slog.Logger) (*TaskState, error) {
+	t := &TaskState{cache: cache}
 	t.init(id, stores, sources, log)
 	if err := t.attach(db); err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ func TestTaskState(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := state.TopicPartition{Topic: "in"}
-	task, err := NewTaskState(TaskID{Subtopology: 1}, []Store{{Name: "s"}}, []state.TopicPartition{src}, db, slog.New(slog.DiscardHandler))
+	task, err := NewTaskState(TaskID{Subtopology: 1}, []Store{{Name: "s"}}, []state.TopicPartition{src}, db, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/plan"
+	"github.com/eddy-streams/eddy/state"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -39,12 +40,30 @@ type NexmarkOptions struct {
 	// Dir holds the state; empty means a temporary directory, removed
 	// after the run.
 	Dir string
-	// CacheSize and MemTableSize are Pebble's (zero: eddy's defaults).
+	// StateMemory is split as an App splits Config.StateMemory: half for
+	// the write buffers' caches, half for Pebble's cache (zero: eddy's
+	// default, DefaultStateMemory). CacheSize and MemTableSize, when set,
+	// size Pebble instead.
+	StateMemory  int64
 	CacheSize    int64
 	MemTableSize uint64
 	// Progress receives a progress bar, redrawn at each commit.
 	Progress   io.Writer
 	CPUProfile string
+}
+
+// stateMemory splits the state memory as App.Run does: the write buffers'
+// budget and the Pebble backend's options.
+func (opts NexmarkOptions) stateMemory() (*state.CacheBudget, pebble.Options) {
+	mem := opts.StateMemory
+	if mem == 0 {
+		mem = eddy.DefaultStateMemory()
+	}
+	po := pebble.Options{CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize}
+	if po.CacheSize == 0 {
+		po.CacheSize = mem - mem/2
+	}
+	return state.NewCacheBudget(mem / 2), po
 }
 
 // NexmarkResult is the JSON line `eddy bench nexmark` prints per query.
@@ -113,8 +132,10 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 		res.Outputs++
 		check.Add(key, value, ts)
 	}
-	backend := pebble.New(pebble.Options{CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize})
-	runner, err := local.New(rt, g.Source(topics), local.Config{Backend: backend, Dir: dir, CommitInterval: opts.CommitInterval, Sink: sink})
+	caches, pebbleOpts := opts.stateMemory()
+	backend := pebble.New(pebbleOpts)
+	defer backend.Close()
+	runner, err := local.New(rt, g.Source(topics), local.Config{Backend: backend, Dir: dir, CommitInterval: opts.CommitInterval, StateCache: caches, Sink: sink})
 	if err != nil {
 		return res, err
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/plan"
+	"github.com/eddy-streams/eddy/state"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -114,11 +115,18 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	brokerCPU0 := processCPU(broker.Process.Pid)
 	cpu0, start := cpuSeconds(), time.Now()
 	bar.start = start
+	var backend state.Backend // nil: the App's, sized from StateMemory
+	if opts.CacheSize != 0 || opts.MemTableSize != 0 {
+		pb := pebble.New(pebble.Options{CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize})
+		defer pb.Close()
+		backend = pb
+	}
 	go func() {
 		done <- eddy.Run(runCtx, topo, eddy.Config{
 			AppID: appID, Brokers: seeds, StateDir: filepath.Join(dir, "state"), Guarantee: eddy.ExactlyOnce,
 			CommitInterval: opts.CommitInterval,
-			Backend:        pebble.New(pebble.Options{CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize}),
+			StateMemory:    opts.StateMemory,
+			Backend:        backend,
 			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 	}()

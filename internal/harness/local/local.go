@@ -50,8 +50,11 @@ type Config struct {
 	Dir     string
 	// CommitInterval is the time between commits (default 1 s).
 	CommitInterval time.Duration
-	Sink           Sink
-	Logger         *slog.Logger
+	// StateCache is the budget the tasks' write buffers share, as an
+	// App's half of Config.StateMemory (nil: each its own default).
+	StateCache *state.CacheBudget
+	Sink       Sink
+	Logger     *slog.Logger
 }
 
 // sourcePartition is the name the source index is stored under in each
@@ -107,7 +110,8 @@ func New(topo runtime.Topology, src Source, cfg Config) (*Runner, error) {
 				cfg.Sink(rec.Topic, rec.Key, rec.Value, rec.Timestamp.UnixMilli())
 			}
 		},
-		Logger: cfg.Logger,
+		StateCache: cfg.StateCache,
+		Logger:     cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
