@@ -217,7 +217,7 @@ func runStateMemory(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eddy bench state-memory", flag.ContinueOnError)
 	budget := fs.Int64("state-memory", 64<<20, "the ledger's state memory budget in bytes (Config.StateMemory)")
 	keys := fs.Int("keys", 0, "distinct accounts; payment i goes to account i while i < keys, then to a random one "+
-		"(default: 10× the budget at 140 bytes an account, what one costs in the write buffers)")
+		"(default: 12× the budget at 140 bytes an account, about what one costs in the write buffers)")
 	records := fs.Int("records", 0, "payments (default: --keys, so that the state grows for the whole run)")
 	partitions := fs.Int("partitions", 4, "partitions of the payments topic (the ledger's tasks)")
 	sample := fs.Duration("sample", time.Second, "interval between samples")
@@ -243,7 +243,7 @@ peak RSS (/proc). The last JSON line is the summary.
 		return fmt.Errorf("--state-memory %d: must be at least %d (16 MiB)", *budget, eddy.MinStateMemory)
 	}
 	if *keys == 0 {
-		*keys = int(10 * *budget / 140)
+		*keys = int(12 * *budget / 140)
 	}
 	if *records == 0 {
 		*records = *keys
