@@ -90,12 +90,16 @@ type MemorySample struct {
 	// DiskBytes is the space the child's state directory takes (du).
 	DiskBytes int64 `json:"state_disk_bytes"`
 	// From the child's /metrics: eddy_state_memory_used_bytes by part,
-	// keys the write buffers evicted, and the Go heap in use.
+	// keys the write buffers evicted, the Go heap in use and the memory
+	// the Go runtime holds from the OS (its sys bytes less the heap it
+	// released): the rest of the RSS is memory allocated in C (Pebble's
+	// block cache and memtables, with cgo) and the binary.
 	BufferBytes     int64 `json:"write_buffers_bytes"`
 	BlockCacheBytes int64 `json:"block_cache_bytes"`
 	MemtableBytes   int64 `json:"memtables_bytes"`
 	Evictions       int64 `json:"evictions"`
 	GoHeapBytes     int64 `json:"go_heap_inuse_bytes"`
+	GoHeldBytes     int64 `json:"go_held_bytes"`
 	// From /proc/<child>/status: the resident set now and its peak.
 	RSSBytes int64 `json:"rss_bytes"`
 	HWMBytes int64 `json:"rss_peak_bytes"`
@@ -230,8 +234,8 @@ func StateMemory(ctx context.Context, opts StateMemoryOptions) (res StateMemoryR
 	if opts.JSON != nil {
 		enc = json.NewEncoder(opts.JSON)
 	}
-	fmt.Fprintf(out, "%7s %10s %10s %9s %9s %9s %9s %10s %9s %9s %9s\n",
-		"seconds", "committed", "keys", "disk MiB", "buf MiB", "cache MiB", "memt MiB", "evictions", "heap MiB", "RSS MiB", "peak MiB")
+	fmt.Fprintf(out, "%7s %10s %10s %9s %9s %9s %9s %10s %9s %9s %9s %9s\n",
+		"seconds", "committed", "keys", "disk MiB", "buf MiB", "cache MiB", "memt MiB", "evictions", "heap MiB", "Go MiB", "RSS MiB", "peak MiB")
 	for {
 		select {
 		case <-ctx.Done():
@@ -258,9 +262,9 @@ func StateMemory(ctx context.Context, opts StateMemoryOptions) (res StateMemoryR
 		}
 		res.Samples = append(res.Samples, s)
 		mib := func(v int64) float64 { return float64(v) / (1 << 20) }
-		fmt.Fprintf(out, "%7.0f %10d %10d %9.1f %9.1f %9.1f %9.1f %10d %9.1f %9.1f %9.1f\n",
+		fmt.Fprintf(out, "%7.0f %10d %10d %9.1f %9.1f %9.1f %9.1f %10d %9.1f %9.1f %9.1f %9.1f\n",
 			s.Seconds, s.Committed, s.Keys, mib(s.DiskBytes), mib(s.BufferBytes), mib(s.BlockCacheBytes), mib(s.MemtableBytes),
-			s.Evictions, mib(s.GoHeapBytes), mib(s.RSSBytes), mib(s.HWMBytes))
+			s.Evictions, mib(s.GoHeapBytes), mib(s.GoHeldBytes), mib(s.RSSBytes), mib(s.HWMBytes))
 		if err := enc.Encode(s); err != nil {
 			return res, err
 		}
@@ -532,6 +536,7 @@ func scrapeChild(ctx context.Context, cl *http.Client, url string, s *MemorySamp
 	s.MemtableBytes = get("eddy_state_memory_used_bytes", "memtables")
 	s.Evictions = get("eddy_state_cache_evictions_total", "")
 	s.GoHeapBytes = get("go_memstats_heap_inuse_bytes", "")
+	s.GoHeldBytes = get("go_memstats_sys_bytes", "") - get("go_memstats_heap_released_bytes", "")
 	return nil
 }
 
