@@ -154,7 +154,7 @@ const childAddrPrefix = "eddy-state-memory-child http="
 // however the run ends.
 func StateMemory(ctx context.Context, opts StateMemoryOptions) (res StateMemoryResult, err error) {
 	if opts.Keys < 1 || opts.Records < 1 || opts.Partitions < 1 || opts.Sample <= 0 || len(opts.Child) == 0 {
-		return res, errors.New("eddy: bench state-memory: Keys, Records and Partitions must be at least 1, Sample positive, Child set")
+		return res, errors.New("bench: state-memory: Keys, Records and Partitions must be at least 1, Sample positive, Child set")
 	}
 	if opts.Batch < 1 {
 		opts.Batch = 10_000
@@ -241,10 +241,10 @@ func StateMemory(ctx context.Context, opts StateMemoryOptions) (res StateMemoryR
 		case <-ctx.Done():
 			return res, ctx.Err()
 		case <-child.done:
-			return res, fmt.Errorf("eddy: bench state-memory: the child stopped: %v", child.err)
+			return res, fmt.Errorf("bench: state-memory: the child stopped: %w", child.err)
 		case err := <-produced:
 			if err != nil {
-				return res, fmt.Errorf("eddy: bench state-memory: produce: %w", err)
+				return res, fmt.Errorf("bench: state-memory: produce: %w", err)
 			}
 			produced = nil // done producing; keep sampling until committed
 			continue
@@ -397,7 +397,7 @@ func startChild(argv []string, cfg childConfig, log io.Writer) (*stateChild, err
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("eddy: bench state-memory: start the child: %w", err)
+		return nil, fmt.Errorf("bench: state-memory: start the child: %w", err)
 	}
 	c := &stateChild{cmd: cmd, stdin: stdin, addr: make(chan string, 1), done: make(chan struct{})}
 	go func() {
@@ -421,11 +421,11 @@ func (c *stateChild) waitAddr(ctx context.Context) (string, error) {
 	case a := <-c.addr:
 		return a, nil
 	case <-c.done:
-		return "", fmt.Errorf("eddy: bench state-memory: the child stopped before serving HTTP: %v", c.err)
+		return "", fmt.Errorf("bench: state-memory: the child stopped before serving HTTP: %v", c.err)
 	case <-ctx.Done():
 		return "", ctx.Err()
 	case <-time.After(time.Minute):
-		return "", errors.New("eddy: bench state-memory: the child did not serve HTTP within a minute")
+		return "", errors.New("bench: state-memory: the child did not serve HTTP within a minute")
 	}
 }
 
@@ -550,11 +550,11 @@ func fetchHeapProfile(ctx context.Context, cl *http.Client, url, file string) er
 	}
 	resp, err := cl.Do(req)
 	if err != nil {
-		return fmt.Errorf("eddy: bench state-memory: heap profile: %w", err)
+		return fmt.Errorf("bench: state-memory: heap profile: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("eddy: bench state-memory: heap profile: %s", resp.Status)
+		return fmt.Errorf("bench: state-memory: heap profile: %s", resp.Status)
 	}
 	f, err := os.Create(file)
 	if err != nil {
