@@ -9,12 +9,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/eddy-streams/eddy"
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
 	"github.com/eddy-streams/eddy/internal/harness/bench"
 	"github.com/eddy-streams/eddy/internal/harness/versitygw"
 )
 
-const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failover|nexmark [flags]
+const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failover|nexmark|state-memory [flags]
 
   ledger        the ledger exactly-once vs at-least-once vs the broker's raw rate
   windowed      the same for the windowed totals (examples/windowed)
@@ -25,6 +26,9 @@ const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failo
                 output elsewhere, with and without standbys
   nexmark       the Nexmark queries (q0-q5, q7, q8, q11, q12): events per CPU-second,
                 peak RSS, state size, and whether the output matched the reference
+  state-memory  the ledger's RSS, in a process of its own, while its state grows to
+                10× its state memory budget (it re-executes eddy with
+                ` + bench.StateMemoryChildEnv + ` set to run the ledger)
 
 Run 'eddy bench <name> -h' for the flags.`
 
@@ -44,6 +48,8 @@ func runBench(ctx context.Context, args []string) error {
 		return runFailover(ctx, args[1:])
 	case "nexmark":
 		return runNexmark(ctx, args[1:])
+	case "state-memory":
+		return runStateMemory(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q\n%s", args[0], benchUsage)
 }
@@ -199,5 +205,63 @@ func runRestore(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "  %-15s resume %6.2fs (%5.1f× faster than the changelog)  restore %6.2fs (%5.1f×)\n",
 			name, secs, full/secs, restore, fullRestore/max(restore, 1e-9))
 	}
+	return nil
+}
+
+// runStateMemory is `eddy bench state-memory`, and its child process when
+// bench.StateMemoryChildEnv is set.
+func runStateMemory(ctx context.Context, args []string) error {
+	if config := os.Getenv(bench.StateMemoryChildEnv); config != "" {
+		return bench.StateMemoryChild(ctx, config)
+	}
+	fs := flag.NewFlagSet("eddy bench state-memory", flag.ContinueOnError)
+	budget := fs.Int64("state-memory", 64<<20, "the ledger's state memory budget in bytes (Config.StateMemory)")
+	keys := fs.Int("keys", 0, "distinct accounts; payment i goes to account i while i < keys, then to a random one "+
+		"(default: 12× the budget at 140 bytes an account, about what one costs in the write buffers)")
+	records := fs.Int("records", 0, "payments (default: --keys, so that the state grows for the whole run)")
+	partitions := fs.Int("partitions", 4, "partitions of the payments topic (the ledger's tasks)")
+	sample := fs.Duration("sample", time.Second, "interval between samples")
+	heapProfile := fs.String("heap-profile", "", "write a heap profile of the ledger's process at the end of the run to this file")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: eddy bench state-memory [flags]
+
+Runs the embedded broker in this process and the ledger, alone, in a child
+process (this binary re-executed with `+bench.StateMemoryChildEnv+` set), and
+produces payments to ever-new accounts in batches at the ledger's pace. Every
+--sample it prints a row (stderr) and a JSON line (stdout): payments committed,
+accounts in the state, the state on disk, the write buffers', block cache's and
+memtables' use and the Go heap (the child's /metrics), and the child's RSS and
+peak RSS (/proc). The last JSON line is the summary.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *budget < eddy.MinStateMemory {
+		return fmt.Errorf("--state-memory %d: must be at least %d (16 MiB)", *budget, eddy.MinStateMemory)
+	}
+	if *keys == 0 {
+		*keys = int(12 * *budget / 140)
+	}
+	if *records == 0 {
+		*records = *keys
+	}
+	if *keys < 1 || *records < 1 || *partitions < 1 || *sample <= 0 {
+		return errors.New("--keys, --records and --partitions must be at least 1, --sample positive")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	res, err := bench.StateMemory(ctx, bench.StateMemoryOptions{
+		StateMemory: *budget, Keys: *keys, Records: *records, Partitions: *partitions, Sample: *sample,
+		Child: []string{self, "bench", "state-memory"}, HeapProfile: *heapProfile, Out: os.Stderr, JSON: os.Stdout,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, res.Summary())
 	return nil
 }

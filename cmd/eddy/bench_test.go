@@ -22,6 +22,8 @@ func TestBenchArgumentErrors(t *testing.T) {
 		{[]string{"nexmark", "--source", "pulsar"}, []string{`--source "pulsar": want generator or kafka`}},
 		{[]string{"nexmark", "--event-rate", "-5"}, []string{"--event-rate -5"}},
 		{[]string{"nexmark", "--query", "q0,q7", "--cpuprofile", "x"}, []string{"--cpuprofile profiles one query"}},
+		{[]string{"state-memory", "--state-memory", "1000"}, []string{"--state-memory 1000: must be at least"}},
+		{[]string{"state-memory", "--keys", "-1"}, []string{"--keys, --records and --partitions must be at least 1"}},
 		{[]string{"windowed", "--window", "0s"}, []string{"--window must be a whole number of milliseconds"}},
 		{[]string{"window-state", "--window", "1500us", "--grace", "-1s", "--retentions", "3", "--records", "0"},
 			[]string{"--window 1.5ms", "--grace -1s", "--retentions 3", "--records"}},
