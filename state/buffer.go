@@ -22,9 +22,11 @@ import (
 // the least recently used keys are evicted one by one (see evict).
 
 // slotOverhead approximates the memory of a slot beyond its key and value:
-// the slot itself (72 bytes) and its entry in the index map, whose key
-// shares the slot's key bytes.
-const slotOverhead = 112
+// the slot itself (72 bytes), its entry in the index map (whose key shares
+// the slot's key bytes), and the spare capacity of the slot array and the
+// map as they grow. 112 bytes counted a quarter less than a heap profile
+// of the ledger at 5.75M accounts found.
+const slotOverhead = 144
 
 // Buffer holds the uncommitted writes of one task, over all of its stores
 // (docs/design.md §3 step 1). Reads see the buffer first and the task's DB second,

@@ -32,8 +32,9 @@ type DBMetrics struct {
 	L0Files     int64
 	L0Sublevels int32
 	ReadAmp     int
-	// MemTableBytes is the memory held by memtables (queued for flush
-	// included), MemTables their number.
+	// MemTableBytes is the memory held by memtables (those queued for
+	// flush, and those flushed but kept for reuse or by an iterator,
+	// included), MemTables the number of live ones.
 	MemTableBytes uint64
 	MemTables     int64
 }

@@ -21,13 +21,14 @@ type Options struct {
 	// database of the Backend. Zero means 64 MiB (DefaultCacheSize).
 	CacheSize int64
 	// MemTableSize is the size in bytes of each database's memtable. Zero
-	// means CacheSize/16, at least 4 MiB and at most 64 MiB
+	// means CacheSize/32, at least 1 MiB and at most 64 MiB
 	// (DefaultMemTableSize): Pebble charges every memtable to the block
-	// cache (a database holds one, and more while they flush), so
-	// memtables sized from the cache leave it room for blocks. With a
-	// 64 MiB cache and 16 MiB memtables, four tasks' memtables took most
-	// of the cache and every Get of a large state read its filter and
-	// index blocks from the files again (BENCHMARKS.md, State at scale).
+	// cache, and a database holds two of them's worth most of the time
+	// (the live one, and a flushed one kept for reuse with its charge),
+	// so eight tasks' memtables take half the cache. With a 64 MiB cache
+	// and 16 MiB memtables, four tasks' memtables took the whole cache and
+	// every Get of a large state read its filter and index blocks from
+	// the files again (BENCHMARKS.md, State at scale).
 	// Pebble allows less than 4 GiB.
 	MemTableSize uint64
 	// MaxOpenFiles bounds the table files kept open over all databases of
@@ -82,7 +83,7 @@ const (
 // DefaultMemTableSize returns MemTableSize's default for a cache of
 // cacheSize bytes.
 func DefaultMemTableSize(cacheSize int64) uint64 {
-	return uint64(min(max(cacheSize/16, 4<<20), 64<<20))
+	return uint64(min(max(cacheSize/32, 1<<20), 64<<20))
 }
 
 // maxMemTableSize is Pebble's bound (pebble.Open rejects MemTableSize at or

@@ -97,7 +97,7 @@ func TestOptionsReachPebble(t *testing.T) {
 	}{
 		{"defaults", Options{}, map[string]string{
 			"cache_size":                 fmt.Sprint(DefaultCacheSize),
-			"mem_table_size":             fmt.Sprint(4 << 20), // a sixteenth of the cache, at least 4 MiB
+			"mem_table_size":             fmt.Sprint(2 << 20), // a 32nd of the cache
 			"max_open_files":             fmt.Sprint(DefaultMaxOpenFiles),
 			"concurrent_compactions":     "1",
 			"max_concurrent_compactions": "1",

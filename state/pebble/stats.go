@@ -60,7 +60,9 @@ func (d *db) Metrics() state.DBMetrics {
 		L0Files:                pm.Levels[0].TablesCount,
 		L0Sublevels:            pm.Levels[0].Sublevels,
 		ReadAmp:                pm.ReadAmp(),
-		MemTableBytes:          pm.MemTable.Size,
+		// A memtable kept for reuse (a zombie) keeps its reservation of
+		// block cache: it counts as much as a live one.
+		MemTableBytes:          pm.MemTable.Size + pm.MemTable.ZombieSize,
 		MemTables:              pm.MemTable.Count,
 	}
 }
