@@ -34,6 +34,20 @@ func TestOutputQueueKeepsNilApartFromEmpty(t *testing.T) {
 	}
 }
 
+// A reader appending to a key or value it got writes to memory of its own.
+func TestOutputQueueCapsReadSlices(t *testing.T) {
+	var q outputQueue
+	q.push(record([]byte("a"), []byte("1"), 1))
+	q.push(record([]byte("b"), []byte("2"), 2))
+	q.commit()
+	first, _ := q.pop()
+	_ = append(first.key, 'x')
+	_ = append(first.value, 'x')
+	if second, _ := q.pop(); string(second.key) != "b" || string(second.value) != "2" {
+		t.Fatalf("second record %s=%s after appends to the first, want b=2", second.key, second.value)
+	}
+}
+
 func TestOutputQueueShowsCommittedRecordsOnly(t *testing.T) {
 	var q outputQueue
 	q.push(record([]byte("a"), []byte("1"), 1))
