@@ -41,8 +41,12 @@ type data struct {
 	// Apply writes each key with one walk down its tree, without looking
 	// for the birth of the key it replaces.
 	scans int
-	// doomed is Apply's scratch list of the keys a range deletes.
+	// doomed is Apply's scratch list of the keys a range deletes; chunk
+	// and kv are the scratch of the outermost scan (a nested one
+	// allocates its own).
 	doomed []entry
+	chunk  []entry
+	kv     []byte
 }
 
 // entry is one key of a store.
@@ -152,12 +156,19 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 	// meanwhile is skipped and a changed value is seen, as an iterator
 	// over a live structure would.
 	data := d.data
+	var chunk []entry
+	var kv []byte // the copies passed to fn, reused
+	if data.scans == 0 {
+		chunk, kv = data.chunk[:0], data.kv[:0]
+		defer func() {
+			clear(chunk[:cap(chunk)]) // let go of the values
+			data.chunk, data.kv = chunk[:0], kv[:0]
+		}()
+	}
 	data.scans++
 	defer func() { data.scans-- }()
 	began := data.applied
 	from := string(lower)
-	chunk := make([]entry, 0, scanChunk)
-	var kv []byte // the copies passed to fn, reused
 	for {
 		if d.data == nil { // fn closed the database
 			return fmt.Errorf("state/memory: scan: %w", state.ErrClosed)
