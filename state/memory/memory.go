@@ -49,17 +49,34 @@ type data struct {
 	kv     []byte
 }
 
-// entry is one key of a store.
+// entry is one key of a store. Its key and value share one allocation,
+// which the garbage collector visits as one object; a lookup wraps the
+// caller's key in an entry without copying it.
 type entry struct {
-	key   string
-	value []byte
+	kv   []byte // the key, then the value
+	klen int
 	// born is the Apply that created the key (a rewrite keeps it), or 0
 	// for a key written while no scan ran: every later scan began after
 	// it anyway.
 	born uint64
 }
 
-func lessEntry(a, b entry) bool { return a.key < b.key }
+func (e entry) key() []byte   { return e.kv[:e.klen:e.klen] }
+func (e entry) value() []byte { return e.kv[e.klen:] }
+
+// probe is the entry to look key up with.
+func probe(key []byte) entry { return entry{kv: key, klen: len(key)} }
+
+// newEntry copies key and value into a new entry. Its value is never nil:
+// an empty value is a value.
+func newEntry(key, value []byte, born uint64) entry {
+	kv := make([]byte, len(key)+len(value))
+	copy(kv, key)
+	copy(kv[len(key):], value)
+	return entry{kv: kv, klen: len(key), born: born}
+}
+
+func lessEntry(a, b entry) bool { return bytes.Compare(a.key(), b.key()) < 0 }
 
 // scanChunk is how many keys a scan takes from the tree at a time. The tree
 // must not change while it is walked, and fn may Apply to the database, so
@@ -134,11 +151,11 @@ func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 	if t == nil {
 		return nil, false, nil
 	}
-	e, ok := t.Get(entry{key: string(key)})
+	e, ok := t.Get(probe(key))
 	if !ok {
 		return nil, false, nil
 	}
-	return bytes.Clone(e.value), true, nil
+	return bytes.Clone(e.value()), true, nil
 }
 
 func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) error) error {
@@ -168,14 +185,15 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 	data.scans++
 	defer func() { data.scans-- }()
 	began := data.applied
-	from := string(lower)
+	from := lower
+	var next []byte // the key after a chunk's last one
 	for {
 		if d.data == nil { // fn closed the database
 			return fmt.Errorf("state/memory: scan: %w", state.ErrClosed)
 		}
 		chunk = chunk[:0]
-		t.AscendGreaterOrEqual(entry{key: from}, func(e entry) bool {
-			if upper != nil && e.key >= string(upper) {
+		t.AscendGreaterOrEqual(probe(from), func(e entry) bool {
+			if upper != nil && bytes.Compare(e.key(), upper) >= 0 {
 				return false
 			}
 			chunk = append(chunk, e)
@@ -199,8 +217,8 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 			// Copies, so a caller that breaks the no-modify rule corrupts
 			// only its own slices, as it would with Pebble's iterator
 			// buffers; and reused, as those are.
-			kv = append(append(kv[:0], e.key...), e.value...)
-			n := len(e.key)
+			kv = append(kv[:0], e.kv...)
+			n := e.klen
 			if err := fn(kv[:n:n], kv[n:len(kv):len(kv)]); err != nil {
 				return err
 			}
@@ -208,7 +226,10 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 		if len(chunk) < scanChunk {
 			return nil
 		}
-		from = chunk[len(chunk)-1].key + "\x00" // the next key after the last one
+		// The entries are never written to (an Apply replaces them), but
+		// the byte after the last key is its value's: copy.
+		next = append(append(next[:0], chunk[len(chunk)-1].key()...), 0)
+		from = next
 	}
 }
 
@@ -253,10 +274,10 @@ func (d *data) applyQuiet(b *state.Batch) {
 	for _, w := range b.Writes {
 		t := d.tree(w.Store)
 		if w.Delete {
-			t.Delete(entry{key: string(w.Key)})
+			t.Delete(probe(w.Key))
 			continue
 		}
-		t.ReplaceOrInsert(entry{key: string(w.Key), value: clone(w.Value)})
+		t.ReplaceOrInsert(newEntry(w.Key, w.Value, 0))
 	}
 }
 
@@ -277,23 +298,22 @@ func (d *data) applyScanned(b *state.Batch) {
 			if rangedBorn == nil {
 				rangedBorn = make(map[string]uint64)
 			}
-			rangedBorn[e.key] = e.born
+			rangedBorn[string(e.key())] = e.born
 		}
 	}
 	for _, w := range b.Writes {
 		t := d.tree(w.Store)
-		k := string(w.Key)
 		if w.Delete {
-			t.Delete(entry{key: k})
+			t.Delete(probe(w.Key))
 			continue
 		}
 		born := d.applied
-		if old, ok := t.Get(entry{key: k}); ok {
+		if old, ok := t.Get(probe(w.Key)); ok {
 			born = old.born
-		} else if b, ok := rangedBorn[k]; ok {
+		} else if b, ok := rangedBorn[string(w.Key)]; ok {
 			born = b
 		}
-		t.ReplaceOrInsert(entry{key: k, value: clone(w.Value), born: born})
+		t.ReplaceOrInsert(newEntry(w.Key, w.Value, born))
 	}
 }
 
@@ -303,14 +323,14 @@ func (d *data) applyScanned(b *state.Batch) {
 func (d *data) deleteRange(t *btree.BTreeG[entry], r state.DeleteRange) []entry {
 	old := d.doomed
 	doomed := old[:0]
-	t.AscendGreaterOrEqual(entry{key: string(r.Lower)}, func(e entry) bool {
-		if len(r.Upper) > 0 && e.key >= string(r.Upper) {
+	t.AscendGreaterOrEqual(probe(r.Lower), func(e entry) bool {
+		if len(r.Upper) > 0 && bytes.Compare(e.key(), r.Upper) >= 0 {
 			return false
 		}
 		doomed = append(doomed, e)
 		return true
 	})
-	if min, ok := t.Min(); ok && len(doomed) > 0 && min.key == doomed[0].key {
+	if min, ok := t.Min(); ok && len(doomed) > 0 && bytes.Equal(min.key(), doomed[0].key()) {
 		for range doomed {
 			t.DeleteMin()
 		}
@@ -334,13 +354,6 @@ func (d *data) tree(store string) *btree.BTreeG[entry] {
 		d.stores[store] = t
 	}
 	return t
-}
-
-// clone copies a value; never nil, since an empty value is a value.
-func clone(v []byte) []byte {
-	c := make([]byte, len(v))
-	copy(c, v)
-	return c
 }
 
 // copyOffsets makes dst equal to src in dst's own maps, which it reuses:
