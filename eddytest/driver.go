@@ -181,8 +181,9 @@ func (d *Driver) commit(err error) error {
 		// Records written to a global table's topic reach its store once
 		// they are committed, as the runtime's global consumer reads them.
 		if g := d.globals[q.topic]; g != nil {
-			for i := range q.uncommitted() {
-				r := q.read(&q.uncommitted()[i])
+			recs := q.uncommitted()
+			for i := range recs {
+				r := q.read(&recs[i])
 				if err := g.apply(r.key, r.value); err != nil {
 					return err
 				}
