@@ -44,12 +44,13 @@ type Driver struct {
 	globals map[string]*globalStore // by topic
 	now     time.Time
 
-	// outputs are the committed records per topic, not yet read.
-	outputs map[string][]*kgo.Record
-	// pending are records produced by the record being processed: they
-	// become outputs (and global tables' contents) when it commits, and
-	// vanish if it fails.
-	pending []*kgo.Record
+	// outputs are the records the topology wrote, per topic: committed
+	// ones until read, and those of the step under way, which become
+	// readable (and global tables' contents) when it commits and vanish
+	// if it fails.
+	outputs map[string]*outputQueue
+	// step lists the queues the step under way wrote to.
+	step []*outputQueue
 }
 
 // New builds t and opens its tasks.
@@ -69,7 +70,7 @@ func New(t *eddy.Topology, opts Options) (*Driver, error) {
 		backend: memory.New(),
 		globals: make(map[string]*globalStore),
 		now:     opts.WallClock,
-		outputs: make(map[string][]*kgo.Record),
+		outputs: make(map[string]*outputQueue),
 	}
 	if d.now.IsZero() {
 		d.now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -111,7 +112,7 @@ func (d *Driver) PipeRaw(topic string, key, value []byte, timestamp int64, heade
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
 	if g := d.globals[topic]; g != nil {
-		return g.apply([]*kgo.Record{r})
+		return g.apply(key, value)
 	}
 	if !d.run.Reads(topic) {
 		return fmt.Errorf("eddytest: the topology does not read topic %q", topic)
@@ -145,50 +146,71 @@ func (d *Driver) LateRecordsDropped() int64 {
 // WallClock returns the driver's wall-clock time.
 func (d *Driver) WallClock() time.Time { return d.now }
 
-// produced keeps a copy of a record the topology wrote until its step
-// commits.
+// produced keeps a copy of a record the topology wrote, readable once its
+// step commits.
 func (d *Driver) produced(r *kgo.Record, _ bool) {
-	c := &kgo.Record{Topic: r.Topic, Key: clone(r.Key), Value: clone(r.Value), Timestamp: r.Timestamp, Offset: r.Offset}
-	for _, h := range r.Headers {
-		c.Headers = append(c.Headers, kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)})
+	q := d.outputs[r.Topic]
+	if q == nil {
+		q = &outputQueue{topic: r.Topic}
+		d.outputs[r.Topic] = q
 	}
-	d.pending = append(d.pending, c)
+	if !q.inStep {
+		q.inStep = true
+		d.step = append(d.step, q)
+	}
+	q.push(r)
 }
 
 // commit commits every task after a step that returned err == nil, and
-// makes the step's records outputs; after a failed step it rolls every
+// makes the step's records readable; after a failed step it rolls every
 // task back and drops them.
 func (d *Driver) commit(err error) error {
 	if err != nil {
 		d.run.Rollback()
-		d.pending = d.pending[:0]
+		for _, q := range d.step {
+			q.rollback()
+			q.inStep = false
+		}
+		d.step = d.step[:0]
 		return err
 	}
 	if err := d.run.Commit(0); err != nil {
 		return fmt.Errorf("eddytest: %w", err)
 	}
-	// Records written to a global table's topic reach its store once
-	// they are committed, as the runtime's global consumer reads them.
-	for _, r := range d.pending {
-		d.outputs[r.Topic] = append(d.outputs[r.Topic], r)
-		if g := d.globals[r.Topic]; g != nil {
-			if err := g.apply([]*kgo.Record{r}); err != nil {
-				return err
+	for _, q := range d.step {
+		// Records written to a global table's topic reach its store once
+		// they are committed, as the runtime's global consumer reads them.
+		if g := d.globals[q.topic]; g != nil {
+			recs := q.uncommitted()
+			for i := range recs {
+				r := q.read(&recs[i])
+				if err := g.apply(r.key, r.value); err != nil {
+					return err
+				}
 			}
 		}
+		q.commit()
+		q.inStep = false
 	}
-	d.pending = d.pending[:0]
+	d.step = d.step[:0]
 	return nil
 }
 
 // readOutput removes and returns the oldest unread record of topic.
-func (d *Driver) readOutput(topic string) (*kgo.Record, bool) {
+func (d *Driver) readOutput(topic string) (outputRead, bool) {
 	q := d.outputs[topic]
-	if len(q) == 0 {
-		return nil, false
+	if q == nil {
+		return outputRead{}, false
 	}
-	d.outputs[topic] = q[1:]
-	return q[0], true
+	return q.pop()
+}
+
+// outputLen is the number of committed records of topic not read yet.
+func (d *Driver) outputLen(topic string) int {
+	if q := d.outputs[topic]; q != nil {
+		return q.len()
+	}
+	return 0
 }
 
 // storeTask returns the task that owns store.
@@ -200,14 +222,6 @@ func (d *Driver) storeTask(store string) (*runtime.InProcessTask, error) {
 	return t, nil
 }
 
-// clone copies b, keeping nil nil (a tombstone) and empty empty.
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append([]byte{}, b...)
-}
-
 // globalStore is a global table's store: every record of its topic is
 // applied at once, as the runtime's global consumer does.
 type globalStore struct {
@@ -215,11 +229,9 @@ type globalStore struct {
 	db   state.DB
 }
 
-func (g *globalStore) apply(recs []*kgo.Record) error {
-	var b state.Batch
-	for _, r := range recs {
-		b.Writes = append(b.Writes, state.Write{Store: g.name, Key: r.Key, Value: r.Value, Delete: r.Value == nil})
-	}
+// apply puts key = value, or deletes key when value is nil (a tombstone).
+func (g *globalStore) apply(key, value []byte) error {
+	b := state.Batch{Writes: []state.Write{{Store: g.name, Key: key, Value: value, Delete: value == nil}}}
 	var err error
 	if b.Offsets, err = g.db.Offsets(); err != nil {
 		return err

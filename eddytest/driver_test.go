@@ -168,3 +168,48 @@ func headerValue(hs []eddy.Header, key string) string {
 	}
 	return ""
 }
+
+// failOn fails on the value "fail".
+type failOn struct{}
+
+func (failOn) Init(*eddy.ProcessorContext[string, string]) error { return nil }
+func (failOn) Close() error                                      { return nil }
+func (failOn) Process(r eddy.Record[string, string]) error {
+	if r.Value == "fail" {
+		return errors.New("asked to fail")
+	}
+	return nil
+}
+
+// TestFailedRecordWritesNothing: the records a failing step wrote before it
+// failed never reach the outputs, as an aborted transaction's never reach
+// a read_committed consumer; those of the steps around it do.
+func TestFailedRecordWritesNothing(t *testing.T) {
+	topo := eddy.NewTopology()
+	in := eddy.Source(topo, "in", serde.String(), serde.String())
+	eddy.To(in, "out", serde.String(), serde.String())
+	eddy.To(in, "chain", serde.String(), serde.String())
+	eddy.Process(eddy.Source(topo, "chain", serde.String(), serde.String()), "fail-on", func() eddy.Processor[string, string, string, string] { return failOn{} })
+	d, err := eddytest.New(topo, eddytest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pipe := eddytest.Input(d, "in", serde.String(), serde.String())
+	out := eddytest.Output(d, "out", serde.String(), serde.String())
+	if err := pipe.Pipe("a", "1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := pipe.Pipe("b", "fail", 2); err == nil {
+		t.Fatal("a failing record returned no error")
+	}
+	if err := pipe.Pipe("c", "3", 3); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readAll(t, out), []string{"a=1", "c=3"}; !slices.Equal(got, want) {
+		t.Errorf("out %q, want %q", got, want)
+	}
+	if n := eddytest.Output(d, "chain", serde.String(), serde.String()).Len(); n != 2 {
+		t.Errorf("chain holds %d records, want 2", n)
+	}
+}

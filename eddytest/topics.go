@@ -57,7 +57,7 @@ func Output[K, V any](d *Driver, topic string, keys serde.Serde[K], values serde
 }
 
 // Len is the number of committed records not read yet.
-func (out *OutputTopic[K, V]) Len() int { return len(out.d.outputs[out.topic]) }
+func (out *OutputTopic[K, V]) Len() int { return out.d.outputLen(out.topic) }
 
 // Read removes and decodes the oldest unread record; ok is false when
 // there is none. A null value decodes as a tombstone.
@@ -66,18 +66,15 @@ func (out *OutputTopic[K, V]) Read() (rec eddy.Record[K, V], ok bool, err error)
 	if !ok {
 		return rec, false, nil
 	}
-	if rec.Key, err = out.keys.Deserialize(r.Key); err != nil {
+	if rec.Key, err = out.keys.Deserialize(r.key); err != nil {
 		return rec, true, fmt.Errorf("eddytest: decode key from %s: %w", out.topic, err)
 	}
-	if r.Value == nil {
+	if r.value == nil {
 		rec.Tombstone = true
-	} else if rec.Value, err = out.values.Deserialize(r.Value); err != nil {
+	} else if rec.Value, err = out.values.Deserialize(r.value); err != nil {
 		return rec, true, fmt.Errorf("eddytest: decode value from %s: %w", out.topic, err)
 	}
-	rec.Timestamp = r.Timestamp.UnixMilli()
-	for _, h := range r.Headers {
-		rec.Headers = append(rec.Headers, eddy.Header{Key: h.Key, Value: h.Value})
-	}
+	rec.Timestamp, rec.Headers = r.timestamp, r.headers
 	return rec, true, nil
 }
 
