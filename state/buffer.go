@@ -841,15 +841,19 @@ func abbreviate(k []byte) uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-// settleExpired marks the remembered keys that committed range deletes
-// removed as cached misses, which keeps the cache equal to the DB (and
-// saves the DB a lookup of each), and forgets the ranges: one walk over the
-// slots for maxExpired committed ranges.
+// settleExpired forgets the remembered keys that committed range deletes
+// removed, which keeps the cache equal to the DB, and forgets the ranges:
+// one walk over the slots for maxExpired committed ranges. The keys are
+// forgotten rather than kept as cached misses: a range delete expires
+// window segments, whose keys are not read again, and keeping them filled
+// the cache of a join's stores with a key per record (17 of q4's 40 MB at
+// 500k events through eddytest). A store known whole stays so: the DB no
+// longer holds these keys. It runs as a transaction ends, when no slot is
+// dirty but the ones it has just made clean, which are not stale.
 func (s *StoreBuffer) settleExpired() {
 	for i := range s.slots {
 		if sl := &s.slots[i]; sl.clean && s.stale(sl) {
-			sl.deleted, sl.since = true, s.buf.gen+1
-			sl.value = sl.value[:0]
+			s.freeSlot(i)
 		}
 	}
 	clear(s.expired)
