@@ -30,7 +30,7 @@ func runNexmark(ctx context.Context, args []string) error {
 	stateDir := fs.String("state-dir", "", "directory for the state (default: a temporary directory, removed after)")
 	stateMemory := fs.Int64("state-memory", 0, "state memory budget in bytes, split as an app splits Config.StateMemory (default eddy's: a quarter of the memory available)")
 	cacheSize := fs.Int64("cache-size", 0, "Pebble block cache in bytes (default: half of --state-memory)")
-	memtableSize := fs.Uint64("memtable-size", 0, "Pebble memtable size in bytes (default eddy's: a 32nd of the cache, 1-64 MiB)")
+	memtableSize := fs.Uint64("memtable-size", 0, "Pebble memtable size in bytes (default eddy's: a 32nd of the cache, 1-16 MiB)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (one query only)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -21,7 +21,7 @@ type Options struct {
 	// database of the Backend. Zero means 64 MiB (DefaultCacheSize).
 	CacheSize int64
 	// MemTableSize is the size in bytes of each database's memtable. Zero
-	// means CacheSize/32, at least 1 MiB and at most 64 MiB
+	// means CacheSize/32, at least 1 MiB and at most 16 MiB
 	// (DefaultMemTableSize): Pebble charges every memtable to the block
 	// cache, and a database holds two of them's worth most of the time
 	// (the live one, and a flushed one kept for reuse with its charge),
@@ -43,15 +43,11 @@ type Options struct {
 	// already compact in parallel.
 	MaxConcurrentCompactions int
 	// Compression is the block compression of table files, at every
-	// level. The empty value means none above the bottom level and snappy
-	// at the bottom (level 6), which holds about nine tenths of the data:
-	// the upper levels hold what was written recently, which hot reads
-	// hit and compactions rewrite most often, so they skip the CPU of
-	// compressing and of decompressing every block read from a file,
-	// for a state on disk about a tenth larger. RocksDB's compression
-	// guide reasons the same way for its bottommost_compression: the
-	// bottom level holds most of the data, so compressing it there gives
-	// most of the space without paying the CPU at every level.
+	// level. The empty value means CompressionSnappy, Pebble's default.
+	// (No compression above the bottom level, which hot reads hit most,
+	// was tried: with the block cache sized by the state memory budget,
+	// hot reads found their blocks decompressed in the cache, and the
+	// remote checkpoints grew; BENCHMARKS.md, State at scale.)
 	Compression Compression
 	// L0CompactionThreshold is the read amplification of level 0 (roughly
 	// its count of overlapping files) at which a database compacts level 0
@@ -83,7 +79,7 @@ const (
 // DefaultMemTableSize returns MemTableSize's default for a cache of
 // cacheSize bytes.
 func DefaultMemTableSize(cacheSize int64) uint64 {
-	return uint64(min(max(cacheSize/32, 1<<20), 64<<20))
+	return uint64(min(max(cacheSize/32, 1<<20), 16<<20))
 }
 
 // maxMemTableSize is Pebble's bound (pebble.Open rejects MemTableSize at or
@@ -166,13 +162,11 @@ func (o Options) apply(po *pebbledb.Options, t disk.Tuning) {
 	po.CompactionConcurrencyRange = func() (int, int) { return 1, n }
 	po.L0CompactionThreshold = t.L0CompactionThreshold
 	po.L0StopWritesThreshold = t.L0StopWritesThreshold
+	// Every level alike: one knob is what a user of RocksDBConfigSetter
+	// expects.
 	profile := Compression(t.Compression).profile()
 	for i := range po.Levels {
-		p := profile
-		if t.Compression == "" && i < len(po.Levels)-1 {
-			p = sstable.NoCompression // see Options.Compression
-		}
-		po.Levels[i].Compression = func() *sstable.CompressionProfile { return p }
+		po.Levels[i].Compression = func() *sstable.CompressionProfile { return profile }
 		// Bloom filters (10 bits a key, about 1% false positives), as
 		// Kafka Streams configures RocksDB: a Get of a key the store does
 		// not hold (a join's first record at a timestamp, a new window)

@@ -92,8 +92,7 @@ func TestOptionsReachPebble(t *testing.T) {
 		name  string
 		opts  Options
 		want  map[string]string // [Options] keys
-		level string            // compression of every level but the bottom one
-		last  string            // compression of the bottom level (level 6)
+		level string            // compression of every level
 	}{
 		{"defaults", Options{}, map[string]string{
 			"cache_size":                 fmt.Sprint(DefaultCacheSize),
@@ -103,7 +102,7 @@ func TestOptionsReachPebble(t *testing.T) {
 			"max_concurrent_compactions": "1",
 			"l0_compaction_threshold":    "4",
 			"l0_stop_writes_threshold":   "12",
-		}, "NoCompression", "Snappy"},
+		}, "Snappy"},
 		{"custom", Options{
 			CacheSize:                3 << 20,
 			MemTableSize:             5 << 20,
@@ -120,9 +119,8 @@ func TestOptionsReachPebble(t *testing.T) {
 			"max_concurrent_compactions": "3",
 			"l0_compaction_threshold":    "7",
 			"l0_stop_writes_threshold":   "30",
-		}, "ZSTD", "ZSTD"},
-		{"no compression", Options{Compression: CompressionNone}, nil, "NoCompression", "NoCompression"},
-		{"snappy", Options{Compression: CompressionSnappy}, nil, "Snappy", "Snappy"},
+		}, "ZSTD"},
+		{"no compression", Options{Compression: CompressionNone}, nil, "NoCompression"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,12 +136,8 @@ func TestOptionsReachPebble(t *testing.T) {
 				}
 			}
 			for i := range 7 {
-				want := tt.level
-				if i == 6 {
-					want = tt.last
-				}
-				if c := got[fmt.Sprintf("Level %q", fmt.Sprint(i))]["compression"]; c != want {
-					t.Errorf("level %d compression = %q; want %q", i, c, want)
+				if c := got[fmt.Sprintf("Level %q", fmt.Sprint(i))]["compression"]; c != tt.level {
+					t.Errorf("level %d compression = %q; want %q", i, c, tt.level)
 				}
 			}
 		})
@@ -173,7 +167,7 @@ func TestCompressionReachesTables(t *testing.T) {
 			got := map[Compression]int64{CompressionNone: m.CompressedCountNone, CompressionSnappy: m.CompressedCountSnappy, CompressionZstd: m.CompressedCountZstd}
 			want := c
 			if want == "" {
-				want = CompressionNone // a flush writes level 0, which the default leaves uncompressed
+				want = CompressionSnappy
 			}
 			for name, n := range got {
 				if (n > 0) != (name == want) {

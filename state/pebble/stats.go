@@ -62,8 +62,8 @@ func (d *db) Metrics() state.DBMetrics {
 		ReadAmp:                pm.ReadAmp(),
 		// A memtable kept for reuse (a zombie) keeps its reservation of
 		// block cache: it counts as much as a live one.
-		MemTableBytes:          pm.MemTable.Size + pm.MemTable.ZombieSize,
-		MemTables:              pm.MemTable.Count,
+		MemTableBytes: pm.MemTable.Size + pm.MemTable.ZombieSize,
+		MemTables:     pm.MemTable.Count,
 	}
 }
 

@@ -27,7 +27,7 @@ type Options struct {
 	MemTableSize             uint64      // write_buffer_size, from 64 KiB to 64 GiB (DefaultMemTableSize(CacheSize))
 	MaxOpenFiles             int         // max_open_files (256: a task's database holds few tables, and a generous bound multiplies by the tasks)
 	MaxConcurrentCompactions int         // max_background_compactions; flushes have a thread of their own (1: tasks already compact in parallel)
-	Compression              Compression // the compression of table blocks at every level (none above the bottom level and snappy at the bottom, bottommost_compression, as state/pebble)
+	Compression              Compression // the compression of table blocks (CompressionSnappy, RocksDB's default)
 	L0CompactionThreshold    int         // level0_file_num_compaction_trigger, in level 0 files (4)
 
 	// L0StopWritesThreshold is level0_stop_writes_trigger (36): at that

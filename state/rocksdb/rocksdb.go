@@ -182,16 +182,12 @@ func arenaBlockSize(memTable, limit uint64) uint64 {
 	return max(size&^4095, 4096)
 }
 
-// setCompression sets the compression of table files: c at every level,
-// or, for the default (""), none above the bottom level and snappy at the
-// bottom, as state/pebble does (see its Options.Compression).
+// setCompression sets the compression of table files, the same on every
+// level, as state/pebble does: the one place to change for a per-level
+// choice (grocksdb's SetCompressionPerLevel, SetBottommostCompression).
 func setCompression(opts *grocksdb.Options, c Compression) {
 	t := grocksdb.SnappyCompression
 	switch c {
-	case "":
-		opts.SetCompression(grocksdb.NoCompression)
-		opts.SetBottommostCompression(grocksdb.SnappyCompression)
-		return
 	case CompressionNone:
 		t = grocksdb.NoCompression
 	case CompressionZstd:

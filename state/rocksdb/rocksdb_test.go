@@ -133,8 +133,7 @@ func TestOptionsReachRocksDB(t *testing.T) {
 			cf: {
 				"write_buffer_size":                  fmt.Sprint(4 << 20), // a sixteenth of the cache, at least 4 MiB
 				"arena_block_size":                   "348160",            // 64 MiB/3/64, down to 4 KiB
-				"compression":                        "kNoCompression",    // above the bottom level
-				"bottommost_compression":             "kSnappyCompression",
+				"compression":                        "kSnappyCompression",
 				"level0_file_num_compaction_trigger": "4",
 				"level0_slowdown_writes_trigger":     "20",
 				"level0_stop_writes_trigger":         "36",
@@ -206,7 +205,7 @@ func TestCompressionReachesTables(t *testing.T) {
 	for _, tt := range []struct {
 		c    Compression
 		name string // in the table's properties
-	}{{"", "NoCompression"}, {CompressionNone, "NoCompression"}, {CompressionSnappy, "Snappy"}, {CompressionZstd, "ZSTD"}} {
+	}{{"", "Snappy"}, {CompressionNone, "NoCompression"}, {CompressionSnappy, "Snappy"}, {CompressionZstd, "ZSTD"}} {
 		t.Run(string(tt.c), func(t *testing.T) {
 			dir := t.TempDir()
 			d := statetest.Open(t, newBackend(t, Options{Compression: tt.c}), dir)
@@ -233,10 +232,8 @@ func TestCompressionReachesTables(t *testing.T) {
 					t.Errorf("table mentions %s: %v; want only %s", name, has, tt.name)
 				}
 			}
-			// A flush writes level 0, which the default leaves
-			// uncompressed.
 			compressed := len(data) < 1000*len(value)/2
-			if compressed != (tt.c != CompressionNone && tt.c != "") {
+			if compressed != (tt.c != CompressionNone) {
 				t.Errorf("table of %d bytes for %d bytes of values; compression %q", len(data), 1000*len(value), tt.c)
 			}
 		})

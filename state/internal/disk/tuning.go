@@ -39,7 +39,7 @@ func (t Tuning) WithDefaults(d Tuning) Tuning {
 	t.MemTableSize = or(t.MemTableSize, d.MemTableSize)
 	t.MaxOpenFiles = or(t.MaxOpenFiles, d.MaxOpenFiles)
 	t.MaxConcurrentCompactions = or(t.MaxConcurrentCompactions, d.MaxConcurrentCompactions)
-	// Compression stays "": each backend's default is by level.
+	t.Compression = or(t.Compression, "snappy")
 	t.L0CompactionThreshold = or(t.L0CompactionThreshold, d.L0CompactionThreshold)
 	t.L0StopWritesThreshold = or(t.L0StopWritesThreshold, d.L0StopWritesThreshold)
 	return t
@@ -75,7 +75,7 @@ func (t Tuning) Validate(l Limits) error {
 	switch t.Compression {
 	case "", "none", "snappy", "zstd":
 	default:
-		bad("Compression", fmt.Sprintf("%q", t.Compression), `must be "none", "snappy" or "zstd" (empty means none above the bottom level, snappy at the bottom)`)
+		bad("Compression", fmt.Sprintf("%q", t.Compression), `must be "none", "snappy" or "zstd" (empty means snappy)`)
 	}
 	negative("L0CompactionThreshold", int64(t.L0CompactionThreshold), fmt.Sprint(d.L0CompactionThreshold))
 	negative("L0StopWritesThreshold", int64(t.L0StopWritesThreshold), fmt.Sprint(d.L0StopWritesThreshold))

@@ -66,7 +66,7 @@ func TestTuningWithDefaults(t *testing.T) {
 	if got != want {
 		t.Fatalf("WithDefaults = %+v; want %+v", got, want)
 	}
-	if got := (Tuning{}).WithDefaults(testLimits.Defaults).Compression; got != "" {
-		t.Fatalf("default compression %q; want \"\" (each backend's by-level default)", got)
+	if got := (Tuning{}).WithDefaults(testLimits.Defaults).Compression; got != "snappy" {
+		t.Fatalf("default compression %q; want snappy", got)
 	}
 }
