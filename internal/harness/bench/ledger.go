@@ -131,17 +131,13 @@ func compare(ctx context.Context, opts LedgerOptions, w workload) ([]Result, err
 // withLoadedBroker starts a broker, writes w's input, runs fn against it
 // and stops it.
 func withLoadedBroker(ctx context.Context, opts LedgerOptions, w workload, fn func(seeds []string) (Result, error)) (Result, error) {
-	broker, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: int32(opts.Partitions)})
+	broker, cl, err := startBroker(opts.Partitions)
 	if err != nil {
 		return Result{}, err
 	}
 	defer broker.Close()
-	seeds := []string{broker.Addr()}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(inputTopic), kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
-		return Result{}, err
-	}
 	defer cl.Close()
+	seeds := []string{broker.Addr()}
 	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: inputTopic, Partitions: int32(opts.Partitions)}); err != nil {
 		return Result{}, err
 	}
@@ -150,6 +146,37 @@ func withLoadedBroker(ctx context.Context, opts LedgerOptions, w workload, fn fu
 	}
 	runtime.GC()
 	return fn(seeds)
+}
+
+// startBroker starts an in-memory broker and a client of it that
+// produces to the input topic. Close both.
+func startBroker(partitions int) (*kafka.Broker, *kgo.Client, error) {
+	broker, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: int32(partitions)})
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()), kgo.DefaultProduceTopic(inputTopic), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		broker.Close()
+		return nil, nil, err
+	}
+	return broker, cl, nil
+}
+
+// committedInput sums the offsets group appID has committed on the input
+// topic: the records it has processed.
+func committedInput(ctx context.Context, adm *kadm.Client, appID string) (int64, error) {
+	offs, err := adm.FetchOffsets(ctx, appID)
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == inputTopic && o.Err == nil {
+			sum += o.At
+		}
+	})
+	return sum, nil
 }
 
 // producePayments writes n payments over accounts accounts. With stamp
@@ -278,19 +305,7 @@ func runApp(ctx context.Context, seeds []string, g eddy.Guarantee, w workload, o
 	}
 	go func() { done <- app.Run(runCtx) }()
 	adm := kadm.NewClient(admCl)
-	committed := func() (int64, error) {
-		offs, err := adm.FetchOffsets(ctx, appID)
-		if err != nil {
-			return 0, err
-		}
-		var sum int64
-		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Topic == inputTopic && o.Err == nil {
-				sum += o.At
-			}
-		})
-		return sum, nil
-	}
+	committed := func() (int64, error) { return committedInput(ctx, adm, appID) }
 	var first int64
 	var start time.Time
 	var cpu0 float64

@@ -23,7 +23,6 @@ import (
 	"github.com/eddy-streams/eddy/checkpoint"
 	"github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	"github.com/eddy-streams/eddy/internal/harness/versitygw"
-	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/kafkaclient"
 )
 
@@ -93,17 +92,13 @@ func Restore(ctx context.Context, opts RestoreOptions) ([]RestoreResult, error) 
 		defer os.RemoveAll(d)
 		root = d
 	}
-	broker, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: int32(opts.Partitions)})
+	broker, cl, err := startBroker(opts.Partitions)
 	if err != nil {
 		return nil, err
 	}
 	defer broker.Close()
-	seeds := []string{broker.Addr()}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(inputTopic), kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
-		return nil, err
-	}
 	defer cl.Close()
+	seeds := []string{broker.Addr()}
 	if err := kafkaclient.CreateTopics(ctx, cl, int32(opts.Partitions), inputTopic); err != nil {
 		return nil, err
 	}

@@ -175,17 +175,13 @@ func StateMemory(ctx context.Context, opts StateMemoryOptions) (res StateMemoryR
 	res.Dir = dir
 	defer os.RemoveAll(dir)
 
-	broker, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: int32(opts.Partitions)})
+	broker, cl, err := startBroker(opts.Partitions)
 	if err != nil {
 		return res, err
 	}
 	defer broker.Close()
-	seeds := []string{broker.Addr()}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(inputTopic), kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
-		return res, err
-	}
 	defer cl.Close()
+	seeds := []string{broker.Addr()}
 	const output = "balances"
 	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: inputTopic, Partitions: int32(opts.Partitions)},
 		kafka.TopicSpec{Name: output, Partitions: int32(opts.Partitions)}); err != nil {
@@ -207,19 +203,7 @@ func StateMemory(ctx context.Context, opts StateMemoryOptions) (res StateMemoryR
 		opts.StateMemory>>20, opts.Records, opts.Keys, opts.Partitions, res.ChildPid, addr)
 
 	adm := kadm.NewClient(cl)
-	committed := func() (int64, error) {
-		offs, err := adm.FetchOffsets(ctx, cfg.AppID)
-		if err != nil {
-			return 0, err
-		}
-		var sum int64
-		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Topic == inputTopic && o.Err == nil {
-				sum += o.At
-			}
-		})
-		return sum, nil
-	}
+	committed := func() (int64, error) { return committedInput(ctx, adm, cfg.AppID) }
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
