@@ -62,14 +62,14 @@ func TestNewReportsEveryConfigProblem(t *testing.T) {
 	Count(GroupByKey(Source(topo, "in", serde.String(), serde.String()), serde.String()), "counts")
 	_, err := New(topo, Config{
 		AppID: "bad id", StateDir: t.TempDir(), Workers: -1, CommitInterval: -time.Second,
-		Guarantee: Guarantee(7), OnProcessError: ErrorPolicy(9), Endpoint: "nohost",
+		Guarantee: Guarantee(7), OnProcessError: ErrorPolicy(9), Endpoint: "nohost", StateMemory: 1 << 20,
 	})
 	if err == nil {
 		t.Fatal("New accepted an invalid config")
 	}
 	for _, want := range []string{
 		"eddy: invalid config", `AppID "bad id"`, "Brokers: set at least one", "Workers -1", "CommitInterval -1s",
-		"Guarantee 7", "OnProcessError 9", "Endpoint:",
+		"Guarantee 7", "OnProcessError 9", "Endpoint:", "StateMemory 1048576: must be at least 16777216 (16 MiB)",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("New: %v\nwant it to name %q", err, want)
