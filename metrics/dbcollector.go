@@ -63,7 +63,7 @@ func newDBCollector() *dbCollector {
 		l0Files:            d("eddy_pebble_l0_files", "Tables in level 0 of the task's database: many mean compactions fall behind and reads slow down."),
 		l0Sublevels:        d("eddy_pebble_l0_sublevels", "Sublevels of level 0 of the task's database (its read amplification)."),
 		readAmp:            d("eddy_pebble_read_amplification", "Read amplification of the task's database: the tables a point read may consult."),
-		memtableBytes:      d("eddy_pebble_memtable_bytes", "Memory held by the task database's memtables, those queued for flush included."),
+		memtableBytes:      d("eddy_pebble_memtable_bytes", "Memory held by the task database's memtables: those queued for flush, and a flushed one kept for reuse, included."),
 		memtables:          d("eddy_pebble_memtables", "Memtables of the task's database, those queued for flush included."),
 		cacheBytes:         g("eddy_pebble_block_cache_bytes", "Bytes held by the block cache that every task database of the process shares."),
 		cacheHits:          g("eddy_pebble_block_cache_hits_total", "Block cache lookups that hit, all task databases together."),
