@@ -688,6 +688,8 @@ func (s *StoreBuffer) newSlot(key []byte) int {
 // is dirty. Pebble's block cache and Kafka Streams' record cache evict by
 // the same kind of approximation of least-recently-used.
 func (s *StoreBuffer) evict(target int) {
+	var evicted int64
+	defer func() { s.buf.budget.evictions.Add(evicted) }()
 	for steps := 2 * len(s.slots); s.retained > target && steps > 0; steps-- {
 		if s.hand >= len(s.slots) {
 			s.hand = 0
@@ -703,7 +705,7 @@ func (s *StoreBuffer) evict(target int) {
 				s.complete = false // the DB may hold this key
 			}
 			s.freeSlot(i)
-			s.buf.budget.evictions.Add(1)
+			evicted++
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/plan"
@@ -299,20 +297,6 @@ func (b *progressBar) done() {
 // peakRSS reads the process's peak resident set size (VmHWM) from
 // /proc/self/status, or 0 where there is none.
 func peakRSS() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		line := s.Text()
-		if rest, ok := bytes.CutPrefix([]byte(line), []byte("VmHWM:")); ok {
-			kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(rest), []byte("kB")))), 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
-	}
-	return 0
+	_, hwm := procMemory(os.Getpid())
+	return hwm
 }

@@ -499,28 +499,19 @@ func scrapeChild(ctx context.Context, cl *http.Client, url string, s *MemorySamp
 	if err != nil {
 		return err
 	}
-	get := func(name, part string) int64 {
-		f := families[name]
-		if f == nil {
-			return 0
-		}
-		var v float64
-		for _, m := range f.GetMetric() {
-			if part == "" || hasLabels(m, []string{"part", part}) {
-				v += value(m)
-			}
-		}
+	get := func(name string, labels ...string) int64 {
+		v := sumMetric(families, name, labels...)
 		if math.IsNaN(v) {
 			return 0
 		}
 		return int64(v)
 	}
-	s.BufferBytes = get("eddy_state_memory_used_bytes", "write_buffers")
-	s.BlockCacheBytes = get("eddy_state_memory_used_bytes", "block_cache")
-	s.MemtableBytes = get("eddy_state_memory_used_bytes", "memtables")
-	s.Evictions = get("eddy_state_cache_evictions_total", "")
-	s.GoHeapBytes = get("go_memstats_heap_inuse_bytes", "")
-	s.GoHeldBytes = get("go_memstats_sys_bytes", "") - get("go_memstats_heap_released_bytes", "")
+	s.BufferBytes = get("eddy_state_memory_used_bytes", "part", "write_buffers")
+	s.BlockCacheBytes = get("eddy_state_memory_used_bytes", "part", "block_cache")
+	s.MemtableBytes = get("eddy_state_memory_used_bytes", "part", "memtables")
+	s.Evictions = get("eddy_state_cache_evictions_total")
+	s.GoHeapBytes = get("go_memstats_heap_inuse_bytes")
+	s.GoHeldBytes = get("go_memstats_sys_bytes") - get("go_memstats_heap_released_bytes")
 	return nil
 }
 

@@ -14,33 +14,19 @@ import (
 // LSM's shape summed or maxed over the tasks (level 0, read amplification,
 // compaction debt, write stalls) and the process's peak RSS so far.
 func stateReport(reg *prometheus.Registry) string {
-	families, err := reg.Gather()
+	gathered, err := reg.Gather()
 	if err != nil {
 		return "metrics: " + err.Error()
 	}
-	sum := func(name string, labels ...string) float64 {
-		var v float64
-		for _, f := range families {
-			if f.GetName() != name {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				if !hasLabels(m, labels) {
-					continue
-				}
-				v += value(m)
-			}
-		}
-		return v
+	families := make(map[string]*dto.MetricFamily, len(gathered))
+	for _, f := range gathered {
+		families[f.GetName()] = f
 	}
+	sum := func(name string, labels ...string) float64 { return sumMetric(families, name, labels...) }
 	maxOf := func(name string) float64 {
 		v := math.Inf(-1)
-		for _, f := range families {
-			if f.GetName() == name {
-				for _, m := range f.GetMetric() {
-					v = math.Max(v, value(m))
-				}
-			}
+		for _, m := range families[name].GetMetric() {
+			v = math.Max(v, value(m))
 		}
 		return v
 	}
@@ -57,6 +43,18 @@ func stateReport(reg *prometheus.Registry) string {
 		mib(sum("eddy_pebble_compaction_pending_bytes")), sum("eddy_pebble_write_stalls_total"), mib(sum("eddy_state_bytes")),
 		mib(float64(peakRSS())))
 	return b.String()
+}
+
+// sumMetric adds up the series of family name that carry labels (name,
+// value pairs).
+func sumMetric(families map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	var v float64
+	for _, m := range families[name].GetMetric() {
+		if hasLabels(m, labels) {
+			v += value(m)
+		}
+	}
+	return v
 }
 
 func hasLabels(m *dto.Metric, kv []string) bool {
