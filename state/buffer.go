@@ -2,8 +2,6 @@ package state
 
 import (
 	"bytes"
-	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -102,10 +100,11 @@ func (b *Buffer) storeEmpty(name string) bool {
 func (b *Buffer) Len() int { return b.dirty }
 
 // Writes appends every dirty write to dst and returns it: stores in name
-// order, keys in ascending byte order within a store. The deterministic order
-// makes changelog contents reproducible and lets backends write sorted
-// batches. The slices in the Writes alias the buffer and stay valid until
-// the next write of their key or Reset; they must not be modified.
+// order, keys in the order the transaction first wrote them. The order is
+// deterministic, so changelog contents are reproducible; the disk backends
+// sort a batch themselves, off the task's goroutine (state/internal/disk).
+// The slices in the Writes alias the buffer and stay valid until the next
+// write of their key or Reset; they must not be modified.
 //
 // Writes are what the changelog gets. Range deletes are not among them (see
 // StoreBuffer.DeleteRange), and neither are the writes that a later
@@ -114,7 +113,6 @@ func (b *Buffer) Writes(dst []Write) []Write {
 	dst = slices.Grow(dst, b.dirty)
 	for _, name := range b.names {
 		s := b.stores[name]
-		s.sortDirty()
 		for _, i := range s.dirty {
 			sl := &s.slots[i]
 			w := Write{Store: s.name, Key: clip(sl.key)}
@@ -226,11 +224,9 @@ type StoreBuffer struct {
 	// probe per table (a quarter of the ledger's CPU at a million
 	// accounts). The first such eviction clears it for good.
 	complete bool
-	// scratch is reused by the outermost Scan to snapshot the dirty range,
-	// sortScratch by sortDirty.
-	scratch     []int
-	sortScratch []sortEntry
-	scanning    int
+	// scratch is reused by the outermost Scan to snapshot the dirty range.
+	scratch  []int
+	scanning int
 	// ranges are the open transaction's range deletes in call order, for
 	// Buffer.Ranges. cover is their union as sorted, disjoint intervals
 	// that do not touch, for reads: a key is hidden when one of them
@@ -785,64 +781,6 @@ func (s *StoreBuffer) keyOf(i int) []byte {
 		return s.probe
 	}
 	return s.slots[i].key
-}
-
-// sortDirty sorts the dirty list by key. Sorted writes cost the DB far
-// less to apply (Pebble's memtable inserts a sorted batch near the
-// previous key: at a million keys, an unsorted batch took almost five times the
-// insert time), but a comparison sort that follows every index to its
-// slot's key misses the CPU cache at every step: it took 15% of the
-// ledger's CPU at a million accounts. So the sort runs over abbreviated
-// keys (as PostgreSQL's sorts do): the 8 bytes after the prefix that all
-// dirty keys share, as a number, next to the slot index, and compares
-// whole keys only when two abbreviations are equal.
-func (s *StoreBuffer) sortDirty() {
-	if s.sorted || len(s.dirty) < 2 {
-		s.sorted = true
-		return
-	}
-	first := s.slots[s.dirty[0]].key
-	shared := len(first)
-	for _, i := range s.dirty[1:] {
-		k := s.slots[i].key
-		n := min(shared, len(k))
-		j := 0
-		for j < n && k[j] == first[j] {
-			j++
-		}
-		shared = j
-	}
-	e := s.sortScratch[:0]
-	for _, i := range s.dirty {
-		e = append(e, sortEntry{abbrev: abbreviate(s.slots[i].key[shared:]), slot: i})
-	}
-	slices.SortFunc(e, func(a, b sortEntry) int {
-		if a.abbrev != b.abbrev {
-			return cmp.Compare(a.abbrev, b.abbrev)
-		}
-		return bytes.Compare(s.slots[a.slot].key, s.slots[b.slot].key)
-	})
-	for j := range e {
-		s.dirty[j] = e[j].slot
-	}
-	s.sortScratch = e[:0]
-	s.sorted = true
-}
-
-// sortEntry is a dirty slot in sortDirty's sort.
-type sortEntry struct {
-	abbrev uint64
-	slot   int
-}
-
-// abbreviate returns k's first 8 bytes as a big-endian number, padded with
-// zeros: abbreviate(a) < abbreviate(b) implies a < b (a zero pad sorts
-// like the end of a shorter key, before any byte), and equal
-// abbreviations need the whole keys compared.
-func abbreviate(k []byte) uint64 {
-	var b [8]byte
-	copy(b[:], k)
-	return binary.BigEndian.Uint64(b[:])
 }
 
 // settleExpired forgets the remembered keys that committed range deletes

@@ -152,6 +152,19 @@ type DB interface {
 	Close() error
 }
 
+// BackgroundApplier is implemented by databases that can apply a batch on
+// another goroutine while their owner goes on: ApplyInBackground returns
+// once it has copied b (the caller may reuse b's memory at once), and
+// every other method of the database, but SharedReader's, first waits for
+// that apply to finish, returning its error if it failed (and so does
+// every call after: nothing is applied over a batch that failed). A task
+// commits this way: its next transaction starts while the last one's
+// state goes into the database, which is only a cache of the changelog.
+// state/pebble's and state/rocksdb's databases implement it.
+type BackgroundApplier interface {
+	ApplyInBackground(b *Batch) error
+}
+
 // SharedReader is implemented by databases whose reads may run on other
 // goroutines while the task's goroutine uses the database (reads, Apply,
 // Checkpoint), but never concurrently with Close: interactive queries read

@@ -26,38 +26,18 @@ func (w *worker) produceRecord(topic string, partition int32, key, value []byte,
 		// step begins the transaction before anything can produce.
 		return nil, fmt.Errorf("%w: to %s", ErrNoTransaction, topic)
 	}
-	var r *kgo.Record
-	if n := len(w.free); n > 0 {
-		r, w.free = w.free[n-1], w.free[:n-1]
-	} else {
-		r = new(kgo.Record)
-	}
+	r := w.produced.record()
 	r.Topic, r.Partition = topic, partition
-	r.Key = copyBytes(r.Key, key)
-	r.Value = copyBytes(r.Value, value)
-	r.Headers = append(r.Headers[:0], headers...)
+	r.Key = w.produced.copy(key)
+	r.Value = w.produced.copy(value)
+	r.Headers = w.produced.copyHeaders(headers)
 	if ts > 0 {
 		r.Timestamp = time.UnixMilli(ts)
-	} else {
-		r.Timestamp = time.Time{}
 	}
-	w.produced = append(w.produced, r)
 	// Not the run context: a shutdown must still be able to produce the
 	// changelog of its final commit. The transaction bounds the record.
 	w.cl.Produce(context.Background(), r, w.promise)
 	return r, nil
-}
-
-// copyBytes copies src into dst's storage, keeping nil (a null key, a
-// tombstone) apart from empty: append to an empty slice would return nil.
-func copyBytes(dst, src []byte) []byte {
-	switch {
-	case src == nil:
-		return nil
-	case len(src) == 0:
-		return []byte{}
-	}
-	return append(dst[:0], src...)
 }
 
 func (w *worker) onProduced(r *kgo.Record, err error) {
@@ -102,16 +82,10 @@ func (w *worker) produceErr() error {
 	return w.prodErr
 }
 
-// recycle returns the ended transaction's records to the free list. After
-// End, franz-go holds none of them.
+// recycle makes the ended transaction's records reusable. After End,
+// franz-go holds none of them.
 func (w *worker) recycle() {
-	for _, r := range w.produced {
-		key, value, headers := r.Key, r.Value, r.Headers
-		*r = kgo.Record{Key: key[:0], Value: value[:0], Headers: headers[:0]}
-		w.free = append(w.free, r)
-	}
-	clear(w.produced)
-	w.produced = w.produced[:0]
+	w.produced.reset()
 	w.errMu.Lock()
 	w.prodErr = nil
 	w.errMu.Unlock()

@@ -79,10 +79,9 @@ type worker struct {
 	// polled are the tasks that the current poll routed records to.
 	polled []*task
 
-	// produced are this transaction's records; once the transaction ended
-	// they go to free and are reused, so outputs cost no allocation.
-	produced []*kgo.Record
-	free     []*kgo.Record
+	// produced holds this transaction's records; once the transaction
+	// ended they are reused, so outputs cost no allocation.
+	produced recordArena
 	promise  func(*kgo.Record, error)
 	errMu    sync.Mutex
 	prodErr  error
@@ -538,7 +537,7 @@ func (w *worker) begin() error {
 // txnEmpty reports whether the open transaction holds nothing: no record
 // processed, nothing produced, no task's state or stream time changed.
 func (w *worker) txnEmpty() bool {
-	if w.txnRecords > 0 || len(w.produced) > 0 {
+	if w.txnRecords > 0 || w.produced.len() > 0 {
 		return false
 	}
 	for _, t := range w.tasks {
@@ -572,7 +571,7 @@ func (w *worker) endEmpty() {
 func (w *worker) punctuate(now time.Time) error {
 	w.lastPunctuate, w.wallClock = now, now.UnixMilli()
 	for _, t := range w.sortedTasks() {
-		produced, streamTime := len(w.produced), t.streamTime
+		produced, streamTime := w.produced.len(), t.streamTime
 		if err := t.punctuate(now); err != nil {
 			if errors.Is(err, state.ErrCorrupt) {
 				return t.corrupted(err)
@@ -582,7 +581,7 @@ func (w *worker) punctuate(now time.Time) error {
 			return permanent(fmt.Errorf("eddy: task %s: punctuate: %w", t.id, err))
 		}
 		t.flushMetrics(0, 0) // what punctuators produced
-		if t.dirty || len(w.produced) == produced && t.buf.Len() == 0 && t.streamTime == streamTime && !t.hasRanges() {
+		if t.dirty || w.produced.len() == produced && t.buf.Len() == 0 && t.streamTime == streamTime && !t.hasRanges() {
 			continue
 		}
 		t.dirty = true

@@ -43,6 +43,9 @@ func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 	if err := state.CheckStoreName(store); err != nil {
 		return nil, false, fmt.Errorf("state/pebble: get: %w", err)
 	}
+	if err := d.Wait(); err != nil {
+		return nil, false, errs.Wrap("get from", d.Dir, err)
+	}
 	d.key = keys.Append(d.key[:0], store, key)
 	return d.get(d.key)
 }
@@ -97,6 +100,11 @@ func (w batchWriter) Delete(k []byte) error           { return w.b.Delete(k, nil
 func (w batchWriter) DeleteRange(lo, hi []byte) error { return w.b.DeleteRange(lo, hi, nil) }
 
 func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) error) error {
+	if d.pdb != nil {
+		if err := d.Wait(); err != nil {
+			return errs.Wrap("scan", d.Dir, err)
+		}
+	}
 	if d.iterBusy || d.pdb == nil {
 		return d.scan(store, lower, upper, fn)
 	}
@@ -232,21 +240,40 @@ func (d *db) Apply(b *state.Batch) error {
 	return errs.Wrap("apply to", d.Dir, d.Core.Apply(engine{d.pdb}, b))
 }
 
+var _ state.BackgroundApplier = (*db)(nil)
+
+// ApplyInBackground is Apply on another goroutine (disk.Core): every
+// other method but the Shared reads and Metrics waits for it first.
+func (d *db) ApplyInBackground(b *state.Batch) error {
+	if d.pdb == nil {
+		return fmt.Errorf("state/pebble: apply: %w", state.ErrClosed)
+	}
+	if err := d.closeIter(); err != nil {
+		return errs.Wrap("apply to", d.Dir, err)
+	}
+	return errs.Wrap("apply to", d.Dir, d.Core.ApplyInBackground(engine{d.pdb}, b))
+}
+
 func (d *db) Offsets() (state.Offsets, error) {
 	if d.pdb == nil {
 		return state.Offsets{}, fmt.Errorf("state/pebble: offsets: %w", state.ErrClosed)
 	}
+	if err := d.Wait(); err != nil {
+		return state.Offsets{}, errs.Wrap("offsets of", d.Dir, err)
+	}
 	return d.Core.Offsets(), nil
 }
 
-// Close closes the Pebble database. Applied batches were synced, so nothing
-// is flushed here; the WAL replays on the next Open.
+// Close closes the Pebble database once a background apply in flight is
+// done. Applied batches were synced, so nothing is flushed here; the WAL
+// replays on the next Open.
 func (d *db) Close() error {
 	if d.pdb == nil {
 		return fmt.Errorf("state/pebble: close: %w", state.ErrClosed)
 	}
+	applyErr := d.Wait()
 	iterErr := d.closeIter()
-	err := errors.Join(iterErr, d.pdb.Close())
+	err := errors.Join(applyErr, iterErr, d.pdb.Close())
 	d.pdb = nil
 	d.backend.dirs.Release(d.Dir)
 	if err != nil {
@@ -270,6 +297,9 @@ func (d *db) Checkpoint(dir string) error {
 	// (an in-memory one in tests) cannot give one.
 	if d.backend.opts.FS != vfs.Default {
 		return fmt.Errorf("state/pebble: checkpoint of %s: the backend's file system is not the OS's; remote checkpoints need Options.FS = nil", d.Dir)
+	}
+	if err := d.Wait(); err != nil {
+		return errs.Wrap("checkpoint", d.Dir, err)
 	}
 	if err := d.pdb.Checkpoint(dir); err != nil {
 		return errs.Wrap("checkpoint", d.Dir, err)

@@ -53,6 +53,9 @@ func (d *db) Get(store string, key []byte) ([]byte, bool, error) {
 	if err := state.CheckStoreName(store); err != nil {
 		return nil, false, fmt.Errorf("state/rocksdb: get: %w", err)
 	}
+	if err := d.Wait(); err != nil {
+		return nil, false, errs.Wrap("get from", d.Dir, err)
+	}
 	d.key = keys.Append(d.key[:0], store, key)
 	return d.get("get from", d.key)
 }
@@ -122,6 +125,9 @@ func (d *db) Scan(store string, lower, upper []byte, fn func(key, value []byte) 
 	if err := state.CheckStoreName(store); err != nil {
 		return fmt.Errorf("state/rocksdb: scan: %w", err)
 	}
+	if err := d.Wait(); err != nil {
+		return errs.Wrap("scan", d.Dir, err)
+	}
 	if upper != nil && bytes.Compare(lower, upper) >= 0 {
 		return nil
 	}
@@ -167,9 +173,23 @@ func (d *db) Apply(b *state.Batch) error {
 	return errs.Wrap("apply to", d.Dir, d.Core.Apply(engine{d}, b))
 }
 
+var _ state.BackgroundApplier = (*db)(nil)
+
+// ApplyInBackground is Apply on another goroutine (disk.Core), which uses
+// the reused WriteBatch alone: every other method waits for it first.
+func (d *db) ApplyInBackground(b *state.Batch) error {
+	if d.rdb == nil {
+		return fmt.Errorf("state/rocksdb: apply: %w", state.ErrClosed)
+	}
+	return errs.Wrap("apply to", d.Dir, d.Core.ApplyInBackground(engine{d}, b))
+}
+
 func (d *db) Offsets() (state.Offsets, error) {
 	if d.rdb == nil {
 		return state.Offsets{}, fmt.Errorf("state/rocksdb: offsets: %w", state.ErrClosed)
+	}
+	if err := d.Wait(); err != nil {
+		return state.Offsets{}, errs.Wrap("offsets of", d.Dir, err)
 	}
 	return d.Core.Offsets(), nil
 }
@@ -184,14 +204,19 @@ func (d *db) release() {
 	d.wb.Destroy()
 }
 
-// Close closes the RocksDB database. Applied batches were synced, so nothing
-// is flushed here; the WAL replays on the next Open.
+// Close closes the RocksDB database once a background apply in flight is
+// done. Applied batches were synced, so nothing is flushed here; the WAL
+// replays on the next Open.
 func (d *db) Close() error {
 	if d.rdb == nil {
 		return fmt.Errorf("state/rocksdb: close: %w", state.ErrClosed)
 	}
+	applyErr := d.Wait()
 	d.release()
 	d.opts.destroy()
 	d.backend.dirs.Release(d.Dir)
+	if applyErr != nil {
+		return errs.Wrap("close", d.Dir, applyErr)
+	}
 	return nil
 }

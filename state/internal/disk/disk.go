@@ -67,12 +67,21 @@ func (e Errors) Wrap(op, dir string, err error) error {
 
 // Core is the engine-independent state of one open database: its
 // directory, the offsets it holds (read at Open, replaced by each Apply),
-// and Apply's encoder. Like the database, it is used by one goroutine at a
-// time.
+// Apply's encoder, and the batch being applied in the background. Like the
+// database, it is used by one goroutine at a time; the background apply is
+// its own, and the database's methods call Wait before they touch the
+// engine, so nothing but the Shared reads runs alongside it.
 type Core struct {
 	Dir     string
 	offsets state.Offsets
 	enc     Encoder
+	// applying is set while a goroutine applies enc's batch; it sends
+	// the result to done. failed is the error of the first background
+	// apply that failed: the database no longer holds what its owner
+	// was told, and must not take a later batch on top.
+	applying bool
+	done     chan error
+	failed   error
 }
 
 // Open checks, migrates if needed, and reads the offsets of the database e
@@ -85,10 +94,54 @@ func (c *Core) Open(e Engine) (err error) {
 // Apply writes b through e as one atomic, synced batch and, once it is
 // written, keeps its offsets.
 func (c *Core) Apply(e Engine, b *state.Batch) error {
-	if err := e.Write(func(w Writer) error { return c.enc.Encode(w, b) }); err != nil {
+	if err := c.Wait(); err != nil {
 		return err
 	}
-	c.offsets = b.Offsets.Clone()
+	if err := c.enc.Copy(b); err != nil {
+		return err
+	}
+	return c.write(e)
+}
+
+// ApplyInBackground is Apply on another goroutine: it returns once it has
+// copied b (so the caller may reuse b's memory at once), and the next call
+// of Wait returns the apply's error. It lets a task's commit go on with
+// the next transaction while the engine inserts the last one into its
+// memtable and syncs its log: the changelog, not the database, is what
+// makes a transaction durable (docs/design.md §3 step 4).
+func (c *Core) ApplyInBackground(e Engine, b *state.Batch) error {
+	if err := c.Wait(); err != nil {
+		return err
+	}
+	if err := c.enc.Copy(b); err != nil {
+		return err
+	}
+	if c.done == nil {
+		c.done = make(chan error, 1)
+	}
+	c.applying = true
+	go func() { c.done <- c.write(e) }()
+	return nil
+}
+
+// Wait waits for the background apply in flight, if any, and returns the
+// error of the first background apply that failed: once one failed, every
+// later call fails with it, so nothing is applied over the gap.
+func (c *Core) Wait() error {
+	if c.applying {
+		c.applying = false
+		if err := <-c.done; err != nil {
+			c.failed = fmt.Errorf("a batch applied in the background failed: %w", err)
+		}
+	}
+	return c.failed
+}
+
+func (c *Core) write(e Engine) error {
+	if err := e.Write(c.enc.Encode); err != nil {
+		return err
+	}
+	c.offsets = c.enc.Offsets()
 	return nil
 }
 

@@ -172,7 +172,10 @@ func TestEncode(t *testing.T) {
 		Writes:  []state.Write{{Store: "w", Key: []byte("a"), Value: []byte("new")}, {Store: "w", Key: []byte("b"), Delete: true}},
 		Offsets: sample(),
 	}
-	if err := e.Write(func(w Writer) error { return enc.Encode(w, b) }); err != nil {
+	if err := enc.Copy(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Write(enc.Encode); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(e.kv[string(put("w", "a"))]); got != "new" {
@@ -184,11 +187,11 @@ func TestEncode(t *testing.T) {
 	if o, err := offsetcodec.Decode(e.kv[string(keys.Offsets())]); err != nil || o.Changelog["s"] != 7 {
 		t.Errorf("offsets = %v, %v", o, err)
 	}
-	err := enc.Encode(&mapBatch{}, &state.Batch{Writes: []state.Write{{Store: "", Key: []byte("k")}}})
+	err := enc.Copy(&state.Batch{Writes: []state.Write{{Store: "", Key: []byte("k")}}})
 	if !errors.Is(err, state.ErrInvalidStoreName) {
 		t.Errorf("empty store name: %v", err)
 	}
-	if err := enc.Encode(&mapBatch{}, nil); err == nil {
+	if err := enc.Copy(nil); err == nil {
 		t.Error("nil batch accepted")
 	}
 }
