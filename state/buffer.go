@@ -336,7 +336,7 @@ func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 	}
 	// Cache what the DB holds, a miss included, for later transactions.
 	if !known {
-		i = s.newSlot(key)
+		i = s.newSlot(key, len(value))
 	}
 	sl := &s.slots[i]
 	old := cap(sl.value)
@@ -360,7 +360,7 @@ func (s *StoreBuffer) stale(sl *slot) bool {
 // Put buffers key = value. Both are copied; when the key already has a slot,
 // its value memory is reused, so rewriting a key does not allocate.
 func (s *StoreBuffer) Put(key, value []byte) {
-	sl := s.slot(key)
+	sl := s.slot(key, len(value))
 	sl.deleted = false
 	old := cap(sl.value)
 	sl.value = append(sl.value[:0], value...)
@@ -370,7 +370,7 @@ func (s *StoreBuffer) Put(key, value []byte) {
 // Delete buffers the removal of key. It hides the DB's value from reads of
 // this buffer until Reset.
 func (s *StoreBuffer) Delete(key []byte) {
-	sl := s.slot(key)
+	sl := s.slot(key, 0)
 	sl.deleted = true
 	sl.value = sl.value[:0]
 }
@@ -630,12 +630,12 @@ func PrefixEnd(prefix []byte) []byte {
 	return nil
 }
 
-// slot returns the slot of key, creating it if needed and marking it dirty
-// in the current transaction.
-func (s *StoreBuffer) slot(key []byte) *slot {
+// slot returns the slot of key, creating it with room for a value of
+// valueLen bytes if needed, and marks it dirty in the current transaction.
+func (s *StoreBuffer) slot(key []byte, valueLen int) *slot {
 	i, ok := s.index[string(key)]
 	if !ok {
-		i = s.newSlot(key)
+		i = s.newSlot(key, valueLen)
 	}
 	sl := &s.slots[i]
 	if sl.gen != s.buf.gen {
@@ -654,26 +654,32 @@ func (s *StoreBuffer) slot(key []byte) *slot {
 	return sl
 }
 
-// newSlot adds a slot for key, neither dirty nor clean, and returns its
-// index.
-func (s *StoreBuffer) newSlot(key []byte) int {
-	k := bytes.Clone(key)
-	if k == nil {
-		k = []byte{} // keep "" distinct from a missing key in Writes, and from a free slot
-	}
+// newSlot adds a slot for key, neither dirty nor clean, with room for a
+// value of valueLen bytes right after the key, and returns its index. A
+// read of a key the CPU cache no longer holds then finds the value in the
+// memory that the key's comparison brought in: at a million keys, a
+// lookup's misses were a tenth of the ledger's CPU. (A value that outgrows
+// its room moves to memory of its own; the room stays with the key,
+// uncounted.)
+func (s *StoreBuffer) newSlot(key []byte, valueLen int) int {
+	// Never nil, even for "": that keeps "" distinct from a missing key in
+	// Writes, and from a free slot.
+	kv := append(make([]byte, 0, len(key)+valueLen), key...)
+	k := kv[:len(key):len(key)]
+	sl := slot{key: k, value: kv[len(key):len(key)]}
 	var i int
 	if n := len(s.free); n > 0 {
 		i = s.free[n-1]
 		s.free = s.free[:n-1]
-		s.slots[i] = slot{key: k}
+		s.slots[i] = sl
 	} else {
 		i = len(s.slots)
-		s.slots = append(s.slots, slot{key: k})
+		s.slots = append(s.slots, sl)
 	}
 	// The map's key shares the slot's key bytes, which nothing modifies:
 	// a second copy of every key would cost as much as the key again.
 	s.index[unsafe.String(unsafe.SliceData(k), len(k))] = i
-	s.retained += slotOverhead + len(k)
+	s.retained += slotOverhead + len(k) + valueLen
 	return i
 }
 
