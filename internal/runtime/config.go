@@ -14,6 +14,7 @@ import (
 	"github.com/eddy-streams/eddy/state"
 
 	"github.com/eddy-streams/eddy/internal/failpoint"
+	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // Config is eddy.Config resolved for the runtime: eddy.New applies the
@@ -36,7 +37,17 @@ type Config struct {
 	// AtLeastOnce is eddy.Config.Guarantee == eddy.AtLeastOnce.
 	AtLeastOnce        bool
 	IgnoreStateOffsets bool
-	Backend            state.Backend
+	// Partitioner is the partitioner the app assumes its co-partitioned
+	// sources were produced with, and produces its own keyed records with.
+	Partitioner kafka.Partitioner
+	// PartitionCheckEvery: the partition guard (partitionguard.go) checks
+	// one keyed record of co-partitioned sources in every
+	// PartitionCheckEvery; below 1 it is off.
+	PartitionCheckEvery int
+	// FailOnMisplaced makes a misplaced record stop the app, rather than
+	// being counted and logged.
+	FailOnMisplaced bool
+	Backend         state.Backend
 	// StateCache is the budget that every task's write buffer shares for
 	// its cache of committed values; nil: each buffer has its own
 	// state.DefaultBufferCache.
