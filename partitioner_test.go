@@ -255,6 +255,7 @@ func TestMisplacedRecordFails(t *testing.T) {
 	cfg := config(t, addr)
 	cfg.OnMisplacedRecord = eddy.FailMisplaced
 	err := run(t, fraudTopology(), cfg).wait(t)
+	t.Logf("Run: %v", err)
 	if missing := errLacks(err, "eddy:", "misplaced record limits/", "@", "hashes to partition", "murmur2", "looks produced with CRC32"); len(missing) > 0 {
 		t.Fatalf("Run returned %v; want an error with %q", err, missing)
 	}
