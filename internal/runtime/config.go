@@ -37,17 +37,7 @@ type Config struct {
 	// AtLeastOnce is eddy.Config.Guarantee == eddy.AtLeastOnce.
 	AtLeastOnce        bool
 	IgnoreStateOffsets bool
-	// Partitioner is the partitioner the app assumes its co-partitioned
-	// sources were produced with, and produces its own keyed records with.
-	Partitioner kafka.Partitioner
-	// PartitionCheckEvery: the partition guard (partitionguard.go) checks
-	// one keyed record of co-partitioned sources in every
-	// PartitionCheckEvery; below 1 it is off.
-	PartitionCheckEvery int
-	// FailOnMisplaced makes a misplaced record stop the app, rather than
-	// being counted and logged.
-	FailOnMisplaced bool
-	Backend         state.Backend
+	Backend            state.Backend
 	// StateCache is the budget that every task's write buffer shares for
 	// its cache of committed values; nil: each buffer has its own
 	// state.DefaultBufferCache.
@@ -64,6 +54,17 @@ type Config struct {
 	Logger     *slog.Logger
 	ClientOpts []kgo.Opt
 	Endpoint   string
+
+	// Partitioner is the partitioner the app assumes its co-partitioned
+	// sources were produced with, and produces its own keyed records with.
+	Partitioner kafka.Partitioner
+	// PartitionCheckEvery: the partition guard (partitionguard.go) checks
+	// one keyed record of co-partitioned sources in every
+	// PartitionCheckEvery; below 1 it is off.
+	PartitionCheckEvery int
+	// FailOnMisplaced makes a misplaced record stop the app, rather than
+	// being counted and logged.
+	FailOnMisplaced bool
 
 	// Failpoints crash the process at points of the commit cycle, the
 	// checkpoint upload and the restore (crash tests; nil: none).

@@ -243,8 +243,8 @@ func (in *Instance) storeSub(store string) (int, error) {
 }
 
 // KeyTask returns the task that holds key in store: Config.Partitioner
-// (Kafka's default unless the app says otherwise) of the key, over the task count of the store's
-// sub-topology. It assumes the store is keyed like the records its
+// (Kafka's default unless the app says otherwise) of the key, over the
+// task count of the store's sub-topology. It assumes the store is keyed like the records its
 // sub-topology reads, which every store of the DSL is (an aggregation's
 // key is its grouping key, a table's its topic's key); a window store's
 // key is the record key, without the window.
