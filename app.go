@@ -122,6 +122,11 @@ func (a *App) Run(ctx context.Context) error {
 		Endpoint:           cfg.Endpoint,
 		Failpoints:         a.failpoints,
 		Metrics:            a.metrics,
+
+		// The partition guard and the partitioner (docs/partitioners.md).
+		Partitioner:         cfg.Partitioner.kafka(),
+		PartitionCheckEvery: max(cfg.PartitionCheckEvery, 0),
+		FailOnMisplaced:     cfg.OnMisplacedRecord == FailMisplaced,
 	}
 	inst, err := runtime.New(rcfg, rt)
 	if err != nil {

@@ -102,6 +102,27 @@ type Config struct {
 	// OnProduceError is the policy for output records larger than
 	// MaxRecordBytes. Default Fail.
 	OnProduceError ErrorPolicy
+	// Partitioner is the partitioner the producers of the app's
+	// co-partitioned sources use (the topics of a join, of a table and a
+	// stream repartitioned to meet it, of merged streams): eddy produces
+	// its repartition topics and keyed outputs with it too, routes state
+	// queries by it, and checks that the keys it reads sit where it puts
+	// them (PartitionCheckEvery, OnMisplacedRecord). Set CRC32 only when
+	// every producer of those topics uses librdkafka's default. Default
+	// Murmur2, Kafka's default. See docs/partitioners.md.
+	Partitioner Partitioner
+	// PartitionCheckEvery: the partition guard checks one keyed record in
+	// every PartitionCheckEvery of the co-partitioned sources against
+	// Partitioner. Default 1: every record, as the check is a hash of
+	// the key and a compare, tens of nanoseconds (docs/partitioners.md).
+	// Negative: off.
+	PartitionCheckEvery int
+	// OnMisplacedRecord is what a misplaced record does: a record of a
+	// co-partitioned source whose key Partitioner puts on another
+	// partition, so that it misses the records of its key in the other
+	// sources. Default WarnMisplaced: counted, logged once per topic with
+	// the fix, processed.
+	OnMisplacedRecord MisplacedPolicy
 	// MaxRecordBytes caps an output record's key, value and headers
 	// (changelog records included): a larger one is refused at once with
 	// ErrRecordTooLarge (and OnProduceError applies), rather than failing
@@ -207,6 +228,9 @@ func (c *Config) applyDefaults() {
 	if c.CheckpointKeep == 0 {
 		c.CheckpointKeep = checkpoint.DefaultKeep
 	}
+	if c.PartitionCheckEvery == 0 {
+		c.PartitionCheckEvery = 1
+	}
 	c.policyDefaults()
 }
 
@@ -287,6 +311,12 @@ func (c *Config) validate() error {
 	}
 	if c.Guarantee != ExactlyOnce && c.Guarantee != AtLeastOnce {
 		bad("Guarantee %d: use eddy.ExactlyOnce or eddy.AtLeastOnce", c.Guarantee)
+	}
+	if c.Partitioner != Murmur2 && c.Partitioner != CRC32 {
+		bad("Partitioner %d: use eddy.Murmur2 (Kafka's default) or eddy.CRC32 (librdkafka's default)", c.Partitioner)
+	}
+	if c.OnMisplacedRecord != WarnMisplaced && c.OnMisplacedRecord != FailMisplaced {
+		bad("OnMisplacedRecord %d: use eddy.WarnMisplaced or eddy.FailMisplaced", c.OnMisplacedRecord)
 	}
 	if c.CheckpointURL != "" && c.CheckpointStore != nil {
 		bad("CheckpointURL and CheckpointStore are both set; set one")

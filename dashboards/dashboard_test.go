@@ -33,6 +33,7 @@ func exportedByEddy(t *testing.T) map[string]dto.MetricType {
 	task := m.Task("0_0")
 	defer task.Close()
 	task.Lag("payments", 0).Set(1)
+	m.Misplaced("payments", 0).Inc()
 	task.Latency.ObserveBatch(time.Millisecond, 10)
 	m.ObserveCommit(time.Millisecond, true)
 	m.SetBackend(b)

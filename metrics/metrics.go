@@ -34,6 +34,7 @@ type Metrics struct {
 	dlq       *prometheus.CounterVec
 	restore   *prometheus.GaugeVec
 	lag       *prometheus.GaugeVec
+	misplaced *prometheus.CounterVec
 	latency   *batchHistogram
 
 	commit    prometheus.Histogram
@@ -96,6 +97,10 @@ func New() *Metrics {
 			Name: "eddy_consumer_lag_records",
 			Help: "Per source partition of an open task: the partition's last stable offset (high watermark when the broker gives none) at the last fetch, minus the next offset to process. Updated when a poll brings records; a transactional input may show 1 at rest (the commit marker).",
 		}, []string{LabelTopic, LabelPartition}),
+		misplaced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_misplaced_records_total",
+			Help: "Records of co-partitioned sources (joins, merged sources) whose key hashes, under the app's partitioner (Config.Partitioner), to another partition than the one they were read from: they miss the records of their key in the other sources. Per partition read from; counts the records checked (Config.PartitionCheckEvery).",
+		}, []string{LabelTopic, LabelPartition}),
 		latency: newBatchHistogram(
 			"eddy_process_latency_seconds",
 			"Time to run one source record through the topology, per task. Measured per poll, not per record (two clock reads and an observation per record would cost 130-280ns, a share of a core at hundreds of thousands of records/s): each record of a task's poll counts once, at the mean time of that poll's records.",
@@ -115,7 +120,7 @@ func New() *Metrics {
 	m.aborted = tx.WithLabelValues("aborted")
 	m.dbs = newDBCollector()
 	reg.MustRegister(m.consumed, m.produced, m.changelog, m.late, m.dlq, m.restore, m.lag,
-		m.latency, m.commit, tx, m.dbs,
+		m.misplaced, m.latency, m.commit, tx, m.dbs,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -144,6 +149,13 @@ func (m *Metrics) ObserveCommit(d time.Duration, committed bool) {
 // ObserveAbort records a transaction aborted outside a commit (a rebalance,
 // an error while processing).
 func (m *Metrics) ObserveAbort() { m.aborted.Inc() }
+
+// Misplaced returns the counter of misplaced records read from a source
+// partition. The series stays once created: a misplaced record is a fact
+// about the topic, not about the task that read it.
+func (m *Metrics) Misplaced(topic string, partition int32) prometheus.Counter {
+	return m.misplaced.WithLabelValues(topic, strconv.Itoa(int(partition)))
+}
 
 // Task is one task's pre-resolved children of the per-task families. The
 // runtime adds to them from the task's worker goroutine; adding allocates

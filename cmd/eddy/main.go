@@ -27,6 +27,7 @@ func commands() []command {
 		{"ledger", "run the ledger example (flags of examples/ledger)", runLedger},
 		{"windowed", "run the windowed-totals example (flags of examples/windowed)", runWindowed},
 		{"lag", "print an application's consumer lag per partition, with each partition's owner", runLag},
+		{"partitions", "check which partitioner (murmur2 or CRC32) wrote a topic's keys (check --topic T)", runPartitions},
 		{"acls", "print (or create) the ACLs an application needs on a cluster with authorization on", runACLs},
 		{"chaos", "inject faults (kills, zombies, broker crashes and errors, disk and network faults) into the examples and verify exactly-once", runChaos},
 		{"inspect", "print what a state directory holds: tasks, stores, keys, sizes, offsets", runInspect},

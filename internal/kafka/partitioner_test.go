@@ -88,3 +88,40 @@ func BenchmarkKeyPartition(b *testing.B) {
 		KeyPartition(key, 12)
 	}
 }
+
+// TestCRC32KeyPartition pins librdkafka's consistent partitioner: the
+// CRC-32 check value of "123456789" is 0xcbf43926, whose top bit is set,
+// so a signed modulo would give a negative partition.
+func TestCRC32KeyPartition(t *testing.T) {
+	for _, tc := range []struct {
+		key        string
+		partitions int32
+		want       int32
+	}{
+		{"123456789", 4, 2}, // 3421780262 % 4
+		{"123456789", 7, 5}, // 3421780262 % 7
+		{"a", 12, 3},        // 0xe8b7be43 = 3904356931
+		{"card-0001", 4, 1}, // 0x14bd45e9 = 348997097
+		{"", 4, 0},          // crc32 of nothing is 0
+		{"a", 0, -1},
+	} {
+		if got := CRC32KeyPartition([]byte(tc.key), tc.partitions); got != tc.want {
+			t.Errorf("CRC32KeyPartition(%q, %d) = %d, want %d", tc.key, tc.partitions, got, tc.want)
+		}
+		if got := CRC32.Partition([]byte(tc.key), tc.partitions); got != tc.want {
+			t.Errorf("CRC32.Partition(%q, %d) = %d, want %d", tc.key, tc.partitions, got, tc.want)
+		}
+	}
+	if got, want := Murmur2.Partition([]byte("21"), 7), KeyPartition([]byte("21"), 7); got != want {
+		t.Errorf("Murmur2.Partition = %d, KeyPartition %d", got, want)
+	}
+}
+
+func TestPartitionerAllocs(t *testing.T) {
+	key := []byte("customer-000042")
+	for _, p := range []Partitioner{Murmur2, CRC32} {
+		if n := testing.AllocsPerRun(100, func() { p.Partition(key, 12) }); n != 0 {
+			t.Errorf("%v.Partition allocates %v times per call, want 0", p, n)
+		}
+	}
+}

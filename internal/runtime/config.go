@@ -14,6 +14,7 @@ import (
 	"github.com/eddy-streams/eddy/state"
 
 	"github.com/eddy-streams/eddy/internal/failpoint"
+	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // Config is eddy.Config resolved for the runtime: eddy.New applies the
@@ -53,6 +54,17 @@ type Config struct {
 	Logger     *slog.Logger
 	ClientOpts []kgo.Opt
 	Endpoint   string
+
+	// Partitioner is the partitioner the app assumes its co-partitioned
+	// sources were produced with, and produces its own keyed records with.
+	Partitioner kafka.Partitioner
+	// PartitionCheckEvery: the partition guard (partitionguard.go) checks
+	// one keyed record of co-partitioned sources in every
+	// PartitionCheckEvery; below 1 it is off.
+	PartitionCheckEvery int
+	// FailOnMisplaced makes a misplaced record stop the app, rather than
+	// being counted and logged.
+	FailOnMisplaced bool
 
 	// Failpoints crash the process at points of the commit cycle, the
 	// checkpoint upload and the restore (crash tests; nil: none).

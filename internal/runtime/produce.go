@@ -92,12 +92,16 @@ func (w *worker) recycle() {
 }
 
 // partitioner places changelog records on the partition the task set and
-// keyed records where Kafka's default partitioner would, so a JVM producer
-// and eddy agree on which partition holds a key.
-type partitioner struct{ manual map[string]bool }
+// keyed records where hash puts them: Kafka's default partitioner unless
+// Config.Partitioner says otherwise, so that the app's other producers
+// (a JVM producer, kcat) and eddy agree on which partition holds a key.
+type partitioner struct {
+	hash   kafka.Partitioner
+	manual map[string]bool
+}
 
-func newPartitioner(manualTopics []string) kgo.Partitioner {
-	p := partitioner{manual: make(map[string]bool, len(manualTopics))}
+func newPartitioner(hash kafka.Partitioner, manualTopics []string) kgo.Partitioner {
+	p := partitioner{hash: hash, manual: make(map[string]bool, len(manualTopics))}
 	for _, t := range manualTopics {
 		p.manual[t] = true
 	}
@@ -108,7 +112,7 @@ func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	if p.manual[topic] {
 		return manualPartitioner{}
 	}
-	return &keyPartitioner{}
+	return &keyPartitioner{hash: p.hash}
 }
 
 type manualPartitioner struct{}
@@ -116,7 +120,10 @@ type manualPartitioner struct{}
 func (manualPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
 func (manualPartitioner) Partition(r *kgo.Record, _ int) int   { return int(r.Partition) }
 
-type keyPartitioner struct{ next atomic.Uint32 }
+type keyPartitioner struct {
+	hash kafka.Partitioner
+	next atomic.Uint32
+}
 
 func (*keyPartitioner) RequiresConsistency(r *kgo.Record) bool { return r.Key != nil }
 
@@ -127,5 +134,5 @@ func (p *keyPartitioner) Partition(r *kgo.Record, n int) int {
 	if r.Key == nil {
 		return int(p.next.Add(1) % uint32(n))
 	}
-	return int(kafka.KeyPartition(r.Key, int32(n)))
+	return int(p.hash.Partition(r.Key, int32(n)))
 }

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/state"
 )
 
@@ -243,9 +242,9 @@ func (in *Instance) storeSub(store string) (int, error) {
 	return 0, fmt.Errorf("%w %q; the stores are %v", ErrUnknownStore, store, in.Stores())
 }
 
-// KeyTask returns the task that holds key in store: Kafka's default
-// partitioner of the key, over the task count of the store's
-// sub-topology. It assumes the store is keyed like the records its
+// KeyTask returns the task that holds key in store: Config.Partitioner
+// (Kafka's default unless the app says otherwise) of the key, over the
+// task count of the store's sub-topology. It assumes the store is keyed like the records its
 // sub-topology reads, which every store of the DSL is (an aggregation's
 // key is its grouping key, a table's its topic's key); a window store's
 // key is the record key, without the window.
@@ -258,7 +257,7 @@ func (in *Instance) KeyTask(store string, key []byte) (TaskID, error) {
 	if r == nil || sub >= len(r.Partitions) || r.Partitions[sub] == 0 {
 		return TaskID{}, ErrNoRoutes
 	}
-	return TaskID{Subtopology: sub, Partition: kafka.KeyPartition(key, r.Partitions[sub])}, nil
+	return TaskID{Subtopology: sub, Partition: in.cfg.Partitioner.Partition(key, r.Partitions[sub])}, nil
 }
 
 // StoreTasks returns every task of store's sub-topology.

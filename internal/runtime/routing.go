@@ -28,6 +28,11 @@ type subPlan struct {
 	storeNames []string
 	changelogs []string
 	storeIndex map[string]int
+	// copartitioned is the partition count of each source when the
+	// sub-topology reads more than one (set by prepareTopics once it has
+	// checked they agree), or 0: the partition guard checks the keys of
+	// co-partitioned sources only.
+	copartitioned int32
 }
 
 // newPlan checks the topology and indexes it. A topic is read by one

@@ -119,9 +119,12 @@ func (in *Instance) Run(ctx context.Context) error {
 		defer close(standbysDone)
 		sb.run(ctx)
 	}()
+	// The topics whose misplaced records were logged: once per instance.
+	misplacedLogged := &loggedTopics{}
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(cfg, p, i)
 		w.globals, w.standbys = g, sb
+		w.guard = newPartitionGuard(cfg, misplacedLogged, w.log)
 		w.board = in.boards[i]
 		w.ckpt = ckpt
 		w.queries = in.queries
@@ -229,11 +232,16 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 	var specs []kafka.TopicSpec
 	for _, sub := range p.subs {
 		n := parts[sub.Sources[0]]
+		agree := true
 		for _, src := range sub.Sources[1:] {
 			if parts[src] != n {
+				agree = false
 				errs = append(errs, fmt.Errorf("eddy: sub-topology %d reads %s (%d partitions) and %s (%d partitions): they are not co-partitioned; give them the same partition count (or repartition one of them)",
 					sub.index, sub.Sources[0], n, src, parts[src]))
 			}
+		}
+		if agree && len(sub.Sources) > 1 {
+			p.subs[sub.index].copartitioned = n
 		}
 		for i, store := range sub.Stores {
 			specs = append(specs, changelogSpec(sub.changelogs[i], n, store.Retention))

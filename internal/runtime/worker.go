@@ -78,6 +78,8 @@ type worker struct {
 	wallClock int64
 	// polled are the tasks that the current poll routed records to.
 	polled []*task
+	// guard checks the keys of co-partitioned sources (nil: off).
+	guard *partitionGuard
 
 	// produced holds this transaction's records; once the transaction
 	// ended they are reused, so outputs cost no allocation.
@@ -204,7 +206,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 		kgo.OnPartitionsRevoked(w.onRevoked),
 		kgo.OnPartitionsLost(w.onLost),
 		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
-		kgo.RecordPartitioner(newPartitioner(w.plan.changelogs)),
+		kgo.RecordPartitioner(newPartitioner(w.cfg.Partitioner, w.plan.changelogs)),
 		// Kafka Streams' producers do not compress by default either;
 		// franz-go's default (snappy) cost a tenth of the ledger's CPU.
 		// ClientOpts come after, so a user can turn it back on.
@@ -412,6 +414,9 @@ func (w *worker) processRecord(t *task, r *kgo.Record) error {
 		// offsets our changelog carried, docs/design.md §6) or already
 		// processed in this transaction (the consumer was rewound).
 		return nil
+	}
+	if err := w.guard.check(t.sub, r); err != nil {
+		return err
 	}
 	t.dirty = true
 	w.txnRecords++
