@@ -11,6 +11,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,6 +40,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) state.Backend) {
 		{"OffsetsRoundTrip", testOffsetsRoundTrip},
 		{"StreamTime", testStreamTime},
 		{"ApplyAtomic", testApplyAtomic},
+		{"ApplyInBackground", testApplyInBackground},
 		{"DeleteRange", testDeleteRange},
 		{"DeleteRangeStoreNames", testDeleteRangeStoreNames},
 		{"DeleteRangeThenWrites", testDeleteRangeThenWrites},
@@ -235,6 +237,49 @@ func testScanAfterApply(t *testing.T, b state.Backend, dir string) {
 	apply(t, db, put("t", "x", "9"))
 	wantScan(t, db, "t", nil, nil, []KV{{"x", "9"}})
 	wantScan(t, db, "s", []byte("a"), []byte("b"), []KV{{"a", "1"}})
+}
+
+// A database that applies in the background (state.BackgroundApplier)
+// serves every read after ApplyInBackground as if Apply had returned: the
+// caller's memory is its own again at once, writes come in any order (a
+// write buffer's first-write order), and Close keeps the last batch.
+func testApplyInBackground(t *testing.T, b state.Backend, dir string) {
+	db := Open(t, b, dir)
+	bg, ok := db.(state.BackgroundApplier)
+	if !ok {
+		t.Skipf("%T applies in the foreground only", db)
+	}
+	var want []KV
+	for round := range int64(5) {
+		var writes []state.Write
+		want = want[:0]
+		for i := range 20 {
+			k := fmt.Sprintf("k%02d", (i*7+int(round))%20) // unsorted
+			v := fmt.Sprintf("v%d-%d", round, i)
+			writes = append(writes, put("s", k, v))
+			want = append(want, KV{k, v})
+		}
+		slices.SortFunc(want, func(a, b KV) int { return strings.Compare(a.Key, b.Key) })
+		o := sampleOffsets()
+		o.StreamTime = round
+		if err := bg.ApplyInBackground(&state.Batch{Writes: writes, Offsets: o}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range writes {
+			clear(w.Value) // the database copied the batch
+		}
+		wantScan(t, db, "s", nil, nil, want)
+		wantGet(t, db, "s", want[3].Key, want[3].Value, true)
+		wantOffsets(t, db, o)
+	}
+	if err := bg.ApplyInBackground(&state.Batch{Writes: []state.Write{put("s", "last", "1")}, Offsets: sampleOffsets()}); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, db)
+	db = Open(t, b, dir)
+	defer mustClose(t, db)
+	wantGet(t, db, "s", "last", "1", true)
+	wantOffsets(t, db, sampleOffsets())
 }
 
 // A scan's callback may scan again (a session store looks up a session's
