@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/checkpoint"
+	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/internal/sysmem"
 	"github.com/eddy-streams/eddy/state"
@@ -87,6 +88,13 @@ type Config struct {
 	CommitRecords int
 	// SessionTimeout is the group session timeout. Default 10s.
 	SessionTimeout time.Duration
+	// BrokerTimeout is how long the app waits, from Run, for its first
+	// connection to a broker: until then every failed attempt is logged
+	// as a warning naming Brokers and the dial error (at once, then every
+	// 30 s), and once it passes Run returns an error that names them
+	// (wrapping ErrBrokersUnreachable). A broker lost after the first
+	// connection is retried for as long as it takes. Default 2 minutes.
+	BrokerTimeout time.Duration
 	// TransactionTimeout bounds how long a crashed instance's open
 	// transaction blocks its partitions. Default 10s.
 	TransactionTimeout time.Duration
@@ -198,6 +206,9 @@ func (c *Config) applyDefaults() {
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 10 * time.Second
 	}
+	if c.BrokerTimeout == 0 {
+		c.BrokerTimeout = DefaultBrokerTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -225,6 +236,14 @@ func DefaultStateMemory() int64 {
 	}
 	return max(avail/4, 256<<20)
 }
+
+// DefaultBrokerTimeout is Config.BrokerTimeout's default: as long as a
+// Kafka client waits for a broker starting after it.
+const DefaultBrokerTimeout = kafka.StartupWait
+
+// ErrBrokersUnreachable is wrapped by Run's error when no broker was
+// reached within Config.BrokerTimeout.
+var ErrBrokersUnreachable = kafka.ErrUnreachable
 
 // DefaultCheckpointInterval is Config.CheckpointInterval's default.
 const DefaultCheckpointInterval = time.Minute
@@ -281,6 +300,9 @@ func (c *Config) validate() error {
 	}
 	if c.SessionTimeout <= 0 {
 		bad("SessionTimeout %v: must be positive, e.g. 10s", c.SessionTimeout)
+	}
+	if c.BrokerTimeout <= 0 {
+		bad("BrokerTimeout %v: must be positive, e.g. 2m (0 is the default, %v)", c.BrokerTimeout, DefaultBrokerTimeout)
 	}
 	if c.TransactionTimeout <= 0 {
 		bad("TransactionTimeout %v: must be positive, e.g. 10s", c.TransactionTimeout)
