@@ -157,6 +157,14 @@ type Config struct {
 	// CheckpointKeep is how many checkpoints per task the store keeps; the
 	// files only older ones need are deleted. Default 3.
 	CheckpointKeep int
+	// RepartitionPurgeInterval is how often the records of the repartition
+	// topics that committed transactions consumed are deleted (Kafka's
+	// DeleteRecords, as Kafka Streams does after its commits), so that a
+	// repartition topic holds only records in transit rather than its
+	// retention's worth. It runs on its own goroutine, outside the
+	// transactions. With ACLs on, the app's principal needs DELETE on its
+	// "<app-id>-" topics. Default 30s; negative: never.
+	RepartitionPurgeInterval time.Duration
 	// Logger receives the app's logs. Default slog.Default().
 	Logger *slog.Logger
 	// KafkaOptions are added to every Kafka client (TLS, SASL, ...).
@@ -215,6 +223,9 @@ func (c *Config) applyDefaults() {
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = DefaultCheckpointInterval
 	}
+	if c.RepartitionPurgeInterval == 0 {
+		c.RepartitionPurgeInterval = DefaultRepartitionPurgeInterval
+	}
 	if c.CheckpointKeep == 0 {
 		c.CheckpointKeep = checkpoint.DefaultKeep
 	}
@@ -244,6 +255,10 @@ const DefaultBrokerTimeout = kafka.StartupWait
 // ErrBrokersUnreachable is wrapped by Run's error when no broker was
 // reached within Config.BrokerTimeout.
 var ErrBrokersUnreachable = kafka.ErrUnreachable
+
+// DefaultRepartitionPurgeInterval is Config.RepartitionPurgeInterval's
+// default, Kafka Streams' repartition.purge.interval.ms.
+const DefaultRepartitionPurgeInterval = 30 * time.Second
 
 // DefaultCheckpointInterval is Config.CheckpointInterval's default.
 const DefaultCheckpointInterval = time.Minute

@@ -120,12 +120,19 @@ func (in *Instance) Run(ctx context.Context) error {
 		defer close(standbysDone)
 		sb.run(ctx)
 	}()
+	purge := newRepartitionPurge(cfg, topo.Repartitions)
+	purgeDone := make(chan struct{})
+	go func() {
+		defer close(purgeDone)
+		purge.run(ctx)
+	}()
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(cfg, p, i)
 		w.globals, w.standbys = g, sb
 		w.board = in.boards[i]
 		w.ckpt = ckpt
 		w.queries = in.queries
+		w.purge = purge
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -145,6 +152,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	cancel() // the workers are done: stop the global stores and standbys too
 	<-globalsDone
 	<-standbysDone
+	<-purgeDone
 	return errors.Join(errs...)
 }
 
