@@ -1,9 +1,14 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // TestRepartitionCounts: repartition topics are sized as Kafka Streams
@@ -70,5 +75,43 @@ func TestRepartitionCounts(t *testing.T) {
 				t.Errorf("counts %s, want %s", s, tc.want)
 			}
 		})
+	}
+}
+
+// TestPrepareTopicsKeepsAnOlderRepartitionCount: a repartition topic whose
+// count only its writers decide keeps the count it exists with (an older
+// eddy gave it the largest source's); one whose count co-partitioning
+// decides must have it.
+func TestPrepareTopicsKeepsAnOlderRepartitionCount(t *testing.T) {
+	h := newHarness(t)
+	h.createTopics(kafka.TopicSpec{Name: "in3", Partitions: 3}, kafka.TopicSpec{Name: "table3", Partitions: 3},
+		kafka.TopicSpec{Name: "app-free-repartition", Partitions: 5}, kafka.TopicSpec{Name: "app-joined-repartition", Partitions: 5})
+	noop := func(TaskContext) (TaskProcessor, error) { return nil, nil }
+	cfg := h.config(t.TempDir(), io.Discard)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	free := Topology{
+		Subtopologies: []Subtopology{{Sources: []string{"in3"}, NewTask: noop}, {Sources: []string{"app-free-repartition"}, NewTask: noop}},
+		Repartitions:  []Repartition{{Topic: "app-free-repartition", Writers: []int{0}}},
+	}
+	p, err := newPlan(cfg.AppID, free)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareTopics(ctx, cfg, p, free.Repartitions, nil); err != nil {
+		t.Errorf("a repartition topic read alone, existing with 5 partitions: %v", err)
+	}
+
+	joined := Topology{
+		Subtopologies: []Subtopology{{Sources: []string{"in3"}, NewTask: noop}, {Sources: []string{"app-joined-repartition", "table3"}, NewTask: noop}},
+		Repartitions:  []Repartition{{Topic: "app-joined-repartition", Writers: []int{0}}},
+	}
+	if p, err = newPlan(cfg.AppID, joined); err != nil {
+		t.Fatal(err)
+	}
+	err = prepareTopics(ctx, cfg, p, joined.Repartitions, nil)
+	if err == nil || !strings.Contains(err.Error(), "app-joined-repartition has 5 partitions, the topology wants 3") {
+		t.Errorf("a repartition topic joined with a 3-partition table, existing with 5: %v; want the mismatch named", err)
 	}
 }
