@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -82,6 +83,14 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	cfg, rt := a.cfg, a.rt
 	var err error
+	// Every client of the app reports its connection attempts to reach,
+	// which warns while no broker answers and ends ctx after
+	// BrokerTimeout.
+	log := cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID)
+	reach := kafka.NewReach(cfg.Brokers, cfg.BrokerTimeout, log)
+	ctx, stopWatch := reach.Watch(ctx)
+	defer stopWatch()
+	clientOpts := slices.Concat(cfg.KafkaOptions, []kgo.Opt{reach.Opt()})
 	// StateMemory: half for the write buffers' caches, half for the
 	// default backend's block cache and memtables (docs/design.md §2.1).
 	caches := state.NewCacheBudget(cfg.StateMemory / 2)
@@ -98,30 +107,31 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 	rcfg := runtime.Config{
-		AppID:              cfg.AppID,
-		Brokers:            cfg.Brokers,
-		StateDir:           cfg.StateDir,
-		InstanceID:         cfg.InstanceID,
-		Workers:            cfg.Workers,
-		StandbyReplicas:    cfg.StandbyReplicas,
-		CommitInterval:     cfg.CommitInterval,
-		CommitRecords:      cfg.CommitRecords,
-		MaxRecordBytes:     cfg.MaxRecordBytes,
-		SessionTimeout:     cfg.SessionTimeout,
-		TransactionTimeout: cfg.TransactionTimeout,
-		AtLeastOnce:        cfg.Guarantee == AtLeastOnce,
-		IgnoreStateOffsets: cfg.IgnoreStateOffsets,
-		Backend:            backend,
-		StateCache:         caches,
-		Checkpoints:        store,
-		CheckpointInterval: max(cfg.CheckpointInterval, 0),
-		CheckpointKeep:     cfg.CheckpointKeep,
-		Logger:             cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID),
-		ClientOpts:         cfg.KafkaOptions,
-		OnRestoreProgress:  onRestoreProgress(cfg.OnRestoreProgress),
-		Endpoint:           cfg.Endpoint,
-		Failpoints:         a.failpoints,
-		Metrics:            a.metrics,
+		AppID:                    cfg.AppID,
+		Brokers:                  cfg.Brokers,
+		StateDir:                 cfg.StateDir,
+		InstanceID:               cfg.InstanceID,
+		Workers:                  cfg.Workers,
+		StandbyReplicas:          cfg.StandbyReplicas,
+		CommitInterval:           cfg.CommitInterval,
+		CommitRecords:            cfg.CommitRecords,
+		MaxRecordBytes:           cfg.MaxRecordBytes,
+		SessionTimeout:           cfg.SessionTimeout,
+		TransactionTimeout:       cfg.TransactionTimeout,
+		AtLeastOnce:              cfg.Guarantee == AtLeastOnce,
+		IgnoreStateOffsets:       cfg.IgnoreStateOffsets,
+		Backend:                  backend,
+		StateCache:               caches,
+		Checkpoints:              store,
+		CheckpointInterval:       max(cfg.CheckpointInterval, 0),
+		CheckpointKeep:           cfg.CheckpointKeep,
+		RepartitionPurgeInterval: max(cfg.RepartitionPurgeInterval, 0),
+		Logger:                   log,
+		ClientOpts:               clientOpts,
+		OnRestoreProgress:        onRestoreProgress(cfg.OnRestoreProgress),
+		Endpoint:                 cfg.Endpoint,
+		Failpoints:               a.failpoints,
+		Metrics:                  a.metrics,
 
 		// The partition guard and the partitioner (docs/partitioners.md).
 		Partitioner:         cfg.Partitioner.kafka(),
@@ -140,12 +150,21 @@ func (a *App) Run(ctx context.Context) error {
 		return fmt.Errorf("eddy: state dir: %w", err)
 	}
 	if external, internal := deadLetterSources(cfg, rt); len(external)+len(internal) > 0 {
-		if err := createDeadLetterTopics(ctx, &cfg, external, internal); err != nil {
-			return err
+		if err := createDeadLetterTopics(ctx, cfg.Brokers, clientOpts, external, internal); err != nil {
+			return unreachableOr(reach, err)
 		}
 	}
 	a.inst.Store(inst)
-	return inst.Run(ctx)
+	return unreachableOr(reach, inst.Run(ctx))
+}
+
+// unreachableOr returns reach's error if it gave up waiting for a broker
+// (what stopped the app, whatever err its end caused), else err.
+func unreachableOr(reach *kafka.Reach, err error) error {
+	if rerr := reach.Err(); rerr != nil {
+		return fmt.Errorf("eddy: Config.BrokerTimeout passed: %w", rerr)
+	}
+	return err
 }
 
 // onRestoreProgress adapts the user's callback to the runtime's progress.
@@ -186,8 +205,8 @@ func deadLetterSources(cfg Config, rt runtime.Topology) (external, internal []st
 // createDeadLetterTopics creates the dead-letter topics of the external
 // sources with their partition counts, and of the repartition topics (not
 // created yet) with the broker's default.
-func createDeadLetterTopics(ctx context.Context, cfg *Config, sources, repartitions []string) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOptions...)...)
+func createDeadLetterTopics(ctx context.Context, brokers []string, opts []kgo.Opt, sources, repartitions []string) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		return fmt.Errorf("eddy: admin client: %w", err)
 	}

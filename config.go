@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/checkpoint"
+	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/internal/sysmem"
 	"github.com/eddy-streams/eddy/state"
@@ -87,6 +88,13 @@ type Config struct {
 	CommitRecords int
 	// SessionTimeout is the group session timeout. Default 10s.
 	SessionTimeout time.Duration
+	// BrokerTimeout is how long the app waits, from Run, for its first
+	// connection to a broker: until then every failed attempt is logged
+	// as a warning naming Brokers and the dial error (at once, then every
+	// 30 s), and once it passes Run returns an error that names them
+	// (wrapping ErrBrokersUnreachable). A broker lost after the first
+	// connection is retried for as long as it takes. Default 2 minutes.
+	BrokerTimeout time.Duration
 	// TransactionTimeout bounds how long a crashed instance's open
 	// transaction blocks its partitions. Default 10s.
 	TransactionTimeout time.Duration
@@ -170,6 +178,14 @@ type Config struct {
 	// CheckpointKeep is how many checkpoints per task the store keeps; the
 	// files only older ones need are deleted. Default 3.
 	CheckpointKeep int
+	// RepartitionPurgeInterval is how often the records of the repartition
+	// topics that committed transactions consumed are deleted (Kafka's
+	// DeleteRecords, as Kafka Streams does after its commits), so that a
+	// repartition topic holds only records in transit rather than its
+	// retention's worth. It runs on its own goroutine, outside the
+	// transactions. With ACLs on, the app's principal needs DELETE on its
+	// "<app-id>-" topics. Default 30s; negative: never.
+	RepartitionPurgeInterval time.Duration
 	// Logger receives the app's logs. Default slog.Default().
 	Logger *slog.Logger
 	// KafkaOptions are added to every Kafka client (TLS, SASL, ...).
@@ -219,11 +235,17 @@ func (c *Config) applyDefaults() {
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 10 * time.Second
 	}
+	if c.BrokerTimeout == 0 {
+		c.BrokerTimeout = DefaultBrokerTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.RepartitionPurgeInterval == 0 {
+		c.RepartitionPurgeInterval = DefaultRepartitionPurgeInterval
 	}
 	if c.CheckpointKeep == 0 {
 		c.CheckpointKeep = checkpoint.DefaultKeep
@@ -249,6 +271,18 @@ func DefaultStateMemory() int64 {
 	}
 	return max(avail/4, 256<<20)
 }
+
+// DefaultBrokerTimeout is Config.BrokerTimeout's default: as long as a
+// Kafka client waits for a broker starting after it.
+const DefaultBrokerTimeout = kafka.StartupWait
+
+// ErrBrokersUnreachable is wrapped by Run's error when no broker was
+// reached within Config.BrokerTimeout.
+var ErrBrokersUnreachable = kafka.ErrUnreachable
+
+// DefaultRepartitionPurgeInterval is Config.RepartitionPurgeInterval's
+// default, Kafka Streams' repartition.purge.interval.ms.
+const DefaultRepartitionPurgeInterval = 30 * time.Second
 
 // DefaultCheckpointInterval is Config.CheckpointInterval's default.
 const DefaultCheckpointInterval = time.Minute
@@ -305,6 +339,9 @@ func (c *Config) validate() error {
 	}
 	if c.SessionTimeout <= 0 {
 		bad("SessionTimeout %v: must be positive, e.g. 10s", c.SessionTimeout)
+	}
+	if c.BrokerTimeout <= 0 {
+		bad("BrokerTimeout %v: must be positive, e.g. 2m (0 is the default, %v)", c.BrokerTimeout, DefaultBrokerTimeout)
 	}
 	if c.TransactionTimeout <= 0 {
 		bad("TransactionTimeout %v: must be positive, e.g. 10s", c.TransactionTimeout)

@@ -180,8 +180,16 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 		}
 	}
 	rt := runtime.Topology{Subtopologies: subs, Globals: append([]runtime.GlobalStore(nil), t.globals...), Sinks: slices.Clone(t.sinks)}
+	// Which sub-topologies write each repartition topic: Run sizes a
+	// topic from its writers' sources when nothing it is joined with does.
+	writers := map[string][]int{}
+	for _, n := range t.nodes { // in node order, for a stable result
+		if topic, ok := t.writers[n]; ok && strings.HasPrefix(topic, repartitionPrefix) {
+			writers[topic] = append(writers[topic], subIndex[comp[n]])
+		}
+	}
 	for _, r := range t.repartitions {
-		rt.Repartitions = append(rt.Repartitions, runtime.Repartition{Topic: RepartitionTopic(cfg.AppID, r)})
+		rt.Repartitions = append(rt.Repartitions, runtime.Repartition{Topic: RepartitionTopic(cfg.AppID, r), Writers: writers[repartitionPrefix+r]})
 	}
 	return rt, nil
 }

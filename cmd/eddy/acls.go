@@ -27,6 +27,7 @@ func runACLs(ctx context.Context, args []string) error {
 	createTopics := fs.Bool("create-topics", false, "let the application create its inputs and outputs (the examples do when they are missing)")
 	apply := fs.Bool("apply", false, "create the ACLs on --brokers instead of printing them; authenticate as a superuser with the security flags")
 	brokers := fs.String("brokers", "127.0.0.1:9092", "with --apply: comma-separated Kafka bootstrap servers")
+	brokerTimeout := fs.Duration("broker-timeout", kafkaclient.DefaultBrokerTimeout, "with --apply: give up when no broker of --brokers answered within this long (unreachable brokers are logged meanwhile)")
 	security := kafkaclient.AddSecurityFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: eddy acls --app-id ID --user NAME --inputs T,... --outputs T,... [--apply --brokers ... --sasl-user ADMIN ...]\n\nThe ACLs an eddy application needs on a cluster with authorization on, and no more:\nread its inputs, write its outputs and dead-letter topics, its internal topics\n(<app-id>- prefixed), its group, its transactional ids (<app-id>- prefixed).\n\nflags:")
@@ -47,6 +48,9 @@ func runACLs(ctx context.Context, args []string) error {
 	}
 	if *inputs == "" {
 		problems = append(problems, errors.New("--inputs is required: the topics the application reads"))
+	}
+	if *brokerTimeout <= 0 {
+		problems = append(problems, fmt.Errorf("--broker-timeout %v: must be positive, e.g. 30s", *brokerTimeout))
 	}
 	if err := errors.Join(problems...); err != nil {
 		return err
@@ -69,12 +73,15 @@ func runACLs(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(split(*brokers)...)}, opts...)...)
+	err = kafkaclient.WatchBrokers(ctx, split(*brokers), *brokerTimeout, stderrLogger(), func(ctx context.Context, watch kgo.Opt) error {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(split(*brokers)...), watch}, opts...)...)
+		if err != nil {
+			return fmt.Errorf("--brokers %s: %w", *brokers, err)
+		}
+		defer cl.Close()
+		return kafka.CreateACLs(ctx, cl, principal, rules)
+	})
 	if err != nil {
-		return fmt.Errorf("--brokers %s: %w", *brokers, err)
-	}
-	defer cl.Close()
-	if err := kafka.CreateACLs(ctx, cl, principal, rules); err != nil {
 		return err
 	}
 	for _, rule := range rules {

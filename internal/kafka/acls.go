@@ -69,7 +69,7 @@ func AppACLs(r AppResources) []ACLRule {
 	}
 	prefix := r.AppID + "-"
 	rules = append(rules,
-		ACLRule{Resource: kmsg.ACLResourceTypeTopic, Name: prefix, Prefixed: true, Operations: []kmsg.ACLOperation{read, write, describe, create, descCfg}},
+		ACLRule{Resource: kmsg.ACLResourceTypeTopic, Name: prefix, Prefixed: true, Operations: []kmsg.ACLOperation{read, write, describe, create, descCfg, kmsg.ACLOperationDelete}},
 		ACLRule{Resource: kmsg.ACLResourceTypeGroup, Name: r.AppID, Operations: []kmsg.ACLOperation{read, describe}},
 		ACLRule{Resource: kmsg.ACLResourceTypeTransactionalId, Name: prefix, Prefixed: true, Operations: []kmsg.ACLOperation{write, describe}},
 	)

@@ -15,7 +15,7 @@ func TestAppACLsCommands(t *testing.T) {
 		"--operation Read --operation Describe --topic payments",
 		"--operation Write --operation Describe --topic balances",
 		"--operation Write --operation Describe --operation Create --topic payments.dlq",
-		"--operation Read --operation Write --operation Describe --operation Create --operation DescribeConfigs --topic ledger- --resource-pattern-type prefixed",
+		"--operation Read --operation Write --operation Describe --operation Create --operation DescribeConfigs --operation Delete --topic ledger- --resource-pattern-type prefixed",
 		"--operation Read --operation Describe --group ledger",
 		"--operation Write --operation Describe --transactional-id ledger- --resource-pattern-type prefixed",
 	}

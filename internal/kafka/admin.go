@@ -89,7 +89,7 @@ func CreateTopics(ctx context.Context, cl *kgo.Client, specs ...TopicSpec) error
 			partitions = -1 // the broker's default, Kafka 2.4+
 		}
 		var resps kadm.CreateTopicResponses
-		err := whileUnreachable(ctx, func() (err error) {
+		err := whileUnreachable(ctx, cl, func() (err error) {
 			if err := cl.Ping(ctx); err != nil {
 				return err
 			}
@@ -147,7 +147,7 @@ func Partitions(ctx context.Context, cl *kgo.Client, topics ...string) (map[stri
 		req.Topics = append(req.Topics, rt)
 	}
 	var resp *kmsg.MetadataResponse
-	err := whileUnreachable(ctx, func() (err error) {
+	err := whileUnreachable(ctx, cl, func() (err error) {
 		if err := cl.Ping(ctx); err != nil {
 			return err
 		}

@@ -46,12 +46,17 @@ const securityMismatchTries = 5
 // whileUnreachable runs fn (which should start with a kgo.Client.Ping:
 // franz-go retries a request over connections closed at once for as long
 // as its context allows, a ping returns the first EOF) until it returns an error other than an
-// unreachable broker, ctx ends, or StartupWait passes. A broker that keeps
+// unreachable broker, ctx ends, or StartupWait passes; or, for a client
+// watched by a Reach that has not seen a broker yet, the Reach's timeout
+// (counted from its start). A broker that keeps
 // closing connections at once (kgo.ErrFirstReadEOF, io.EOF) is not waited
 // for: the error is ErrSecurityMismatch, with franz-go's guess of the cause
 // when it has one.
-func whileUnreachable(ctx context.Context, fn func() error) error {
+func whileUnreachable(ctx context.Context, cl *kgo.Client, fn func() error) error {
 	deadline := time.Now().Add(StartupWait)
+	if r := reachOf(cl); r != nil && !r.Reached() {
+		deadline = r.deadline()
+	}
 	backoff := 100 * time.Millisecond
 	closedAtOnce := 0
 	for {

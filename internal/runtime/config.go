@@ -49,7 +49,11 @@ type Config struct {
 	// means only at a clean shutdown.
 	CheckpointInterval time.Duration
 	CheckpointKeep     int
-	OnRestoreProgress  func(RestoreProgress)
+	// RepartitionPurgeInterval is how often the records of repartition
+	// topics that committed transactions consumed are deleted (purge.go);
+	// zero or negative: never.
+	RepartitionPurgeInterval time.Duration
+	OnRestoreProgress        func(RestoreProgress)
 	// Logger carries the app and instance attributes.
 	Logger     *slog.Logger
 	ClientOpts []kgo.Opt

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,12 @@ func (in *Instance) Run(ctx context.Context) error {
 	}()
 	// The topics whose misplaced records were logged: once per instance.
 	misplacedLogged := &loggedTopics{}
+	purge := newRepartitionPurge(cfg, topo.Repartitions)
+	purgeDone := make(chan struct{})
+	go func() {
+		defer close(purgeDone)
+		purge.run(ctx)
+	}()
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(cfg, p, i)
 		w.globals, w.standbys = g, sb
@@ -128,6 +135,7 @@ func (in *Instance) Run(ctx context.Context) error {
 		w.board = in.boards[i]
 		w.ckpt = ckpt
 		w.queries = in.queries
+		w.purge = purge
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -147,6 +155,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	cancel() // the workers are done: stop the global stores and standbys too
 	<-globalsDone
 	<-standbysDone
+	<-purgeDone
 	return errors.Join(errs...)
 }
 
@@ -169,6 +178,8 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 			errs = append(errs, fmt.Errorf("eddy: repartition topic %s is declared twice", r.Topic))
 		case r.Partitions < 0:
 			errs = append(errs, fmt.Errorf("eddy: repartition topic %s: %d partitions; use 0 (as many as the sources) or more", r.Topic, r.Partitions))
+		case slices.ContainsFunc(r.Writers, func(w int) bool { return w < 0 || w >= len(p.subs) }):
+			errs = append(errs, fmt.Errorf("eddy: repartition topic %s: writers %v: the topology has sub-topologies 0 to %d", r.Topic, r.Writers, len(p.subs)-1))
 		}
 		internal[r.Topic] = true
 	}
@@ -191,26 +202,16 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 		}
 	}
 
-	// A repartition topic has, unless the topology says otherwise, the
-	// largest partition count of the external sources: the most
-	// parallelism the input allows. A sub-topology reads it with no other
-	// source, or with sources the user co-partitioned the same way.
-	var widest int32
-	for _, n := range parts {
-		widest = max(widest, n)
-	}
 	if len(repartitions) > 0 {
+		// Sized as Kafka Streams sizes them (repartition.go).
+		want, fromWriters, err := repartitionCounts(p, repartitions, parts)
+		if err != nil {
+			return err
+		}
 		specs := make([]kafka.TopicSpec, len(repartitions))
 		names := make([]string, len(repartitions))
 		for i, r := range repartitions {
-			n := r.Partitions
-			if n == 0 {
-				n = widest
-			}
-			if n == 0 {
-				return fmt.Errorf("eddy: repartition topic %s: no external source to take a partition count from; set Repartition.Partitions", r.Topic)
-			}
-			specs[i] = kafka.TopicSpec{Name: r.Topic, Partitions: n}
+			specs[i] = kafka.TopicSpec{Name: r.Topic, Partitions: want[r.Topic]}
 			names[i] = r.Topic
 		}
 		if err := kafka.CreateTopics(ctx, cl, specs...); err != nil {
@@ -221,7 +222,14 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 			return fmt.Errorf("eddy: repartition topics: %w", err)
 		}
 		for _, s := range specs {
-			if got[s.Name] != s.Partitions {
+			switch {
+			case got[s.Name] == s.Partitions:
+			case fromWriters[s.Name]:
+				// Only parallelism depends on this count: keep the
+				// topic (the co-partitioning check below still applies).
+				cfg.Logger.Info("repartition topic exists with another partition count; keeping it",
+					"topic", s.Name, "partitions", got[s.Name], "sized_now", s.Partitions)
+			default:
 				errs = append(errs, fmt.Errorf("eddy: repartition topic %s has %d partitions, the topology wants %d; delete it (it holds only data in transit between sub-topologies) or set its partition count in the topology",
 					s.Name, got[s.Name], s.Partitions))
 			}

@@ -62,11 +62,15 @@ type Store struct {
 }
 
 // Repartition is an internal topic written by one sub-topology and read by
-// another. Partitions zero means as many as the sub-topology's sources
-// that writes it.
+// another. Partitions zero lets Run size it (repartitionCounts): as the
+// topics it is co-partitioned with, or as the largest source of the
+// sub-topologies that write it.
 type Repartition struct {
 	Topic      string
 	Partitions int32
+	// Writers are the indexes of the sub-topologies that write the topic;
+	// empty: unknown (the largest external source sizes it).
+	Writers []int
 }
 
 // GlobalStore is a store that every instance holds whole, fed from Topic

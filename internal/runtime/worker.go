@@ -43,6 +43,8 @@ type worker struct {
 	queries *queries
 	// board is what the worker publishes of its tasks for Status.
 	board *workerBoard
+	// purge deletes consumed repartition records (nil: off).
+	purge *repartitionPurge
 	txnID string
 
 	sess *kgo.GroupTransactSession
@@ -378,6 +380,7 @@ func (w *worker) step(fetches kgo.Fetches) error {
 		if err := w.commit(); err != nil {
 			return err
 		}
+		w.purge.offer(w.memberID, w.tasks) // off the cycle: its own goroutine deletes
 	}
 	if !w.inTxn && w.ckpt != nil {
 		// Between transactions: each database holds exactly its task's

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -43,6 +44,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	standbys := fs.Int("standby-replicas", 0, "standby copies of each task kept warm on other instances, so a failed instance's tasks resume elsewhere after a short replay (give every instance the same value)")
 	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
 	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
+	brokerTimeout := fs.Duration("broker-timeout", eddy.DefaultBrokerTimeout, "give up when no broker of --brokers answered within this long (unreachable brokers are logged meanwhile)")
 	security := kafkaclient.AddSecurityFlags(fs)
 	httpFlags := AddHTTPFlags(fs, "127.0.0.1:8080")
 	if err := fs.Parse(args); err != nil {
@@ -62,6 +64,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	}
 	if *standbys < 0 {
 		return fmt.Errorf("--standby-replicas %d: must be 0 (none) or more", *standbys)
+	}
+	if *brokerTimeout <= 0 {
+		return fmt.Errorf("--broker-timeout %v: must be positive, e.g. 2m", *brokerTimeout)
 	}
 	if *checkpointInterval < 0 {
 		return fmt.Errorf("--checkpoint-interval %v: use 0 (checkpoint only at a clean stop) or a positive duration, e.g. 1m", *checkpointInterval)
@@ -95,7 +100,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	}
 	defer web.Close() // a no-op once served; closes it on an early return
 	seeds := strings.Split(*brokers, ",")
-	if err := CreateTopics(ctx, seeds, kafkaOpts, *input, int32(*partitions), *output); err != nil {
+	if err := CreateTopics(ctx, seeds, kafkaOpts, *brokerTimeout, log, *input, int32(*partitions), *output); err != nil {
 		return err
 	}
 	cfg := eddy.Config{
@@ -106,6 +111,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 		Workers:            *workers,
 		StandbyReplicas:    *standbys,
 		CommitInterval:     *commitInterval,
+		BrokerTimeout:      *brokerTimeout,
 		Guarantee:          g,
 		CheckpointStore:    store,
 		CheckpointInterval: *checkpointInterval,
@@ -143,15 +149,19 @@ func Adjust(cfg *eddy.Config, opts []ConfigOption) (release func()) {
 // CreateTopics creates, with a client built with opts (security), the
 // input (if missing, with partitions partitions) and the outputs with the
 // input's partition count, so that an output partition holds the keys of
-// the input partition of the same number. examples/windowed uses it too.
-func CreateTopics(ctx context.Context, seeds []string, opts []kgo.Opt, input string, partitions int32, outputs ...string) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
-	if err != nil {
-		return fmt.Errorf("client: %w", err)
-	}
-	defer cl.Close()
-	if err := kafkaclient.CreateTopics(ctx, cl, partitions, input); err != nil {
-		return err
-	}
-	return kafkaclient.CreateTopicsLike(ctx, cl, input, outputs...)
+// the input partition of the same number. While no broker answers it logs
+// warnings to log, and it gives up after brokerTimeout (--broker-timeout).
+// examples/windowed uses it too.
+func CreateTopics(ctx context.Context, seeds []string, opts []kgo.Opt, brokerTimeout time.Duration, log *slog.Logger, input string, partitions int32, outputs ...string) error {
+	return kafkaclient.WatchBrokers(ctx, seeds, brokerTimeout, log, func(ctx context.Context, watch kgo.Opt) error {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), watch}, opts...)...)
+		if err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
+		defer cl.Close()
+		if err := kafkaclient.CreateTopics(ctx, cl, partitions, input); err != nil {
+			return err
+		}
+		return kafkaclient.CreateTopicsLike(ctx, cl, input, outputs...)
+	})
 }

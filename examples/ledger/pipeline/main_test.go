@@ -31,6 +31,7 @@ func TestMainFlagErrors(t *testing.T) {
 		{"relative checkpoint URL", []string{"--state-dir", dir, "--checkpoint-url", "checkpoints/"}, "file:///absolute/path or s3://bucket/prefix"},
 		{"file URL with a host", []string{"--state-dir", dir, "--checkpoint-url", "file://relative/dir"}, "file:///relative/dir"},
 		{"negative checkpoint interval", []string{"--state-dir", dir, "--checkpoint-interval", "-1s"}, "--checkpoint-interval -1s"},
+		{"zero broker timeout", []string{"--state-dir", dir, "--broker-timeout", "0s"}, "--broker-timeout 0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -43,5 +44,23 @@ func TestMainFlagErrors(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestMainUnreachableBroker: with --broker-timeout, Main warns that the
+// broker cannot be reached and then fails naming it.
+func TestMainUnreachableBroker(t *testing.T) {
+	var stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a hang guard
+	defer cancel()
+	err := Main(ctx, []string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--broker-timeout", "1s"}, &stderr)
+	if ctx.Err() != nil {
+		t.Fatalf("Main did not give up before the hang guard; stderr:\n%s", stderr.String())
+	}
+	if err == nil || !strings.Contains(err.Error(), "no broker reachable at 127.0.0.1:1") {
+		t.Errorf("Main = %v; want an error naming 127.0.0.1:1", err)
+	}
+	if !strings.Contains(stderr.String(), "cannot reach a Kafka broker yet") || !strings.Contains(stderr.String(), "addr=127.0.0.1:1") {
+		t.Errorf("no warning naming 127.0.0.1:1; stderr:\n%s", stderr.String())
 	}
 }

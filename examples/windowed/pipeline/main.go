@@ -46,6 +46,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	partitions := fs.Int("partitions", 4, "partitions of the input topic when the example creates it")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "text", "log format: text (key=value) or json (one object per line)")
+	brokerTimeout := fs.Duration("broker-timeout", eddy.DefaultBrokerTimeout, "give up when no broker of --brokers answered within this long (unreachable brokers are logged meanwhile)")
 	security := kafkaclient.AddSecurityFlags(fs)
 	httpFlags := ledger.AddHTTPFlags(fs, "127.0.0.1:8081")
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +77,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	if *partitions < 1 {
 		problems = append(problems, fmt.Errorf("--partitions %d: pass at least 1", *partitions))
 	}
+	if *brokerTimeout <= 0 {
+		problems = append(problems, fmt.Errorf("--broker-timeout %v: pass a positive duration, e.g. 2m", *brokerTimeout))
+	}
 	for _, t := range []struct{ flag, topic string }{{"--input", *input}, {"--output", *output}} {
 		if t.topic == "" {
 			problems = append(problems, fmt.Errorf("%s is empty: pass a topic name", t.flag))
@@ -105,7 +109,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	if *lateTopic != "" {
 		outputs = append(outputs, *lateTopic)
 	}
-	if err := ledger.CreateTopics(ctx, seeds, kafkaOpts, *input, int32(*partitions), outputs...); err != nil {
+	if err := ledger.CreateTopics(ctx, seeds, kafkaOpts, *brokerTimeout, log, *input, int32(*partitions), outputs...); err != nil {
 		return err
 	}
 	topo := Topology(Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace})
@@ -114,6 +118,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 		Brokers:        seeds,
 		StateDir:       *stateDir,
 		CommitInterval: *commitInterval,
+		BrokerTimeout:  *brokerTimeout,
 		Logger:         log,
 		KafkaOptions:   kafkaOpts,
 		Endpoint:       web.Endpoint,
