@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/metrics"
 )
 
 // merging is a task with two sources, "left" and "right", that writes each
@@ -109,5 +110,70 @@ func TestAlignmentWaitsForFetchedLag(t *testing.T) {
 	got := h.mergedValues(len(want))
 	if !slices.Equal(got, want) {
 		t.Fatalf("processing order is not the timestamp order of the inputs\ngot  %q\nwant %q", got, want)
+	}
+}
+
+// TestAlignmentHoldsAcrossCommitsAndRestarts: with MaxTaskIdle long, a task
+// whose "right" input is empty holds its "left" records rather than run
+// ahead, commits what it processed while it holds the rest, and a restart
+// neither loses nor repeats the records it held: the offsets it committed
+// were those of the first held record, not the consumer's position past
+// them. "right" is written after the app started, in two halves around the
+// restart; a last "left" record, later than all, lets the task process the
+// last "right" one (it then waits for "right" again).
+func TestAlignmentHoldsAcrossCommitsAndRestarts(t *testing.T) {
+	h := newHarness(t)
+	h.createAlignTopics()
+	const n = 40
+	left, right, want := alignInputs(n)
+	h.produceRecords(left...)
+	cfg := h.config(t.TempDir(), io.Discard)
+	cfg.AppID = "align-idle"
+	cfg.MaxTaskIdle = time.Hour
+	stop := h.runTopo(cfg, merging())
+	h.produceRecords(right[:n/2]...)
+	// Up to r(n-1): the task then holds l(n) onwards and waits for
+	// "right".
+	got := h.mergedValues(n)
+	if !slices.Equal(got, want[:n]) {
+		stop()
+		t.Fatalf("before the restart\ngot  %q\nwant %q", got, want[:n])
+	}
+	stop()
+
+	stop = h.runTopo(cfg, merging())
+	defer stop()
+	h.produceRecords(right[n/2:]...)
+	h.produceRecords(&kgo.Record{Topic: "left", Value: []byte("last"), Timestamp: time.UnixMilli(1000 + 2*n)})
+	got = h.mergedValues(2 * n)
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the restart\ngot  %q\nwant %q", got, want)
+	}
+}
+
+// TestAlignmentIdleForced: a task whose "right" input stays empty waits
+// MaxTaskIdle for it, then processes "left" without it, and counts that
+// forced proceed in its metric and its status.
+func TestAlignmentIdleForced(t *testing.T) {
+	h := newHarness(t)
+	h.createAlignTopics()
+	left, _, _ := alignInputs(20)
+	h.produceRecords(left...)
+	var want []string
+	for _, r := range left {
+		want = append(want, string(r.Value))
+	}
+	cfg := h.config(t.TempDir(), io.Discard)
+	cfg.AppID = "align-forced"
+	cfg.MaxTaskIdle = time.Millisecond
+	cfg.Metrics = metrics.New()
+	stop := h.runTopo(cfg, merging())
+	defer stop()
+	if got := h.mergedValues(len(want)); !slices.Equal(got, want) {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	// The outputs are committed, so the task flushed its metrics before.
+	if v, ok := seriesValue(t, cfg.Metrics, "eddy_task_idle_forced_total", "0_0"); !ok || v < 1 {
+		t.Fatalf("eddy_task_idle_forced_total of task 0_0 = %v (present %v); want at least 1", v, ok)
 	}
 }
