@@ -241,6 +241,7 @@ func (w *worker) flowControl() {
 			if !t.align.paused[i] && t.held(i) >= alignBuffer {
 				t.align.paused[i] = true
 				w.paused = append(w.paused, pausedPartition{id: t.id, src: i, tp: tp})
+				t.log.Debug("fetch paused: the task holds enough records of the partition", "topic", tp.Topic, "partition", tp.Partition, "held", t.held(i))
 				pause = addPartition(pause, tp)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/internal/testutil"
 	"github.com/eddy-streams/eddy/metrics"
 )
 
@@ -175,5 +177,31 @@ func TestAlignmentIdleForced(t *testing.T) {
 	// The outputs are committed, so the task flushed its metrics before.
 	if v, ok := seriesValue(t, cfg.Metrics, "eddy_task_idle_forced_total", "0_0"); !ok || v < 1 {
 		t.Fatalf("eddy_task_idle_forced_total of task 0_0 = %v (present %v); want at least 1", v, ok)
+	}
+}
+
+// TestAlignmentPausesAFullPartition: a task that waits for an empty
+// "right" holds at most about alignBuffer records of "left" (the harness
+// polls at most CommitRecords, 1,000, at once) and pauses its fetch; once
+// "right" arrives the task drains, resumes "left" and processes every
+// record of both in timestamp order.
+func TestAlignmentPausesAFullPartition(t *testing.T) {
+	h := newHarness(t)
+	h.createAlignTopics()
+	const n = 3 * alignBuffer
+	left, right, want := alignInputs(n)
+	h.produceRecords(left...)
+	var logs testutil.LogBuffer
+	cfg := h.config(t.TempDir(), io.Discard)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.AppID = "align-pause"
+	cfg.MaxTaskIdle = time.Hour
+	stop := h.runTopo(cfg, merging())
+	defer stop()
+	waitLog(t, &logs, "fetch paused", 1)
+	h.produceRecords(right...)
+	h.produceRecords(&kgo.Record{Topic: "left", Value: []byte("last"), Timestamp: time.UnixMilli(1000 + 2*n)})
+	if got := h.mergedValues(2 * n); !slices.Equal(got, want) {
+		t.Fatalf("got %d records, not the timestamp order of the inputs", len(got))
 	}
 }

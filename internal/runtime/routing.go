@@ -185,18 +185,17 @@ func (w *worker) processPolled() error {
 		// metrics.LatencyObserver. txnRecords counts the records
 		// processed (not those skipped as already in the state).
 		start, before := time.Now(), w.txnRecords
-		for {
-			var r *kgo.Record
-			if t.align != nil {
-				r = t.nextAligned(now)
-			} else {
-				r = t.nextPending()
+		if t.align != nil {
+			for r := t.nextAligned(now); r != nil; r = t.nextAligned(now) {
+				if err := w.processRecord(t, r); err != nil {
+					return err
+				}
 			}
-			if r == nil {
-				break
-			}
-			if err := w.processRecord(t, r); err != nil {
-				return err
+		} else {
+			for r := t.nextPending(); r != nil; r = t.nextPending() {
+				if err := w.processRecord(t, r); err != nil {
+					return err
+				}
 			}
 		}
 		t.flushMetrics(time.Since(start), w.txnRecords-before)
