@@ -76,8 +76,9 @@ func newAlignment(sources int, idle time.Duration) *alignment {
 }
 
 // forget drops what the task knew of its partitions' positions: the
-// consumer was rewound (an abort), so until the next fetch reports them
-// the task does not wait for what it cannot know is there.
+// consumer was rewound (an abort). Until the worker probes them again
+// (reprobeInputs) or a fetch reports them, the task does not wait for what
+// it cannot know is there.
 func (a *alignment) forget() {
 	for i := range a.fetchedTo {
 		a.fetchedTo[i], a.end[i] = -1, -1
@@ -318,15 +319,15 @@ func (w *worker) commitHeldFrom(ctx context.Context) context.Context {
 	})
 }
 
-// probeInputs tells newly opened aligning tasks where the consumer starts
-// each of their source partitions and where the partition ends (its last
-// stable offset). The consumer reports a partition's end only with
-// records, so without this a task would not know, until its first fetch
-// of a partition, whether the broker holds records of it that are earlier
-// than those of its other partitions. offsets are the group's offsets
-// handed to adjustOffsets. A probe that fails is logged: the tasks then
-// learn the ends from their fetches only.
-func (w *worker) probeInputs(ctx context.Context, tasks []*task, offsets map[string]map[int32]kgo.Offset) {
+// probeInputs tells aligning tasks where the consumer starts each of their
+// source partitions and where the partition ends (its last stable offset).
+// The consumer reports a partition's end only with records, so without
+// this a task would not know, until its first fetch of a partition,
+// whether the broker holds records of it earlier than those of its other
+// partitions. group are the group's offsets the consumer starts from
+// (absent: none, the log's start). A probe that fails is logged: the tasks
+// then learn the ends from their fetches only.
+func (w *worker) probeInputs(ctx context.Context, tasks []*task, group map[string]map[int32]int64) {
 	var topics []string
 	for _, t := range tasks {
 		if t.align == nil {
@@ -354,7 +355,7 @@ func (w *worker) probeInputs(ctx context.Context, tasks []*task, offsets map[str
 		}
 	}
 	if err != nil {
-		w.log.Warn("could not list the source partitions' offsets; tasks learn them from their first fetches", "err", err)
+		w.log.Warn("could not list the source partitions' offsets; tasks learn them from their next fetches", "err", err)
 		return
 	}
 	for _, t := range tasks {
@@ -367,17 +368,47 @@ func (w *worker) probeInputs(ctx context.Context, tasks []*task, offsets map[str
 			if !okEnd || !okStart {
 				continue
 			}
-			// Where adjustOffsets makes the consumer start: the later of
-			// the group's offset and the state's, or the log's start
-			// when the group has none or has one before it.
-			from := start.Offset
-			if g, ok := offsets[tp.Topic][tp.Partition]; ok {
-				from = max(from, g.EpochOffset().Offset)
-			}
-			if t.skip[i] > 0 {
-				from = max(from, t.skip[i])
+			// Where the consumer starts: the later of the group's
+			// offset and the state's (adjustOffsets), or the log's
+			// start when the group has none or one before it.
+			from := max(start.Offset, t.skip[i])
+			if g, ok := group[tp.Topic][tp.Partition]; ok {
+				from = max(from, g)
 			}
 			t.align.fetchedTo[i], t.align.end[i] = from, end.Offset
 		}
 	}
+}
+
+// groupOffsets returns the offsets of a group offset fetch that name a
+// position (not "the start").
+func groupOffsets(offsets map[string]map[int32]kgo.Offset) map[string]map[int32]int64 {
+	m := make(map[string]map[int32]int64, len(offsets))
+	for topic, ps := range offsets {
+		m[topic] = make(map[int32]int64, len(ps))
+		for p, o := range ps {
+			if at := o.EpochOffset().Offset; at >= 0 {
+				m[topic][p] = at
+			}
+		}
+	}
+	return m
+}
+
+// reprobeInputs probes every aligning task's partitions again after an
+// abort rewound the consumer to the group's committed offsets (the tasks
+// forgot their positions when they dropped what they held).
+func (w *worker) reprobeInputs() {
+	w.reprobe = false
+	committed := w.cl.CommittedOffsets()
+	group := make(map[string]map[int32]int64, len(committed))
+	for topic, ps := range committed {
+		group[topic] = make(map[int32]int64, len(ps))
+		for p, o := range ps {
+			group[topic][p] = o.Offset
+		}
+	}
+	ctx, cancel := context.WithTimeout(w.runCtx, w.cfg.SessionTimeout)
+	defer cancel()
+	w.probeInputs(ctx, w.sortedTasks(), group)
 }

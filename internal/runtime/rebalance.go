@@ -149,7 +149,7 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		opened = append(opened, t)
 	}
 
-	w.probeInputs(ctx, opened, offsets)
+	w.probeInputs(ctx, opened, groupOffsets(offsets))
 
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -87,6 +87,9 @@ type worker struct {
 	// paused are the source partitions whose fetch the worker paused
 	// because their task holds alignBuffer of their records.
 	paused []pausedPartition
+	// reprobe is set when an abort rewound the consumer: the next step
+	// tells aligning tasks their partitions' positions again.
+	reprobe bool
 
 	// produced holds this transaction's records; once the transaction
 	// ended they are reused, so outputs cost no allocation.
@@ -231,6 +234,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 		opts = append(opts, kgo.KeepControlRecords())
 	}
 	w.paused = w.paused[:0] // the new client fetches every partition
+	w.reprobe = false       // the tasks are opened, and probed, anew
 	if w.cfg.AtLeastOnce {
 		cl, err := kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
 		if err != nil {
@@ -361,10 +365,14 @@ func (w *worker) step(fetches kgo.Fetches) error {
 			// End rewound the consumer to the committed offsets: this
 			// poll's records come again, and those tasks held.
 			w.dropAllHeld()
+			w.reprobe = w.keepControl
 			return nil
 		}
 	}
 	w.keepHeld()
+	if w.reprobe {
+		w.reprobeInputs()
+	}
 	defer w.clearPolled()
 	now := time.Now()
 	w.wallClock = now.UnixMilli()
@@ -678,6 +686,7 @@ func (w *worker) rollbackAll() {
 	for _, t := range w.tasks {
 		t.rollback()
 	}
+	w.reprobe = w.keepControl && w.sess != nil // the session rewound the consumer
 }
 
 // sortedTasks returns the tasks in id order, so changelog records are
