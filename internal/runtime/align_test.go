@@ -14,6 +14,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/testutil"
 	"github.com/eddy-streams/eddy/metrics"
+	"github.com/eddy-streams/eddy/state"
 )
 
 // merging is a task with two sources, "left" and "right", that writes each
@@ -203,5 +204,81 @@ func TestAlignmentPausesAFullPartition(t *testing.T) {
 	h.produceRecords(&kgo.Record{Topic: "left", Value: []byte("last"), Timestamp: time.UnixMilli(1000 + 2*n)})
 	if got := h.mergedValues(2 * n); !slices.Equal(got, want) {
 		t.Fatalf("got %d records, not the timestamp order of the inputs", len(got))
+	}
+}
+
+// TestAlignmentReady: when a task may go on without a source that has
+// nothing buffered, at synthetic times.
+func TestAlignmentReady(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+
+	// Default: no wait for a caught-up partition, a wait (bounded by
+	// lagStall) for one the broker holds records of.
+	a := newAlignment(2, 0)
+	if !a.ready(1, t0) {
+		t.Fatal("MaxTaskIdle 0, position unknown: the task waits")
+	}
+	a.fetchedTo[1], a.end[1] = 7, 7
+	if !a.ready(1, t0) || a.forcedCount != 0 {
+		t.Fatalf("MaxTaskIdle 0, caught up: ready %v, forced %d; want ready, none forced", a.ready(1, t0), a.forcedCount)
+	}
+	a.end[1] = 9
+	if a.ready(1, t0) || a.ready(1, at(lagStall-time.Millisecond)) {
+		t.Fatal("the broker holds records the task has not fetched: it must wait")
+	}
+	if !a.ready(1, at(lagStall)) || !a.ready(1, at(lagStall+time.Second)) || a.forcedCount != 1 {
+		t.Fatalf("after lagStall the task goes on, counted once: forced %d", a.forcedCount)
+	}
+	a.arrived(1)
+	a.fetchedTo[1] = 9
+	if !a.ready(1, at(time.Hour)) || a.forcedCount != 1 {
+		t.Fatalf("records arrived and the partition is caught up: forced %d", a.forcedCount)
+	}
+
+	// Positive: a caught-up partition is waited for that long.
+	a = newAlignment(2, time.Minute)
+	a.fetchedTo[0], a.end[0] = 3, 3
+	if a.ready(0, t0) || a.ready(0, at(time.Minute-time.Millisecond)) {
+		t.Fatal("MaxTaskIdle 1m: the task goes on before a minute")
+	}
+	if !a.ready(0, at(time.Minute)) || a.forcedCount != 1 {
+		t.Fatalf("MaxTaskIdle 1m: after a minute the task goes on, counted: forced %d", a.forcedCount)
+	}
+	// A lagging partition: the wait starts anew and lasts lagStall, or
+	// MaxTaskIdle when that is longer.
+	a.end[0] = 5
+	if a.ready(0, at(2*time.Minute)) || a.ready(0, at(2*time.Minute+lagStall)) || !a.ready(0, at(3*time.Minute)) || a.forcedCount != 2 {
+		t.Fatalf("a new, lagging wait: forced %d, want 2", a.forcedCount)
+	}
+}
+
+// TestProbeInputs: a task that opens learns where the consumer starts each
+// source partition and where it ends, so that it waits for a partition it
+// has not fetched from yet that holds records.
+func TestProbeInputs(t *testing.T) {
+	h := newHarness(t)
+	h.createAlignTopics()
+	left, _, _ := alignInputs(5)
+	h.produceRecords(left...)
+	cl := h.client()
+	defer cl.Close()
+	w := &worker{cl: cl, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	tk := &task{align: newAlignment(2, 0)}
+	tk.sources = []state.TopicPartition{{Topic: "left"}, {Topic: "right"}}
+	tk.skip = []int64{1, 0}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	w.probeInputs(ctx, []*task{tk}, map[string]map[int32]int64{"left": {0: 2}})
+	if a := tk.align; !slices.Equal(a.fetchedTo, []int64{2, 0}) || !slices.Equal(a.end, []int64{5, 0}) {
+		t.Fatalf("from %v to %v; want from [2 0] (the group's offset, later than the state's; the log's start) to [5 0]", a.fetchedTo, a.end)
+	}
+	if tk.align.ready(0, time.Now()) || !tk.align.ready(1, time.Now()) {
+		t.Fatal("the task must wait for left (3 records on the broker) and not for right (empty)")
+	}
+	w.probeInputs(ctx, []*task{tk}, nil)
+	if a := tk.align; !slices.Equal(a.fetchedTo, []int64{1, 0}) {
+		t.Fatalf("without group offsets: from %v; want [1 0] (the state's offset; the log's start)", a.fetchedTo)
 	}
 }
