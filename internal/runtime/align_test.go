@@ -170,14 +170,34 @@ func TestAlignmentIdleForced(t *testing.T) {
 	cfg.AppID = "align-forced"
 	cfg.MaxTaskIdle = time.Millisecond
 	cfg.Metrics = metrics.New()
-	stop := h.runTopo(cfg, merging())
-	defer stop()
+	in, err := New(cfg, merging())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
 	if got := h.mergedValues(len(want)); !slices.Equal(got, want) {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
-	// The outputs are committed, so the task flushed its metrics before.
+	// The outputs are committed, so the task flushed its counts before.
 	if v, ok := seriesValue(t, cfg.Metrics, "eddy_task_idle_forced_total", "0_0"); !ok || v < 1 {
 		t.Fatalf("eddy_task_idle_forced_total of task 0_0 = %v (present %v); want at least 1", v, ok)
+	}
+	var forced int64 = -1
+	for _, ts := range in.Status().Tasks {
+		if ts.ID == "0_0" {
+			forced = ts.IdleForced
+		}
+	}
+	if forced < 1 {
+		t.Fatalf("task 0_0's status counts %d forced proceeds; want at least 1", forced)
 	}
 }
 
