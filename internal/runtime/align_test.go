@@ -302,3 +302,29 @@ func TestProbeInputs(t *testing.T) {
 		t.Fatalf("without group offsets: from %v; want [1 0] (the state's offset; the log's start)", a.fetchedTo)
 	}
 }
+
+// TestAlignedPathAllocatesNothing: once its slices have grown, a task that
+// aligns two sources holds and takes records without allocating.
+func TestAlignedPathAllocatesNothing(t *testing.T) {
+	tk := &task{align: newAlignment(2, 0), pending: make([][]*kgo.Record, 2), pendingAt: make([]int, 2)}
+	var recs [2][]*kgo.Record
+	for i := range 200 {
+		recs[i%2] = append(recs[i%2], &kgo.Record{Offset: int64(i / 2), Timestamp: time.UnixMilli(int64(i))})
+	}
+	now := time.Now()
+	n := 0
+	cycle := func() {
+		tk.hold(0, recs[0], 100)
+		tk.hold(1, recs[1], 100)
+		for r := tk.nextAligned(now); r != nil; r = tk.nextAligned(now) {
+			n++
+		}
+	}
+	cycle()
+	if n != 200 {
+		t.Fatalf("took %d of 200 records", n)
+	}
+	if allocs := testing.AllocsPerRun(100, cycle); allocs != 0 {
+		t.Fatalf("%v allocations per cycle of 200 records", allocs)
+	}
+}
