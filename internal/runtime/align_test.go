@@ -125,6 +125,14 @@ func TestAlignmentWaitsForFetchedLag(t *testing.T) {
 // restart; a last "left" record, later than all, lets the task process the
 // last "right" one (it then waits for "right" again).
 func TestAlignmentHoldsAcrossCommitsAndRestarts(t *testing.T) {
+	for _, atLeastOnce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("at-least-once=%v", atLeastOnce), func(t *testing.T) {
+			testAlignmentHoldsAcrossRestarts(t, atLeastOnce)
+		})
+	}
+}
+
+func testAlignmentHoldsAcrossRestarts(t *testing.T, atLeastOnce bool) {
 	h := newHarness(t)
 	h.createAlignTopics()
 	const n = 40
@@ -132,6 +140,7 @@ func TestAlignmentHoldsAcrossCommitsAndRestarts(t *testing.T) {
 	h.produceRecords(left...)
 	cfg := h.config(t.TempDir(), io.Discard)
 	cfg.AppID = "align-idle"
+	cfg.AtLeastOnce = atLeastOnce
 	cfg.MaxTaskIdle = time.Hour
 	stop := h.runTopo(cfg, merging())
 	h.produceRecords(right[:n/2]...)
