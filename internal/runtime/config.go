@@ -22,20 +22,15 @@ import (
 // backend, the checkpoint store) and adds its own parts (metrics,
 // failpoints). The runtime trusts it.
 type Config struct {
-	AppID           string
-	Brokers         []string
-	StateDir        string
-	InstanceID      string
-	Workers         int
-	StandbyReplicas int
-	CommitInterval  time.Duration
-	CommitRecords   int
-	MaxRecordBytes  int // 0: DefaultMaxRecordBytes
-	// MaxTaskIdle is how long a task with several sources waits for an
-	// empty one with nothing on the broker; 0: not at all, but a wait
-	// for records the broker holds still applies; negative: no wait of
-	// any kind (docs/design.md §5.2).
-	MaxTaskIdle        time.Duration
+	AppID              string
+	Brokers            []string
+	StateDir           string
+	InstanceID         string
+	Workers            int
+	StandbyReplicas    int
+	CommitInterval     time.Duration
+	CommitRecords      int
+	MaxRecordBytes     int // 0: DefaultMaxRecordBytes
 	SessionTimeout     time.Duration
 	TransactionTimeout time.Duration
 	// AtLeastOnce is eddy.Config.Guarantee == eddy.AtLeastOnce.
@@ -58,6 +53,12 @@ type Config struct {
 	Logger     *slog.Logger
 	ClientOpts []kgo.Opt
 	Endpoint   string
+
+	// MaxTaskIdle is how long a task with several sources waits for an
+	// empty one with nothing on the broker; 0: not at all, but a wait
+	// for records the broker holds still applies; negative: no wait of
+	// any kind (docs/design.md §5.2).
+	MaxTaskIdle time.Duration
 
 	// Failpoints crash the process at points of the commit cycle, the
 	// checkpoint upload and the restore (crash tests; nil: none).

@@ -125,6 +125,10 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 		done <- eddy.Run(runCtx, topo, eddy.Config{
 			AppID: appID, Brokers: seeds, StateDir: filepath.Join(dir, "state"), Guarantee: eddy.ExactlyOnce,
 			CommitInterval: opts.CommitInterval,
+			StateMemory:    opts.StateMemory,
+			Backend:        backend,
+			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+
 			// The joins of q3 and q8 read a repartition topic beside a
 			// source topic. Its records appear only when the upstream
 			// task commits, so with MaxTaskIdle 0 the join would go on
@@ -132,9 +136,6 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 			// would arrive past the grace (docs/design.md §5.2). A
 			// second covers a commit interval and a fetch.
 			MaxTaskIdle: time.Second,
-			StateMemory: opts.StateMemory,
-			Backend:     backend,
-			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 	}()
 	for {
