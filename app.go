@@ -115,6 +115,7 @@ func (a *App) Run(ctx context.Context) error {
 		StandbyReplicas:          cfg.StandbyReplicas,
 		CommitInterval:           cfg.CommitInterval,
 		CommitRecords:            cfg.CommitRecords,
+		MaxTaskIdle:              cfg.MaxTaskIdle,
 		MaxRecordBytes:           cfg.MaxRecordBytes,
 		SessionTimeout:           cfg.SessionTimeout,
 		TransactionTimeout:       cfg.TransactionTimeout,

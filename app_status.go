@@ -78,6 +78,11 @@ type TaskStatus struct {
 	// changelogs' last stable offsets at its last catch-up (absent before
 	// the first).
 	StandbyLag *int64 `json:"standby_lag,omitempty"`
+	// IdleForced counts the times, since the task opened here, that it
+	// stopped waiting for an empty input partition and processed its
+	// other inputs without it, possibly out of timestamp order
+	// (Config.MaxTaskIdle; the metric eddy_task_idle_forced_total).
+	IdleForced int64 `json:"idle_forced,omitempty"`
 }
 
 // Task states of a TaskStatus.
@@ -176,7 +181,7 @@ func statusOf(s runtime.InstanceStatus) Status {
 		ts := TaskStatus{
 			Task: taskIDOf(t.Task), ID: t.ID, Worker: t.Worker, State: t.State, Since: t.Since,
 			Stores: make([]StoreStatus, len(t.Stores)), StateBytes: t.StateBytes, StreamTime: t.StreamTime,
-			StandbyLag: t.StandbyLag,
+			StandbyLag: t.StandbyLag, IdleForced: t.IdleForced,
 		}
 		for j, st := range t.Stores {
 			ts.Stores[j] = StoreStatus(st)

@@ -86,6 +86,24 @@ type Config struct {
 	// CommitRecords caps the records of one transaction. Default 100000
 	// (the interval usually ends a transaction first).
 	CommitRecords int
+	// MaxTaskIdle is how long a task with several source partitions (a
+	// join, a merge) waits for one of them that has nothing buffered
+	// before it processes the others without it (Kafka Streams'
+	// max.task.idle.ms, KIP-695; docs/design.md §5.2). A task always
+	// processes the record with the smallest timestamp among the heads of
+	// its partitions, and waits, whatever this says, while a partition it
+	// has nothing of holds records on the broker that it has not fetched
+	// yet. Zero (the default) waits only for that; a positive value also
+	// waits that long for a partition that has nothing on the broker
+	// either (an input that is slow to be written); a negative value
+	// never waits, and processes what each poll brought in timestamp
+	// order. A task that waits holds its records in memory (at most
+	// about 1,000 a partition: the fetch of a partition that has as many
+	// buffered pauses) and commits what it processed meanwhile; other
+	// tasks go on. Each time a wait ends without the partition's records
+	// counts in eddy_task_idle_forced_total. Tasks that read one
+	// partition never wait.
+	MaxTaskIdle time.Duration
 	// SessionTimeout is the group session timeout. Default 10s.
 	SessionTimeout time.Duration
 	// BrokerTimeout is how long the app waits, from Run, for its first

@@ -29,10 +29,9 @@ func TestRunStreamTableJoin(t *testing.T) {
 		return o + "/" + opt(name, ok)
 	})
 	eddy.To(joined, "out", serde.String(), serde.String())
-	// Accounts first, processed before any order is written (eddy merges
-	// a task's sources by timestamp only over what one poll fetched; it
-	// does not wait for a partition that has data not fetched yet, Kafka
-	// Streams' max.task.idle.ms): each order then sees its account.
+	// Accounts first, processed before any order is written (with
+	// MaxTaskIdle 0 a task does not wait for an input that has nothing on
+	// the broker, docs/design.md §5.2): each order then sees its account.
 	var acc []*kgo.Record
 	for i := 0; i < 20; i++ {
 		r := srec(fmt.Sprint("k", i), fmt.Sprint("name", i))

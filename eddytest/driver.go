@@ -9,6 +9,13 @@
 // and outputs always show committed state. Records written to a topic that
 // the topology also reads (a repartition topic, or a topic chained by the
 // user) are processed in turn, first in, first out, before Pipe returns.
+//
+// Records are processed in the order they are piped, whatever their
+// timestamps: a test that pipes two topics of a join chooses their
+// interleaving. Under Run a task with several sources processes the
+// earliest record among their heads and waits for a partition the broker
+// holds records of (Config.MaxTaskIdle, docs/design.md §5.2); to test a
+// topology as it runs there, pipe in timestamp order.
 package eddytest
 
 import (

@@ -32,6 +32,7 @@ type Metrics struct {
 	changelog *prometheus.CounterVec
 	late      *prometheus.CounterVec
 	dlq       *prometheus.CounterVec
+	forced    *prometheus.CounterVec
 	restore   *prometheus.GaugeVec
 	lag       *prometheus.GaugeVec
 	misplaced *prometheus.CounterVec
@@ -89,6 +90,10 @@ func New() *Metrics {
 			Name: "eddy_dlq_records_total",
 			Help: "Source records that failed to decode and were sent to the dead-letter topic <topic>.dlq, per task.",
 		}, task),
+		forced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_task_idle_forced_total",
+			Help: "Times a task with several source partitions stopped waiting for an empty one (MaxTaskIdle passed, or one with records on the broker delivered none for a long while) and processed its other partitions' records without it, so possibly out of timestamp order, per task.",
+		}, task),
 		restore: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "eddy_restore_remaining_records",
 			Help: "Changelog offsets a task still has to replay before it runs (0 once restored), per task that is open or opening.",
@@ -119,7 +124,7 @@ func New() *Metrics {
 	m.committed = tx.WithLabelValues("committed")
 	m.aborted = tx.WithLabelValues("aborted")
 	m.dbs = newDBCollector()
-	reg.MustRegister(m.consumed, m.produced, m.changelog, m.late, m.dlq, m.restore, m.lag,
+	reg.MustRegister(m.consumed, m.produced, m.changelog, m.late, m.dlq, m.forced, m.restore, m.lag,
 		m.misplaced, m.latency, m.commit, tx, m.dbs,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -173,6 +178,7 @@ type Task struct {
 	Changelog        prometheus.Counter
 	LateDropped      prometheus.Counter
 	DeadLetters      prometheus.Counter
+	IdleForced       prometheus.Counter
 	RestoreRemaining prometheus.Gauge
 	Latency          *LatencyObserver
 }
@@ -200,6 +206,7 @@ func (m *Metrics) Task(id string) *Task {
 		Changelog:        m.changelog.WithLabelValues(id),
 		LateDropped:      m.late.WithLabelValues(id),
 		DeadLetters:      m.dlq.WithLabelValues(id),
+		IdleForced:       m.forced.WithLabelValues(id),
 		RestoreRemaining: m.restore.WithLabelValues(id),
 		Latency:          m.latency.child(id),
 	}
@@ -233,7 +240,7 @@ func (t *Task) Close() {
 		return
 	}
 	delete(m.tasks, t.id)
-	for _, v := range []*prometheus.CounterVec{m.consumed, m.produced, m.changelog, m.late, m.dlq} {
+	for _, v := range []*prometheus.CounterVec{m.consumed, m.produced, m.changelog, m.late, m.dlq, m.forced} {
 		v.DeleteLabelValues(t.id)
 	}
 	m.restore.DeleteLabelValues(t.id)

@@ -69,6 +69,11 @@ type Config struct {
 	// FailOnMisplaced makes a misplaced record stop the app, rather than
 	// being counted and logged.
 	FailOnMisplaced bool
+	// MaxTaskIdle is how long a task with several sources waits for an
+	// empty one with nothing on the broker; 0: not at all, but a wait
+	// for records the broker holds still applies; negative: no wait of
+	// any kind (docs/design.md §5.2).
+	MaxTaskIdle time.Duration
 
 	// Failpoints crash the process at points of the commit cycle, the
 	// checkpoint upload and the restore (crash tests; nil: none).

@@ -70,19 +70,21 @@ func (t *task) closeMetrics() {
 	}
 }
 
-// fetched notes source src's end offset from a fetch: the last stable
-// offset (the consumer reads committed records only), or the high
-// watermark when the broker gives none.
-func (t *task) fetched(src int, lastStable, highWatermark int64) {
+// fetched notes source src's end offset from a fetch, and returns it: the
+// last stable offset (the consumer reads committed records only), or the
+// high watermark when the broker gives none.
+func (t *task) fetched(src int, lastStable, highWatermark int64) int64 {
 	if lastStable < 0 {
 		lastStable = highWatermark
 	}
 	t.m.end[src] = lastStable
+	return lastStable
 }
 
 // flushMetrics adds what the task counted since the last flush: n records
 // processed in d (one poll's), records produced, the processor's counts,
-// and the lag of its source partitions.
+// the waits for an input it ended by time, and the lag of its source
+// partitions.
 func (t *task) flushMetrics(d time.Duration, n int) {
 	m := &t.m
 	if n > 0 {
@@ -102,6 +104,11 @@ func (t *task) flushMetrics(d time.Duration, n int) {
 			m.h.DeadLetters.Add(float64(v - m.dlq))
 			m.dlq = v
 		}
+	}
+	if a := t.align; a != nil && a.forcedCount > 0 {
+		m.h.IdleForced.Add(float64(a.forcedCount))
+		t.status.idleForced.Add(a.forcedCount)
+		a.forcedCount = 0
 	}
 	for i, end := range m.end {
 		if end >= 0 {

@@ -149,6 +149,8 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		opened = append(opened, t)
 	}
 
+	w.probeInputs(ctx, opened, groupOffsets(offsets))
+
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.sessionGen != gen {

@@ -158,31 +158,49 @@ func (w *worker) route(fetches kgo.Fetches) error {
 			t.polled = true
 			w.polled = append(w.polled, t)
 		}
-		t.fetched(src, fp.LastStableOffset, fp.HighWatermark)
-		t.pending[src] = append(t.pending[src], fp.Records...)
+		end := t.fetched(src, fp.LastStableOffset, fp.HighWatermark)
+		switch {
+		case t.align != nil:
+			t.hold(src, fp.Records, end)
+		case w.keepControl:
+			// Another task aligns its inputs, so the consumer keeps
+			// control records; this one has no use for them.
+			for _, r := range fp.Records {
+				if !r.Attrs.IsControl() {
+					t.pending[src] = append(t.pending[src], r)
+				}
+			}
+		default:
+			t.pending[src] = append(t.pending[src], fp.Records...)
+		}
 	})
 	return err
 }
 
-// processPolled processes the routed records task by task. Within a task,
-// records of several source partitions are merged by timestamp (ties go to
-// the source listed first), so a join sees its inputs roughly in event-time
-// order. Like Kafka Streams' choice of the next record, this is a best
-// effort over what one poll fetched: a partition with nothing fetched yet
-// does not hold the others back (max.task.idle.ms is not implemented).
+// processPolled processes the routed records task by task. A task with
+// one source takes its poll's records in order. A task with several
+// (docs/design.md §5.2) takes the record with the smallest timestamp among
+// the heads of its sources (ties go to the source listed first), across
+// polls: it holds its records while a source it has nothing of may still
+// bring an earlier one, and goes on with them at a later step.
 func (w *worker) processPolled() error {
+	now := time.Now()
 	for _, t := range w.polled {
 		// Timed per task and poll, not per record: see
 		// metrics.LatencyObserver. txnRecords counts the records
 		// processed (not those skipped as already in the state).
 		start, before := time.Now(), w.txnRecords
-		for {
-			r := t.nextPending()
-			if r == nil {
-				break
+		if t.align != nil {
+			for r := t.nextAligned(now); r != nil; r = t.nextAligned(now) {
+				if err := w.processRecord(t, r); err != nil {
+					return err
+				}
 			}
-			if err := w.processRecord(t, r); err != nil {
-				return err
+		} else {
+			for r := t.nextPending(); r != nil; r = t.nextPending() {
+				if err := w.processRecord(t, r); err != nil {
+					return err
+				}
 			}
 		}
 		t.flushMetrics(time.Since(start), w.txnRecords-before)
@@ -190,9 +208,15 @@ func (w *worker) processPolled() error {
 	return nil
 }
 
-// clearPolled drops what route handed out, processed or not.
+// clearPolled drops what route handed out, processed or not, except what
+// aligning tasks hold: those tasks stay listed, to go on at the next step.
 func (w *worker) clearPolled() {
+	kept := w.polled[:0]
 	for _, t := range w.polled {
+		if t.align != nil && t.holding() {
+			kept = append(kept, t)
+			continue
+		}
 		t.polled = false
 		for i := range t.pending {
 			clear(t.pending[i])
@@ -200,8 +224,34 @@ func (w *worker) clearPolled() {
 			t.pendingAt[i] = 0
 		}
 	}
+	clear(w.polled[len(kept):])
+	w.polled = kept
+}
+
+// keepHeld keeps, of the tasks listed as holding records since the last
+// step, those the worker still runs (a revoke may have closed some).
+func (w *worker) keepHeld() {
+	kept := w.polled[:0]
+	for _, t := range w.polled {
+		if w.tasks[t.id] == t {
+			kept = append(kept, t)
+		}
+	}
+	clear(w.polled[len(kept):])
+	w.polled = kept
+}
+
+// dropAllHeld drops the records every task holds: the consumer was rewound
+// to the committed offsets and delivers them again.
+func (w *worker) dropAllHeld() {
+	for _, t := range w.polled {
+		t.polled = false
+	}
 	clear(w.polled)
 	w.polled = w.polled[:0]
+	for _, t := range w.tasks {
+		t.dropHeld()
+	}
 }
 
 // nextPending returns the task's next record of this poll in merge order,

@@ -92,6 +92,11 @@ type TaskStatus struct {
 	// changelogs' last stable offsets at its last catch-up (absent before
 	// the first).
 	StandbyLag *int64 `json:"standby_lag,omitempty"`
+	// IdleForced counts the times, since the task opened here, that it
+	// stopped waiting for an empty input partition and processed its
+	// other inputs without it (docs/design.md §5.2; the metric
+	// eddy_task_idle_forced_total).
+	IdleForced int64 `json:"idle_forced,omitempty"`
 }
 
 // StoreStatus is a store of a task.
@@ -143,6 +148,9 @@ type boardTask struct {
 	restore *RestoreProgress
 	// streamTime is the committed stream time.
 	streamTime atomic.Int64
+	// idleForced counts the times the task went on without an empty
+	// input partition it was waiting for (docs/design.md §5.2).
+	idleForced atomic.Int64
 }
 
 func newWorkerBoard(index int, member string) *workerBoard {
@@ -298,6 +306,7 @@ func (in *Instance) status(sizes bool) InstanceStatus {
 		}
 		for id, bt := range b.tasks {
 			ts := TaskStatus{Task: id, ID: id.String(), Worker: b.index, State: bt.state, Since: bt.since, Stores: in.storesOf(id)}
+			ts.IdleForced = bt.idleForced.Load()
 			if st := bt.streamTime.Load(); st != state.NoStreamTime && bt.state != TaskRestoring {
 				ts.StreamTime = &st
 			}

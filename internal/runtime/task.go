@@ -37,10 +37,13 @@ type task struct {
 
 	// pending[i] are the current poll's records of source i, consumed
 	// from pendingAt[i] on; polled marks the task as listed in the
-	// worker's polled tasks (see route).
+	// worker's polled tasks (see route). A task with several sources
+	// keeps its records across polls, in timestamp order (align; nil for
+	// a task with one source, or when Config.MaxTaskIdle is negative).
 	pending   [][]*kgo.Record
 	pendingAt []int
 	polled    bool
+	align     *alignment
 
 	// corrupt is set when the database reported corruption while the
 	// task ran: close discards it.
@@ -106,6 +109,9 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 	t.cache = w.cfg.StateCache
 	t.pending = make([][]*kgo.Record, len(t.sources))
 	t.pendingAt = make([]int, len(t.sources))
+	if w.aligns() && len(t.sources) > 1 {
+		t.align = newAlignment(len(t.sources), w.cfg.MaxTaskIdle)
+	}
 	t.openMetrics(w.cfg.Metrics)
 	defer func() {
 		if err != nil {
@@ -327,10 +333,13 @@ func (t *task) recordChangelogEnds(ends kadm.ListedOffsets) error {
 	return nil
 }
 
-// rollback drops the open transaction's work after an abort (§3 step 5).
+// rollback drops the open transaction's work after an abort (§3 step 5),
+// and the records the task held: the abort rewound the consumer to the
+// committed offsets, which are before them.
 func (t *task) rollback() {
 	t.Rollback()
 	t.reset()
+	t.dropHeld()
 }
 
 func (t *task) reset() {

@@ -78,10 +78,22 @@ type worker struct {
 	// wallClock is the wall clock (ms) read at the start of the current
 	// poll's processing or punctuation: what TaskContext.WallClock says.
 	wallClock int64
-	// polled are the tasks that the current poll routed records to.
+	// polled are the tasks that the current poll routed records to, and
+	// the tasks that hold records from earlier polls (docs/design.md
+	// §5.2).
 	polled []*task
 	// guard checks the keys of co-partitioned sources (nil: off).
 	guard *partitionGuard
+	// keepControl is set when a task may align several sources: the
+	// consumer then delivers control records too, so that a task knows
+	// when it has fetched a partition up to its end (align.go).
+	keepControl bool
+	// paused are the source partitions whose fetch the worker paused
+	// because their task holds alignBuffer of their records.
+	paused []pausedPartition
+	// reprobe is set when an abort rewound the consumer: the next step
+	// tells aligning tasks their partitions' positions again.
+	reprobe bool
 
 	// produced holds this transaction's records; once the transaction
 	// ended they are reused, so outputs cost no allocation.
@@ -105,6 +117,11 @@ func newWorker(cfg Config, p *plan, idx int) *worker {
 		plan:     p,
 		memberID: memberName(cfg, idx),
 		tasks:    make(map[TaskID]*task),
+	}
+	for _, sub := range p.subs {
+		if len(sub.Sources) > 1 && w.aligns() {
+			w.keepControl = true
+		}
 	}
 	w.board = newWorkerBoard(idx, w.memberID)
 	w.txnID = cfg.AppID + "-" + w.memberID
@@ -217,6 +234,11 @@ func (w *worker) session(ctx context.Context) (err error) {
 		// framing; Kafka's max.message.bytes must allow as much.
 		kgo.ProducerBatchMaxBytes(int32(cmp.Or(w.cfg.MaxRecordBytes, DefaultMaxRecordBytes) + batchOverhead)),
 	}, w.cfg.ClientOpts...)
+	if w.keepControl {
+		opts = append(opts, kgo.KeepControlRecords())
+	}
+	w.paused = w.paused[:0] // the new client fetches every partition
+	w.reprobe = false       // the tasks are opened, and probed, anew
 	if w.cfg.AtLeastOnce {
 		cl, err := kgo.NewClient(append(opts, kgo.DisableAutoCommit())...)
 		if err != nil {
@@ -345,9 +367,15 @@ func (w *worker) step(fetches kgo.Fetches) error {
 				}
 			}
 			// End rewound the consumer to the committed offsets: this
-			// poll's records come again.
+			// poll's records come again, and those tasks held.
+			w.dropAllHeld()
+			w.reprobe = w.keepControl
 			return nil
 		}
+	}
+	w.keepHeld()
+	if w.reprobe {
+		w.reprobeInputs()
 	}
 	defer w.clearPolled()
 	now := time.Now()
@@ -361,6 +389,9 @@ func (w *worker) step(fetches kgo.Fetches) error {
 	}
 	if err == nil {
 		err = w.processPolled()
+	}
+	if err == nil && w.keepControl {
+		w.flowControl()
 	}
 	if err == nil && punctuationDue {
 		err = w.punctuate(now)
@@ -601,6 +632,7 @@ func (w *worker) punctuate(now time.Time) error {
 // of the consumed offsets after the outputs were flushed: a crash in
 // between replays records whose outputs were already written.
 func (w *worker) end(ctx context.Context, try kgo.TransactionEndTry) (bool, error) {
+	ctx = w.commitHeldFrom(ctx)
 	if w.sess != nil {
 		if try == kgo.TryCommit && len(w.cl.UncommittedOffsets()) == 0 {
 			return w.endWithoutOffsets(ctx)
@@ -662,6 +694,7 @@ func (w *worker) rollbackAll() {
 	for _, t := range w.tasks {
 		t.rollback()
 	}
+	w.reprobe = w.keepControl && w.sess != nil // the session rewound the consumer
 }
 
 // sortedTasks returns the tasks in id order, so changelog records are

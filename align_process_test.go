@@ -1,0 +1,162 @@
+package eddy_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/failpoint"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// The environment of alignJoinChild, set by TestStreamTableJoinAlignedThroughKills.
+const (
+	alignChildBrokers = "EDDY_TEST_ALIGN_BROKERS"
+	alignChildState   = "EDDY_TEST_ALIGN_STATE"
+)
+
+// Sizes of the aligned join's inputs: the stream is far larger than the
+// table's topic.
+const (
+	alignOrders   = 40_000
+	alignAccounts = 100
+	alignUpdates  = 1_000
+)
+
+// alignJoinTopology joins orders (key: account) with the latest value of
+// their account in the table read from "accounts".
+func alignJoinTopology() *eddy.Topology {
+	topo := eddy.NewTopology()
+	orders := eddy.Source(topo, "orders", serde.String(), serde.String())
+	accounts := eddy.TableFrom(topo, "accounts", "accounts", serde.String(), serde.String())
+	joined := eddy.JoinStreamTable(orders, accounts, eddy.LeftJoin, func(_ string, o, acc string, ok bool) string {
+		return o + "/" + opt(acc, ok)
+	})
+	eddy.To(joined, "joined", serde.String(), serde.String())
+	return topo
+}
+
+// TestAlignJoinChild is the app of TestStreamTableJoinAlignedThroughKills,
+// run in a child process (this test binary again) that the failpoints
+// SIGKILL. Run alone it skips.
+func TestAlignJoinChild(t *testing.T) {
+	addr := os.Getenv(alignChildBrokers)
+	if addr == "" {
+		t.Skip("the child process of TestStreamTableJoinAlignedThroughKills")
+	}
+	err := eddy.Run(context.Background(), alignJoinTopology(), eddy.Config{
+		AppID: "align-join", Brokers: []string{addr}, StateDir: os.Getenv(alignChildState), InstanceID: "child",
+		// Many transactions, so that the failpoints hit mid-stream.
+		CommitRecords: 2_000,
+	})
+	t.Fatalf("eddy.Run returned: %v", err)
+}
+
+// TestStreamTableJoinAlignedThroughKills is the process test of issue 15:
+// a stream-table join over two topics loaded before the app starts, the
+// stream 40 times larger than the table's topic, the app SIGKILLed twice
+// (by failpoints, mid-commit) and restarted. Every order must give exactly
+// one result, the one a run that takes both inputs in timestamp order
+// gives: the account's value as of the order's time. Without alignment the
+// table's topic, all fetched at once, runs ahead of the orders and orders
+// see later values.
+func TestStreamTableJoinAlignedThroughKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the app as a process three times")
+	}
+	addr := startBroker(t)
+	createTopics(t, addr, 2, "orders", "accounts", "joined")
+	// Account updates at even times over the whole span of the orders,
+	// orders at odd times: no ties.
+	var updates []*kgo.Record
+	for i := 0; i < alignUpdates; i++ {
+		r := srec(fmt.Sprint("a", i%alignAccounts), fmt.Sprint("v", i))
+		r.Timestamp = time.UnixMilli(int64(2 * i * (2 * alignOrders / alignUpdates)))
+		updates = append(updates, r)
+	}
+	produce(t, addr, "accounts", updates...)
+	want := map[string]string{} // order -> its result
+	latest := map[string]string{}
+	next := 0
+	var orders []*kgo.Record
+	for i := 0; i < alignOrders; i++ {
+		ts := int64(2*i + 1)
+		for ; next < len(updates) && updates[next].Timestamp.UnixMilli() < ts; next++ {
+			latest[string(updates[next].Key)] = string(updates[next].Value)
+		}
+		key, order := fmt.Sprint("a", i*7%alignAccounts), fmt.Sprint("o", i)
+		acc, ok := latest[key]
+		want[order] = order + "/" + opt(acc, ok)
+		r := srec(key, order)
+		r.Timestamp = time.UnixMilli(ts)
+		orders = append(orders, r)
+	}
+	produce(t, addr, "orders", orders...)
+
+	state := t.TempDir()
+	for _, kill := range []string{"commit.after-end@3", "commit.before-end@2"} {
+		cmd, out := alignChild(addr, state, kill)
+		if err := cmd.Run(); !killed(err) {
+			t.Fatalf("the app armed with %s ended with %v, not by its SIGKILL; its output:\n%s", kill, err, out)
+		}
+	}
+	cmd, out := alignChild(addr, state, "")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("the last run's output:\n%s", out)
+		}
+	}()
+	got := renderStrings(t, waitRecords(t, addr, "joined", alignOrders, nil))
+	seen := map[string]bool{}
+	var wrong []string
+	for _, kv := range got {
+		_, v, _ := strings.Cut(kv, "=")
+		order, _, _ := strings.Cut(v, "/")
+		if seen[order] {
+			wrong = append(wrong, "duplicate "+v)
+		}
+		seen[order] = true
+		if want[order] != v {
+			wrong = append(wrong, fmt.Sprintf("%s, want %s", v, want[order]))
+		}
+	}
+	if len(got) != alignOrders || len(wrong) > 0 {
+		t.Fatalf("%d results for %d orders; %d wrong, e.g. %q", len(got), alignOrders, len(wrong), wrong[:min(len(wrong), 10)])
+	}
+}
+
+// alignChild is the command that runs TestAlignJoinChild, with the
+// failpoints kill arms, and the buffer its output goes to (read it once
+// the command ended).
+func alignChild(addr, state, kill string) (*exec.Cmd, *bytes.Buffer) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAlignJoinChild$", "-test.count=1", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), alignChildBrokers+"="+addr, alignChildState+"="+state, failpoint.Env+"="+kill)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	return cmd, &out
+}
+
+// killed reports whether err is a process's end by SIGKILL.
+func killed(err error) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
