@@ -133,9 +133,12 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 			// source topic. Its records appear only when the upstream
 			// task commits, so with MaxTaskIdle 0 the join would go on
 			// with the source topic meanwhile and its partner's records
-			// would arrive past the grace (docs/design.md §5.2). A
-			// second covers a commit interval and a fetch.
-			MaxTaskIdle: time.Second,
+			// would arrive past the grace (docs/design.md §5.2). The
+			// wait must outlast the upstream's first commit, which comes
+			// after the group join and the producer's initialisation:
+			// with 1 s, q8 at 1M events on 2 cores lost its first three
+			// windows.
+			MaxTaskIdle: 5 * time.Second,
 		})
 	}()
 	for {
