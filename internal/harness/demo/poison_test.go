@@ -31,13 +31,14 @@ type poisonPill struct {
 
 // TestLedgerSurvivesPoisonPills (issue 16): a 1,000,100-byte malformed
 // payment and a 3 MB zstd-compressed one, both accepted by the broker, sit
-// in the middle of the ledger's input, and the ledger is SIGKILLed twice
-// around them. Each is too large to dead-letter whole (with the dead-letter
+// in the middle of the ledger's input with a valid payment whose 1 MB id
+// makes its balance too large to produce, and the ledger is SIGKILLed
+// twice around them. Each is too large to dead-letter whole (with the dead-letter
 // headers it exceeds MaxRecordBytes), which used to stop the ledger on
 // every restart. Now the ledger keeps running, every good payment has
-// exactly one balance, and each pill is in payments.dlq exactly once,
-// truncated within MaxRecordBytes and marked with its original size and
-// hash.
+// exactly one balance, and each of the three is in payments.dlq exactly
+// once, truncated within MaxRecordBytes and marked with its original size
+// and hash.
 func TestLedgerSurvivesPoisonPills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a broker and the ledger as processes")
@@ -126,12 +127,25 @@ func TestLedgerSurvivesPoisonPills(t *testing.T) {
 
 	pay(1500)
 	poison(pills[0])
+	// A valid payment whose balance would be too large to produce: the
+	// ledger's OnProduceError dead-letters it (truncated too) without
+	// counting it in its account, which has no other payment.
+	hugeID := strings.Repeat("i", 1_000_000)
+	huge := &kgo.Record{Key: []byte("acct-huge"), Value: fmt.Appendf(nil, `{"id":%q,"account":"acct-huge","amount":5}`, hugeID)}
+	big, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(inputTopic), kgo.ProducerBatchMaxBytes(4<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	if err := big.ProduceSync(ctx, huge).FirstErr(); err != nil {
+		t.Fatalf("produce the payment with a huge id: %v", err)
+	}
 	pay(300)
 	kill(1) // the first pill is likely in an open transaction
 	pay(1200)
 	poison(pills[1])
 	pay(300)
-	waitCommitted(ctx, t, seeds, eddy.DeadLetterTopic(inputTopic), 2, alive, failed)
+	waitCommitted(ctx, t, seeds, eddy.DeadLetterTopic(inputTopic), 3, alive, failed)
 	kill(2) // both pills are committed dead letters: they must not come again
 	pay(1500)
 
@@ -159,20 +173,26 @@ func TestLedgerSurvivesPoisonPills(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := verify.Ledger(payments, balances)
-	t.Logf("%v", rep)
-	if !rep.OK() || rep.Payments != paid || rep.Outputs != paid {
-		failed("exactly-once violated: %v, want %d payments with one balance each; %v", rep, paid, rep.Examples)
+	t.Logf("%v (the missing one is the payment with a huge id)", rep)
+	// The verifier counts the huge-id payment as valid, so as missing.
+	if rep.Duplicates != 0 || rep.Wrong != 0 || rep.Missing != 1 || rep.Payments != paid+1 || rep.Outputs != paid {
+		var ex []string
+		for _, e := range rep.Examples {
+			ex = append(ex, e[:min(len(e), 200)])
+		}
+		failed("exactly-once violated: %v, want %d good payments with one balance each and the huge one missing; %v", rep, paid, ex)
 	}
 	dead, err := verify.ReadAll(ctx, seeds, eddy.DeadLetterTopic(inputTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dead) != len(pills) {
-		failed("%d dead letters, want %d: one per poison pill", len(dead), len(pills))
+	if len(dead) != len(pills)+1 {
+		failed("%d dead letters, want %d: one per poison pill and the payment with a huge id", len(dead), len(pills)+1)
 	}
 	for _, p := range pills {
 		checkPoisonDeadLetter(t, p, dead)
 	}
+	checkHugeDeadLetter(t, huge, dead)
 	log, err := os.ReadFile(ledger.logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -212,6 +232,27 @@ func checkPoisonDeadLetter(t *testing.T, p *poisonPill, dead []*kgo.Record) {
 		t.Errorf("%s pill: dead letter headers %s", p.name, headerList(r))
 	default:
 		t.Logf("%s pill: dead letter of %d bytes (value %d of %d), %s", p.name, size, len(r.Value), p.size, headerList(r))
+	}
+}
+
+// checkHugeDeadLetter checks that dead holds the dead letter of the
+// payment with a huge id once, for its balance too large to produce.
+func checkHugeDeadLetter(t *testing.T, huge *kgo.Record, dead []*kgo.Record) {
+	t.Helper()
+	var found []*kgo.Record
+	for _, r := range dead {
+		if hdr(r, eddy.HeaderDLQPartition) == strconv.Itoa(int(huge.Partition)) && hdr(r, eddy.HeaderDLQOffset) == strconv.FormatInt(huge.Offset, 10) {
+			found = append(found, r)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("payment with a huge id (%d@%d): %d dead letters, want 1", huge.Partition, huge.Offset, len(found))
+	}
+	r := found[0]
+	if hdr(r, eddy.HeaderDLQStage) != "produce" || !strings.Contains(hdr(r, eddy.HeaderDLQError), "MaxRecordBytes") ||
+		hdr(r, eddy.HeaderDLQTruncated) != "value" || hdr(r, eddy.HeaderDLQValueSize) != strconv.Itoa(len(huge.Value)) ||
+		!bytes.HasPrefix(huge.Value, r.Value) {
+		t.Errorf("payment with a huge id: dead letter headers %s", headerList(r))
 	}
 }
 
