@@ -43,7 +43,10 @@ const (
 	// DeadLetter writes the source record, unchanged, to "<topic>.dlq"
 	// with the error, stage, topic, partition and offset in headers,
 	// inside the same transaction (so it appears there exactly once), and
-	// goes on.
+	// goes on. A record too large to dead-letter whole (with those headers
+	// it exceeds Config.MaxRecordBytes) is dead-lettered truncated: its
+	// key and value cut to fit, with headers saying what was cut and the
+	// original sizes and SHA-256 (HeaderDLQTruncated and the others).
 	DeadLetter
 )
 
