@@ -283,3 +283,20 @@ func TestDeadLetterTooLargeIsTruncated(t *testing.T) {
 		t.Fatalf("dead letter headers %v, want it marked truncated with the original size", r.Headers)
 	}
 }
+
+// A MaxRecordBytes too small for the dead-letter headers themselves makes
+// the dead letter fail with an error that says so, and no other policy
+// (here: log and continue) takes that failure for the record's own.
+func TestDeadLetterLimitTooSmall(t *testing.T) {
+	topo := eddy.NewTopology()
+	eddy.To(eddy.Source(topo, "in", serde.String(), serde.Int64()), "out", serde.String(), serde.Int64())
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{MaxRecordBytes: 200, OnProcessError: eddy.LogAndContinue, OnProduceError: eddy.LogAndContinue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	err = d.PipeRaw("in", []byte("k"), make([]byte, 300), 1) // no int64, and too large to dead-letter whole
+	if err == nil || !strings.Contains(err.Error(), "eddy: dead-letter in/0@") || !strings.Contains(err.Error(), "MaxRecordBytes (200) leaves no room") {
+		t.Fatalf("error %v, want the dead letter's failure naming MaxRecordBytes", err)
+	}
+}
