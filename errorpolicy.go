@@ -1,11 +1,11 @@
 package eddy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -43,7 +43,10 @@ const (
 	// DeadLetter writes the source record, unchanged, to "<topic>.dlq"
 	// with the error, stage, topic, partition and offset in headers,
 	// inside the same transaction (so it appears there exactly once), and
-	// goes on.
+	// goes on. A record too large to dead-letter whole (with those headers
+	// it exceeds Config.MaxRecordBytes) is dead-lettered truncated: its
+	// key and value cut to fit, with headers saying what was cut and the
+	// original sizes and SHA-256 (HeaderDLQTruncated and the others).
 	DeadLetter
 )
 
@@ -149,31 +152,33 @@ func (b *taskBuild) recordFailed(r *kgo.Record, err error) error {
 		stage, r.Topic, r.Partition, r.Offset, err, field)}
 }
 
-// deadLetter writes r, unchanged, to its topic's dead-letter topic with the
-// failure in headers, in the open transaction.
+// deadLetter writes r to its topic's dead-letter topic with the failure in
+// headers, in the open transaction: unchanged if that fits
+// Config.MaxRecordBytes, truncated otherwise (fitDeadLetter), so that no
+// record is too large to dead-letter. The log says so only once the
+// record is in the transaction.
 func (b *taskBuild) deadLetter(r *kgo.Record, stage string, err error) error {
-	headers := append(append([]kgo.RecordHeader(nil), r.Headers...),
-		kgo.RecordHeader{Key: HeaderDLQError, Value: truncate(err.Error(), maxErrorHeader)},
-		kgo.RecordHeader{Key: HeaderDLQStage, Value: []byte(stage)},
-		kgo.RecordHeader{Key: HeaderDLQTopic, Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: HeaderDLQPartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
-		kgo.RecordHeader{Key: HeaderDLQOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
-	)
-	b.tc.Logger().Warn("record failed; sent to the dead-letter topic", "stage", stage,
-		"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-	b.deadLetters++
-	return b.tc.Produce(DeadLetterTopic(r.Topic), r.Key, r.Value, r.Timestamp.UnixMilli(), headers)
-}
-
-// maxErrorHeader bounds the error text a dead letter carries, so that a
-// long error cannot make the dead letter itself too large.
-const maxErrorHeader = 1 << 10
-
-func truncate(s string, n int) []byte {
-	if len(s) > n {
-		s = s[:n-3] + "..."
+	topic := DeadLetterTopic(r.Topic)
+	dl, ferr := fitDeadLetter(r, stage, err.Error(), cmp.Or(b.cfg.MaxRecordBytes, DefaultMaxRecordBytes))
+	if ferr == nil {
+		ferr = b.tc.Produce(topic, dl.key, dl.value, r.Timestamp.UnixMilli(), dl.headers)
 	}
-	return []byte(s)
+	if ferr != nil {
+		// A recordFault, so that processRecord applies no policy to it
+		// again.
+		return &recordFault{stage: stage, err: fmt.Errorf("eddy: dead-letter %s/%d@%d to %s: %w (the record failed: %w)", r.Topic, r.Partition, r.Offset, topic, ferr, err)}
+	}
+	b.deadLetters++
+	log := b.tc.Logger()
+	if dl.cut == "" {
+		log.Warn("record failed; dead-lettered", "stage", stage, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
+			"dlq", topic, "err", err)
+		return nil
+	}
+	log.Warn("record failed; dead-lettered truncated, as it is too large to dead-letter whole", "stage", stage,
+		"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "dlq", topic, "truncated", dl.cut,
+		"key_bytes", len(r.Key), "value_bytes", len(r.Value), "max_record_bytes", cmp.Or(b.cfg.MaxRecordBytes, DefaultMaxRecordBytes), "err", err)
+	return nil
 }
 
 // countSkipped counts a record skipped by a log-and-continue policy; the

@@ -246,3 +246,57 @@ func TestMissingOutputTopic(t *testing.T) {
 		t.Fatalf("Run: %v, want an error naming the missing output topic", err)
 	}
 }
+
+// A record too large to dead-letter whole (its key and value with the
+// dead-letter headers exceed MaxRecordBytes) is dead-lettered truncated and
+// marked, not left to stop the app on every restart: a value that does not
+// decode, and one whose output is too large with OnProduceError DeadLetter.
+func TestDeadLetterTooLargeIsTruncated(t *testing.T) {
+	d, in := pickyDriver(t, eddy.Config{OnProduceError: eddy.DeadLetter})
+	huge := strings.Repeat("z", 3000) // more than MaxRecordBytes (1000)
+	if err := d.PipeRaw("in", []byte("k1"), []byte(huge), 5); err != nil {
+		t.Fatalf("too large to process: %v", err)
+	}
+	if err := in.Pipe("k2", "ok", 6); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, d, "out"); len(got) != 1 || got[0] != "ok" {
+		t.Fatalf("out %v, want [ok]", got)
+	}
+	dlq, err := eddytest.Output(d, "in.dlq", serde.String(), serde.String()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dlq) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dlq))
+	}
+	r := dlq[0]
+	size := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	if size > 1000 || r.Key != "k1" || !strings.HasPrefix(huge, r.Value) || len(r.Value) == 0 || r.Timestamp != 5 {
+		t.Fatalf("dead letter %q=%d bytes at %d, %d bytes in all; want k1 and a prefix of the value within 1000", r.Key, len(r.Value), r.Timestamp, size)
+	}
+	if dlqHeader(r, eddy.HeaderDLQTruncated) != "value" || dlqHeader(r, eddy.HeaderDLQValueSize) != "3000" ||
+		dlqHeader(r, eddy.HeaderDLQStage) != "produce" || !strings.Contains(dlqHeader(r, eddy.HeaderDLQError), "MaxRecordBytes") {
+		t.Fatalf("dead letter headers %v, want it marked truncated with the original size", r.Headers)
+	}
+}
+
+// A MaxRecordBytes too small for the dead-letter headers themselves makes
+// the dead letter fail with an error that says so, and no other policy
+// (here: log and continue) takes that failure for the record's own.
+func TestDeadLetterLimitTooSmall(t *testing.T) {
+	topo := eddy.NewTopology()
+	eddy.To(eddy.Source(topo, "in", serde.String(), serde.Int64()), "out", serde.String(), serde.Int64())
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{MaxRecordBytes: 200, OnProcessError: eddy.LogAndContinue, OnProduceError: eddy.LogAndContinue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	err = d.PipeRaw("in", []byte("k"), make([]byte, 300), 1) // no int64, and too large to dead-letter whole
+	if err == nil || !strings.Contains(err.Error(), "eddy: dead-letter in/0@") || !strings.Contains(err.Error(), "MaxRecordBytes (200) leaves no room") {
+		t.Fatalf("error %v, want the dead letter's failure naming MaxRecordBytes", err)
+	}
+}

@@ -121,6 +121,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 		Logger:             log,
 		KafkaOptions:       kafkaOpts,
 	}
+	// A payment whose output is larger than MaxRecordBytes (a huge id)
+	// goes to the dead-letter topic with the reason, like a malformed
+	// one, rather than stopping the ledger on every restart.
+	cfg.OnProduceError = eddy.DeadLetter
 	defer Adjust(&cfg, opts)()
 	app, err := eddy.New(Topology(*input, *output), cfg)
 	if err != nil {

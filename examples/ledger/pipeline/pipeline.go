@@ -78,14 +78,17 @@ func (l *ledger) Process(rec eddy.Record[string, Payment]) error {
 	}
 	acc.Seq++
 	acc.Balance += p.Amount
-	if err := l.store.Put(p.Account, acc); err != nil {
-		return err
-	}
-	return l.ctx.Forward(eddy.Record[string, Balance]{
+	// Forwarded before the account is stored: a balance too large to
+	// produce (a huge id) fails here, and the payment is dead-lettered
+	// without having counted in the account's seq and balance.
+	if err := l.ctx.Forward(eddy.Record[string, Balance]{
 		Key:       p.Account,
 		Value:     Balance{ID: p.ID, Account: p.Account, Amount: p.Amount, Seq: acc.Seq, Balance: acc.Balance},
 		Timestamp: rec.Timestamp,
-	})
+	}); err != nil {
+		return err
+	}
+	return l.store.Put(p.Account, acc)
 }
 
 func (l *ledger) Close() error { return nil }
