@@ -88,7 +88,7 @@ func New() *Metrics {
 		}, task),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_dlq_records_total",
-			Help: "Source records that failed to decode and were sent to the dead-letter topic <topic>.dlq, per task.",
+			Help: "Source records sent to the dead-letter topic <topic>.dlq (failed to decode, to process, or to produce their outputs; whole or truncated), per task.",
 		}, task),
 		forced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_task_idle_forced_total",
