@@ -1,36 +1,17 @@
 package eddy_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/testutil"
 	"github.com/eddy-streams/eddy/serde"
 )
-
-// lockedBuffer is a log destination that several goroutines write.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestRunUnreachableBrokers: an app whose brokers cannot be reached (a
 // refused port, a host name that does not resolve) logs a warning naming
@@ -49,7 +30,7 @@ func TestRunUnreachableBrokers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			topo := eddy.NewTopology()
 			eddy.Count(eddy.GroupByKey(eddy.Source(topo, "in", serde.String(), serde.String()), serde.String()), "counts")
-			var log lockedBuffer
+			var log testutil.LogBuffer
 			cfg := eddy.Config{
 				AppID:         "unreachable",
 				Brokers:       []string{tc.addr},

@@ -26,13 +26,10 @@ const (
 )
 
 func (p Partitioner) String() string {
-	switch p {
-	case Murmur2:
-		return "murmur2"
-	case CRC32:
-		return "crc32"
+	if p != Murmur2 && p != CRC32 {
+		return fmt.Sprintf("Partitioner(%d)", int(p))
 	}
-	return fmt.Sprintf("Partitioner(%d)", int(p))
+	return p.kafka().String()
 }
 
 // ParsePartitioner parses "murmur2" or "crc32", and librdkafka's names

@@ -1,7 +1,6 @@
 package eddy_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/internal/testutil"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -31,24 +30,6 @@ const (
 	cards      = 40
 	partitions = 4
 )
-
-// syncBuffer collects an app's logs for the test to read.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // produceLimitsCRC32 writes card-i's limit to "limits" where librdkafka's
 // default partitioner puts it: with kcat -P -K: when useKcat, else with
@@ -125,7 +106,7 @@ func runFraud(t *testing.T, useKcat bool, set func(*eddy.Config)) (results []str
 	addr := startBroker(t)
 	createTopics(t, addr, partitions, "limits", "payments", "alerts")
 	produceLimitsCRC32(t, addr, useKcat)
-	var logBuf syncBuffer
+	var logBuf testutil.LogBuffer
 	cfg := config(t, addr)
 	cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logBuf, &testLogWriter{t: t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	set(&cfg)

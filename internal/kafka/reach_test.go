@@ -1,39 +1,22 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/eddy-streams/eddy/internal/testutil"
 )
-
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // TestReachGivesUp: with no broker, the Reach warns naming the address
 // and the dial error, then ends Watch's context with an error that wraps
 // ErrUnreachable and names them; CreateTopics, which would wait
 // StartupWait for an unwatched client, stops with it.
 func TestReachGivesUp(t *testing.T) {
-	var log lockedLog
+	var log testutil.LogBuffer
 	r := NewReach([]string{"127.0.0.1:1"}, time.Second, slog.New(slog.NewTextHandler(&log, nil)))
 	ctx, stop := r.Watch(testContext(t))
 	defer stop()
@@ -57,7 +40,7 @@ func TestReachGivesUp(t *testing.T) {
 // timeout passing ends nothing.
 func TestReachReached(t *testing.T) {
 	b := startTestBroker(t, BrokerConfig{Addr: "127.0.0.1:0"})
-	var log lockedLog
+	var log testutil.LogBuffer
 	r := NewReach([]string{b.Addr()}, 200*time.Millisecond, slog.New(slog.NewTextHandler(&log, nil)))
 	ctx, stop := r.Watch(testContext(t))
 	defer stop()
