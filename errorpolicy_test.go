@@ -300,3 +300,52 @@ func TestDeadLetterLimitTooSmall(t *testing.T) {
 		t.Fatalf("error %v, want the dead letter's failure naming MaxRecordBytes", err)
 	}
 }
+
+// A state write whose changelog record would exceed MaxRecordBytes fails
+// with the record that made it, under OnProduceError: dead-lettered here,
+// and the app goes on. Accepted, it would have failed the commit, and
+// again after every restart.
+func TestStateWriteTooLargeFollowsOnProduceError(t *testing.T) {
+	build := func(cfg eddy.Config) (*eddytest.Driver, *eddytest.InputTopic[string, string]) {
+		topo := eddy.NewTopology()
+		in := eddy.Source(topo, "in", serde.String(), serde.String())
+		agg := eddy.Aggregate(eddy.GroupByKey(in, serde.String()), "joined",
+			func() string { return "" }, func(_ string, v, agg string) string { return agg + v }, serde.String())
+		eddy.To(eddy.ToStream(agg), "out", serde.String(), serde.String())
+		cfg.MaxRecordBytes = 1000
+		d, err := eddytest.New(topo, eddytest.Options{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d, eddytest.Input(d, "in", serde.String(), serde.String())
+	}
+	a, b := strings.Repeat("a", 600), strings.Repeat("b", 600)
+
+	d, in := build(eddy.Config{OnProduceError: eddy.DeadLetter})
+	for i, kv := range [][2]string{{"k1", a}, {"k1", b}, {"k2", "ok"}} {
+		if err := in.Pipe(kv[0], kv[1], int64(i)); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	if got := values(t, d, "out"); len(got) != 2 || got[0] != a || got[1] != "ok" {
+		t.Fatalf("out has %d records, want k1's first aggregate and k2's", len(got))
+	}
+	dlq, err := eddytest.Output(d, "in.dlq", serde.String(), serde.String()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dlq) != 1 || dlq[0].Value != b || dlqHeader(dlq[0], eddy.HeaderDLQStage) != "produce" ||
+		!strings.Contains(dlqHeader(dlq[0], eddy.HeaderDLQError), "MaxRecordBytes") {
+		t.Fatalf("dead letters %v; want k1's second record, stage produce, naming MaxRecordBytes", dlq)
+	}
+
+	_, in = build(eddy.Config{})
+	if err := in.Pipe("k1", a, 0); err != nil {
+		t.Fatal(err)
+	}
+	err = in.Pipe("k1", b, 1)
+	if !errors.Is(err, eddy.ErrRecordTooLarge) || !strings.Contains(err.Error(), "store joined") {
+		t.Fatalf("Pipe = %v; want ErrRecordTooLarge naming the store", err)
+	}
+}

@@ -110,6 +110,12 @@ func (s *SessionStore[K, V]) Put(k K, w Window, v V) error {
 		return fmt.Errorf("eddy: store %s: encode value: %w", s.buf.Name(), err)
 	}
 	data, index := s.keys2(w)
+	if err := checkWrite(s.buf, data, s.vbuf); err != nil {
+		return err
+	}
+	if err := checkWrite(s.buf, index, nil); err != nil {
+		return err
+	}
 	s.buf.Put(data, s.vbuf)
 	s.buf.Put(index, nil)
 	if s.exp.now != nil {

@@ -159,7 +159,22 @@ func (s *KeyValueStore[K, V]) Put(k K, v V) error {
 	if s.vbuf, err = s.values.Serialize(s.vbuf, v); err != nil {
 		return fmt.Errorf("eddy: store %s: encode value: %w", s.buf.Name(), err)
 	}
+	if err := checkWrite(s.buf, s.kbuf, s.vbuf); err != nil {
+		return err
+	}
 	s.buf.Put(s.kbuf, s.vbuf)
+	return nil
+}
+
+// checkWrite refuses a write to buf whose key and value would make a
+// changelog record larger than Config.MaxRecordBytes. Accepted, it would
+// fail the commit, and again after every restart: a poison pill. Refused
+// here, the error wraps ErrRecordTooLarge, so Config.OnProduceError
+// decides what happens to the record that made it.
+func checkWrite(buf *state.StoreBuffer, key, value []byte) error {
+	if limit, n := buf.MaxWrite(), len(key)+len(value); limit > 0 && n > limit {
+		return fmt.Errorf("eddy: store %s: a write of %d bytes of key and value, more than MaxRecordBytes (%d) allows its changelog record: %w", buf.Name(), n, limit, ErrRecordTooLarge)
+	}
 	return nil
 }
 

@@ -183,6 +183,9 @@ func (s *WindowStore[K, V]) Put(k K, start int64, v V) error {
 	if s.vbuf, err = s.values.Serialize(s.vbuf[:0], v); err != nil {
 		return fmt.Errorf("eddy: store %s: encode value: %w", s.buf.Name(), err)
 	}
+	if err := checkWrite(s.buf, kb, s.vbuf); err != nil {
+		return err
+	}
 	s.buf.Put(kb, s.vbuf)
 	if s.exp.now != nil {
 		s.Expire(s.exp.now())

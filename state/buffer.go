@@ -48,6 +48,9 @@ type Buffer struct {
 	// aborts counts Resets: an owner that remembers issuing a range
 	// delete learns from it that the range was dropped.
 	aborts uint64
+	// maxWrite bounds a write's key and value together (0: no bound); see
+	// LimitWrites.
+	maxWrite int
 }
 
 // NewBuffer returns an empty buffer over db whose caches of committed
@@ -69,6 +72,17 @@ func (b *Buffer) Close() {
 		s.drop()
 	}
 }
+
+// LimitWrites bounds what one write may hold, key and value together, to
+// n bytes (0: no bound): the largest changelog record the owner can
+// produce. The buffer does not refuse a larger write itself (Put returns
+// no error); the typed stores check MaxWrite before they write, so that
+// the write fails with the record that made it, not at the commit, where
+// it would fail every transaction after every restart.
+func (b *Buffer) LimitWrites(n int) { b.maxWrite = n }
+
+// MaxWrite returns the bound LimitWrites set (0: none).
+func (s *StoreBuffer) MaxWrite() int { return s.buf.maxWrite }
 
 // Store returns the handle of the named store, creating it on first use.
 // Handles stay valid for the life of the Buffer (Reset included), so a

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -125,6 +126,7 @@ func (p *InProcess) openTask(id TaskID, sub Subtopology) (*InProcessTask, error)
 		db.Close()
 		return nil, err
 	}
+	ts.LimitWrites(cmp.Or(p.opts.MaxRecordBytes, DefaultMaxRecordBytes))
 	t := &InProcessTask{TaskState: ts, p: p}
 	if t.Proc, err = sub.NewTask(t); err != nil {
 		t.close()

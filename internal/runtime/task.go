@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -145,6 +146,7 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 			return nil, fmt.Errorf("eddy: task %s: restore: %w", id, err)
 		}
 	}
+	t.maxWrite = cmp.Or(w.cfg.MaxRecordBytes, DefaultMaxRecordBytes) // a changelog record's bound
 	t.resume(w.cfg.IgnoreStateOffsets)
 	proc, err := t.sub.NewTask(t)
 	if err != nil {

@@ -27,6 +27,8 @@ type TaskState struct {
 	// cache is the budget the buffer's cache of committed values shares
 	// with the other tasks' (nil: a budget of the buffer's own).
 	cache *state.CacheBudget
+	// maxWrite bounds a write's key and value (LimitWrites).
+	maxWrite int
 
 	// committed is what db reflects: input offsets, stream time and, per
 	// store, the next changelog offset.
@@ -96,6 +98,17 @@ func (t *TaskState) resume(ignoreInputs bool) {
 	}
 	t.streamTime = t.committed.StreamTime
 	t.buf = state.NewBuffer(t.db, t.cache)
+	t.buf.LimitWrites(t.maxWrite)
+}
+
+// LimitWrites bounds a state write's key and value to n bytes, the largest
+// changelog record its owner produces (MaxRecordBytes): a larger write
+// fails in the typed store, with the record that made it.
+func (t *TaskState) LimitWrites(n int) {
+	t.maxWrite = n
+	if t.buf != nil {
+		t.buf.LimitWrites(n)
+	}
 }
 
 func (t *TaskState) ID() TaskID           { return t.id }
