@@ -534,7 +534,9 @@ func (w *worker) commit() error {
 	w.recycle()
 	w.cfg.Metrics.ObserveCommit(time.Since(start), committed)
 	if endErr != nil {
-		return fmt.Errorf("eddy: end transaction: %w", endErr)
+		// err, if any, is why the transaction was being aborted (a flush
+		// that timed out, a produce error): the log needs both.
+		return fmt.Errorf("eddy: end transaction: %w", errors.Join(endErr, err))
 	}
 	if err != nil && !committed {
 		if errors.Is(err, kerr.MessageTooLarge) {
