@@ -293,26 +293,27 @@ func (w *worker) commitHeldFrom(ctx context.Context) context.Context {
 	if from == nil {
 		return ctx
 	}
+	// The two requests' partitions are different types with the same
+	// fields; rewrite serves both.
+	rewrite := func(topic string, partition int32, offset *int64, epoch *int32) {
+		if off, ok := from[topic][partition]; ok {
+			*offset, *epoch = off, -1
+		}
+	}
 	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 		for i := range req.Topics {
-			rt := &req.Topics[i]
-			for j := range rt.Partitions {
-				p := &rt.Partitions[j]
-				if off, ok := from[rt.Topic][p.Partition]; ok {
-					p.Offset, p.LeaderEpoch = off, -1
-				}
+			for j := range req.Topics[i].Partitions {
+				p := &req.Topics[i].Partitions[j]
+				rewrite(req.Topics[i].Topic, p.Partition, &p.Offset, &p.LeaderEpoch)
 			}
 		}
 		return nil
 	})
 	return kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
 		for i := range req.Topics {
-			rt := &req.Topics[i]
-			for j := range rt.Partitions {
-				p := &rt.Partitions[j]
-				if off, ok := from[rt.Topic][p.Partition]; ok {
-					p.Offset, p.LeaderEpoch = off, -1
-				}
+			for j := range req.Topics[i].Partitions {
+				p := &req.Topics[i].Partitions[j]
+				rewrite(req.Topics[i].Topic, p.Partition, &p.Offset, &p.LeaderEpoch)
 			}
 		}
 		return nil

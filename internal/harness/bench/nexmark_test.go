@@ -45,17 +45,24 @@ func TestNexmarkKafkaSourceVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
-	for _, name := range []string{"q0", "q5"} {
-		q, ok := queries.Lookup(name)
+	// q3, q4 and q8 join two inputs in event time over topics loaded
+	// before the app starts: they verify because a task processes its
+	// inputs in timestamp order (docs/design.md §5.2), so neither input
+	// runs past the other's grace.
+	for _, run := range []struct {
+		name   string
+		events int64
+	}{{"q0", 50_000}, {"q5", 50_000}, {"q3", 100_000}, {"q4", 100_000}, {"q8", 100_000}} {
+		q, ok := queries.Lookup(run.name)
 		if !ok {
-			t.Fatalf("no query %s", name)
+			t.Fatalf("no query %s", run.name)
 		}
-		res, err := NexmarkKafka(t.Context(), NexmarkOptions{Query: q, Events: 50_000, CommitInterval: 100 * time.Millisecond, Progress: os.Stderr}, bin)
+		res, err := NexmarkKafka(t.Context(), NexmarkOptions{Query: q, Events: run.events, CommitInterval: 100 * time.Millisecond, Progress: os.Stderr}, bin)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !res.Verified || res.Outputs == 0 {
-			t.Fatalf("%s: not verified (%d outputs): %s", name, res.Outputs, res.VerifyError)
+			t.Errorf("%s: not verified (%d outputs): %s", run.name, res.Outputs, res.VerifyError)
 		}
 	}
 }
