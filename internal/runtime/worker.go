@@ -99,8 +99,10 @@ type worker struct {
 	// ended they are reused, so outputs cost no allocation.
 	produced recordArena
 	promise  func(*kgo.Record, error)
-	errMu    sync.Mutex
-	prodErr  error
+	// block cancels an End that a blocked rebalance keeps from returning.
+	block   groupBlock
+	errMu   sync.Mutex
+	prodErr error
 }
 
 // memberName is worker idx's static group instance id.
@@ -201,12 +203,16 @@ func (e permanentError) Unwrap() error { return e.err }
 func permanent(err error) error { return permanentError{err} }
 
 func (w *worker) session(ctx context.Context) (err error) {
+	heartbeat := min(3*time.Second, w.cfg.SessionTimeout/3)
+	// One heartbeat interval: a live heartbeat loop answers End's forced
+	// heartbeat well within it (groupblock.go).
+	w.block.reset(heartbeat)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(w.cfg.Brokers...),
 		kgo.ConsumerGroup(w.cfg.AppID),
 		kgo.InstanceID(w.memberID),
 		kgo.SessionTimeout(w.cfg.SessionTimeout),
-		kgo.HeartbeatInterval(min(3*time.Second, w.cfg.SessionTimeout/3)),
+		kgo.HeartbeatInterval(heartbeat),
 		// How long the group waits for every member to rejoin a
 		// rebalance. A member only commits or aborts its transaction
 		// before rejoining, which takes well under this; franz-go's 60s
@@ -219,6 +225,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { w.block.onBlocked() }),
 		kgo.Balancers(w.balancers()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.OnPartitionsAssigned(w.onAssigned),
@@ -285,10 +292,10 @@ func (w *worker) session(ctx context.Context) (err error) {
 			// Still inside the poll's rebalance block: no revoke callback
 			// can run while the final commit holds the lock.
 			err = w.shutdown()
-			w.cl.AllowRebalance()
+			w.allowRebalance()
 			return err
 		}
-		w.cl.AllowRebalance()
+		w.allowRebalance()
 		if err != nil {
 			return err
 		}
@@ -636,10 +643,16 @@ func (w *worker) punctuate(now time.Time) error {
 func (w *worker) end(ctx context.Context, try kgo.TransactionEndTry) (bool, error) {
 	ctx = w.commitHeldFrom(ctx)
 	if w.sess != nil {
+		ctx, stop := w.block.watch(ctx)
+		defer stop()
+		var committed bool
+		var err error
 		if try == kgo.TryCommit && len(w.cl.UncommittedOffsets()) == 0 {
-			return w.endWithoutOffsets(ctx)
+			committed, err = w.endWithoutOffsets(ctx)
+		} else {
+			committed, err = w.sess.End(ctx, try)
 		}
-		return w.sess.End(ctx, try)
+		return committed, endErr(ctx, err)
 	}
 	if try == kgo.TryAbort {
 		return false, nil
@@ -783,7 +796,14 @@ func (w *worker) closeSession() {
 	// write) never reached its AllowRebalance, and Close's LeaveGroup
 	// would wait for that rebalance forever: the process hung instead of
 	// crashing (found by eddy chaos, disk EIO). A no-op otherwise.
-	w.cl.AllowRebalance()
+	w.allowRebalance()
 	w.cl.Close()
 	w.recycle()
+}
+
+// allowRebalance ends the poll's hold on rebalances: the group's callbacks
+// may run until the next poll.
+func (w *worker) allowRebalance() {
+	w.block.allowed()
+	w.cl.AllowRebalance()
 }
