@@ -8,7 +8,7 @@ import (
 )
 
 // errEndBlocked is why an End was cancelled by groupBlock.
-var errEndBlocked = errors.New("eddy: the consumer group stopped (a heartbeat failed) while the transaction was ending, and franz-go cannot end it before the rebalance the worker holds back; starting a new session")
+var errEndBlocked = errors.New("the consumer group stopped (a heartbeat failed) while the transaction was ending, and franz-go cannot end it before the rebalance the worker holds back; starting a new session")
 
 // groupBlock cancels the end of a transaction that waits on a consumer
 // group which cannot move until that end returns.

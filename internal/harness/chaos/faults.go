@@ -3,6 +3,9 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -14,21 +17,25 @@ type Event struct {
 	Kind, Detail string
 	// Start and End bound the injection; recovery is measured from End.
 	Start, End time.Time
-	// Recovery is the time from End until every balances partition holds
-	// a committed record written after End (and the windowed app, when it
-	// could have been touched, a total); Unrecovered is set when that took over recoveryCap.
+	// Recovery is the time from End until every app committed offsets
+	// past every payment written before End and every balances partition
+	// holds a committed record written after End; AppRecovery is each
+	// app's part of it, by app id. Unrecovered is set when that took over
+	// recoveryCap.
 	Recovery    time.Duration
+	AppRecovery map[string]time.Duration
 	Unrecovered bool
-	// touchesWindowed is set when the windowed app was (or may have been)
-	// affected, so recovery waits for its output too.
-	touchesWindowed bool
 }
 
 func (e Event) recoveryString() string {
 	if e.Unrecovered {
 		return fmt.Sprintf("NOT within %v", recoveryCap)
 	}
-	return fmt.Sprintf("%.1fs", e.Recovery.Seconds())
+	apps := make([]string, 0, len(e.AppRecovery))
+	for _, g := range slices.Sorted(maps.Keys(e.AppRecovery)) {
+		apps = append(apps, fmt.Sprintf("%s %.1fs", g, e.AppRecovery[g].Seconds()))
+	}
+	return fmt.Sprintf("%.1fs (%s)", e.Recovery.Seconds(), strings.Join(apps, ", "))
 }
 
 // between returns a duration uniformly in [lo, hi).
@@ -45,17 +52,17 @@ func (h *harness) inject(ctx context.Context, kind string) (Event, error) {
 	switch kind {
 	case KindKill:
 		a := h.pickApp()
-		ev.Detail, ev.touchesWindowed = "SIGKILL "+a.name, a.kind == "windowed"
+		ev.Detail = "SIGKILL " + a.name
 		err = a.kill()
 	case KindStop:
 		err = h.freeze(ctx, &ev)
 	case KindBrokerTerm:
-		ev.Detail, ev.touchesWindowed = "SIGTERM broker, restart", true
+		ev.Detail = "SIGTERM broker, restart"
 		if err = h.broker.child.Stop(30 * time.Second); err == nil {
 			err = h.broker.start()
 		}
 	case KindBrokerKill:
-		ev.Detail, ev.touchesWindowed = "SIGKILL broker, restart", true
+		ev.Detail = "SIGKILL broker, restart"
 		h.broker.child.Kill()
 		h.rep.BrokerKills++
 		err = h.broker.start()
@@ -77,7 +84,7 @@ func (h *harness) inject(ctx context.Context, kind string) (Event, error) {
 func (h *harness) freeze(ctx context.Context, ev *Event) error {
 	a := h.pickApp()
 	d := h.opts.SessionTimeout + h.between(2*time.Second, 6*time.Second)
-	ev.Detail, ev.touchesWindowed = fmt.Sprintf("SIGSTOP %s for %.0fs", a.name, d.Seconds()), a.kind == "windowed"
+	ev.Detail = fmt.Sprintf("SIGSTOP %s for %.0fs", a.name, d.Seconds())
 	if err := a.child.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
@@ -112,7 +119,6 @@ var brokerErrors = []brokerError{
 }
 
 func (h *harness) brokerErrors(ctx context.Context, ev *Event) error {
-	ev.touchesWindowed = true
 	// One choice in six: the broker commits or aborts, and the client
 	// hears an error or nothing (the proxy spoils the EndTxn answer).
 	if h.rng.IntN(len(brokerErrors)+1) == len(brokerErrors) {
@@ -183,7 +189,7 @@ func (h *harness) disk(ctx context.Context, ev *Event) error {
 		mode = fmt.Sprintf("enospc %.2f", 0.01+0.2*h.rng.Float64())
 	}
 	d := h.between(3*time.Second, 10*time.Second)
-	ev.Detail, ev.touchesWindowed = fmt.Sprintf("%s: %s for %.0fs", a.name, mode, d.Seconds()), a.kind == "windowed"
+	ev.Detail = fmt.Sprintf("%s: %s for %.0fs", a.name, mode, d.Seconds())
 	if err := a.setDisk(mode); err != nil {
 		return err
 	}
@@ -198,7 +204,6 @@ func (h *harness) disk(ctx context.Context, ev *Event) error {
 // reset (and new ones refused for a while), or a blackhole in which nothing
 // passes and nothing is closed.
 func (h *harness) network(ctx context.Context, ev *Event) error {
-	ev.touchesWindowed = true
 	if h.rng.IntN(2) == 0 {
 		d := h.between(0, 5*time.Second)
 		ev.Detail = fmt.Sprintf("reset all, refuse for %.1fs", d.Seconds())

@@ -349,24 +349,40 @@ func (h *harness) supervise(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// recover waits until every balances partition (and the totals, when the
-// fault could have touched the windowed app) received a record after the
-// fault ended: the pipeline works again.
+// recover waits until the pipeline works again after a fault: every app
+// (the ledger's group and the windowed app's) has committed offsets past
+// every payment written before the fault ended, and every balances
+// partition holds a record written after it. Each app's own time is kept:
+// an app's output alone does not show that it works (the windowed app
+// writes only when windows close, and a partition's output may come from a
+// transaction that committed just before the other app stalled).
 func (h *harness) recover(ctx context.Context, ev *Event) error {
 	deadline := ev.End.Add(recoveryCap)
-	// The balances written after the fault ended are those past the high
+	// The records written after the fault ended are those past the high
 	// watermarks of its end; a transaction committed just before the end
 	// and fetched after it does not count.
 	ends, err := h.endOffsets(ctx, outputTopic)
 	if err != nil {
 		return err
 	}
+	inputs, err := h.endOffsets(ctx, inputTopic)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(h.clOpts...)
+	if err != nil {
+		return fmt.Errorf("chaos: client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ev.AppRecovery = map[string]time.Duration{}
 	for {
-		done := h.out.allPast(ends)
-		if done && h.totals != nil && ev.touchesWindowed {
-			done = h.totals.anySince(ev.End)
+		for _, g := range h.groups() {
+			if _, ok := ev.AppRecovery[g]; !ok && committedPast(ctx, adm, g, inputs) {
+				ev.AppRecovery[g] = time.Since(ev.End)
+			}
 		}
-		if done {
+		if len(ev.AppRecovery) == len(h.groups()) && h.out.allPast(ends) {
 			ev.Recovery = time.Since(ev.End)
 			return nil
 		}
@@ -378,6 +394,34 @@ func (h *harness) recover(ctx context.Context, ev *Event) error {
 			return err
 		}
 	}
+}
+
+// groups are the apps' consumer groups (their app ids).
+func (h *harness) groups() []string {
+	if h.totals != nil {
+		return []string{"ledger", "windowed"}
+	}
+	return []string{"ledger"}
+}
+
+// committedPast reports whether group has committed, on every partition of
+// ends, an offset at or past it: it processed every record written before.
+// An error (the coordinator moving, a transaction's offsets not yet stable)
+// reads as not yet.
+func committedPast(ctx context.Context, adm *kadm.Client, group string, ends map[int32]int64) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	offsets, err := adm.FetchOffsets(ctx, group)
+	if err != nil || offsets.Error() != nil {
+		return false
+	}
+	for p, end := range ends {
+		o, ok := offsets.Lookup(inputTopic, p)
+		if !ok || o.Err != nil || o.At < end {
+			return false
+		}
+	}
+	return true
 }
 
 // endOffsets returns the high watermark of each partition of topic.

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -20,7 +21,8 @@ type Report struct {
 
 	Events []Event
 	// LongestRecovery is the longest time, over every fault, from its end
-	// until every output partition received a record again.
+	// until every app committed past the input written before it and
+	// every balances partition received a record again (Event.Recovery).
 	LongestRecovery time.Duration
 	// LongestOutage is the longest time, while payments flowed, that a
 	// balances partition received no record: what a fault cost while it
@@ -142,14 +144,15 @@ func (r *Report) OK() bool {
 func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "\nchaos run: seed %d, %v of faults, %d ledger instance(s)%s, kinds %s\n\n",
 		r.Seed, r.Duration, r.Instances, map[bool]string{true: " + 1 windowed", false: ""}[r.Windowed], strings.Join(r.Kinds, ","))
-	fmt.Fprintln(w, "| fault | injected | longest recovery | not recovered within 2m | apps that exited during it (restarted) |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| fault | injected | longest recovery | longest per app | not recovered within 2m | apps that exited during it (restarted) |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | --- | ---: | ---: |")
 	for _, k := range AllKinds {
 		if !slices.Contains(r.Kinds, k) {
 			continue
 		}
 		n, unrec := 0, 0
 		var longest time.Duration
+		perApp := map[string]time.Duration{}
 		for _, e := range r.Events {
 			if e.Kind != k {
 				continue
@@ -157,13 +160,20 @@ func (r *Report) Print(w io.Writer) {
 			n++
 			if e.Unrecovered {
 				unrec++
-			} else {
-				longest = max(longest, e.Recovery)
+				continue
+			}
+			longest = max(longest, e.Recovery)
+			for app, d := range e.AppRecovery {
+				perApp[app] = max(perApp[app], d)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %d | %.1f s | %d | %d |\n", k, n, longest.Seconds(), unrec, r.AppExits[k])
+		var apps []string
+		for _, app := range slices.Sorted(maps.Keys(perApp)) {
+			apps = append(apps, fmt.Sprintf("%s %.1f s", app, perApp[app].Seconds()))
+		}
+		fmt.Fprintf(w, "| %s | %d | %.1f s | %s | %d | %d |\n", k, n, longest.Seconds(), strings.Join(apps, ", "), unrec, r.AppExits[k])
 	}
-	fmt.Fprintf(w, "| (between faults / catch-up) | | | | %d / %d |\n\n", r.AppExits["none"], r.AppExits["catch-up"])
+	fmt.Fprintf(w, "| (between faults / catch-up) | | | | | %d / %d |\n\n", r.AppExits["none"], r.AppExits["catch-up"])
 	fmt.Fprintf(w, "broker errors answered: %d; broker SIGKILLs: %d; longest outage of a balances partition while payments flowed: %.1f s\n\n",
 		r.BrokerErrorHits, r.BrokerKills, r.LongestOutage.Seconds())
 

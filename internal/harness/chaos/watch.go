@@ -77,18 +77,6 @@ func (w *watcher) allPast(ends map[int32]int64) bool {
 	return true
 }
 
-// anySince reports whether any record arrived after t.
-func (w *watcher) anySince(t time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, l := range w.last {
-		if l.After(t) {
-			return true
-		}
-	}
-	return false
-}
-
 // longestGap is the longest time a partition went without a record, from
 // its first record on.
 func (w *watcher) longestGap() time.Duration {
