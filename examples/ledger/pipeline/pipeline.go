@@ -166,3 +166,9 @@ func (AccountSerde) Deserialize(b []byte) (Account, error) {
 	}
 	return Account{Seq: int64(binary.BigEndian.Uint64(b)), Balance: int64(binary.BigEndian.Uint64(b[8:]))}, nil
 }
+
+// SetErrorPolicies is temporary (test first).
+func SetErrorPolicies(cfg *eddy.Config) {
+	cfg.OnProcessError = eddy.DeadLetter
+	cfg.OnProduceError = eddy.DeadLetter
+}
