@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/eddy-streams/eddy/serde"
 )
 
 // The fast codecs must agree with encoding/json on everything.
@@ -32,6 +34,13 @@ func TestPaymentSerdeAgreesWithEncodingJSON(t *testing.T) {
 		`{"id":"p1","account":"a","amount":5,"ts":null}`,
 		`{"id":"p1","account":"a","amount":5,"ts":1,"ts":2}`,
 		`{"id":"p1","account":"a","amount":5,"ts":01}`,
+		// Invalid UTF-8 and lone surrogates: encoding/json would decode
+		// them as U+FFFD.
+		"{\"id\":\"p\xff\",\"account\":\"a\",\"amount\":5}",
+		"{\"id\":\"p1\",\"account\":\"a\xc0\",\"amount\":5}",
+		`{"id":"p1","account":"a\udfff","amount":5}`,
+		`{"id":"p1","account":"\ud83d\ude00","amount":5}`,
+		"{\"id\":\"p1\",\"account\":\"\u00e9\",\"amount\":5}",
 	} {
 		fast, fastErr := PaymentSerde{}.Deserialize([]byte(in))
 		want, valid, slowErr := referencePayment([]byte(in))
@@ -47,8 +56,13 @@ func TestPaymentSerdeAgreesWithEncodingJSON(t *testing.T) {
 
 // referencePayment decodes in with encoding/json alone: a payment is valid
 // with a non-empty id and account and an integer amount; ts is read when it
-// is an integer and is zero otherwise.
+// is an integer and is zero otherwise. Input that encoding/json would decode
+// with U+FFFD in place of invalid UTF-8 or a lone surrogate's escape is
+// refused (serde.CheckJSONUnicode, tested in serde).
 func referencePayment(in []byte) (p Payment, valid bool, err error) {
+	if err := serde.CheckJSONUnicode(in); err != nil {
+		return p, false, err
+	}
 	var raw struct {
 		ID      *string         `json:"id"`
 		Account *string         `json:"account"`
@@ -92,6 +106,8 @@ func TestBalanceSerdeMatchesMarshal(t *testing.T) {
 func FuzzPaymentSerde(f *testing.F) {
 	f.Add([]byte(`{"id":"p1","account":"a","amount":5}`))
 	f.Add([]byte(`{"id":"p1","account":"a","amount":5,"ts":1700000000123}`))
+	f.Add([]byte("{\"id\":\"p\xff\",\"account\":\"a\",\"amount\":5}"))
+	f.Add([]byte(`{"id":"p1","account":"a\ud800","amount":5}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		fast, fastErr := PaymentSerde{}.Deserialize(in)
 		want, valid, _ := referencePayment(in)

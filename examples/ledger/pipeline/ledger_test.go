@@ -174,8 +174,8 @@ func TestLedgerRefusesInvalidUTF8(t *testing.T) {
 		t.Errorf("balances %q, want %q", got, want)
 	}
 	l.checkDeadLetters(
-		deadLetter{"x-\xff", "decode", "key: invalid UTF-8 at byte 2"},
-		deadLetter{"x-\xc0", "decode", "key: invalid UTF-8 at byte 2"},
+		deadLetter{"x-\xff", "decode", "key: serde: string: invalid UTF-8 at byte 2"},
+		deadLetter{"x-\xc0", "decode", "key: serde: string: invalid UTF-8 at byte 2"},
 		deadLetter{"a", "decode", "invalid UTF-8 at byte 8"},
 		deadLetter{"a", "decode", `lone surrogate \ud800 at byte 8`},
 		deadLetter{"\uFFFD", "decode", `lone surrogate \udc00 at byte 22`},

@@ -257,8 +257,8 @@ func TestWindowedRefusesInvalidUTF8(t *testing.T) {
 		t.Errorf("totals %q, want %q", got, want)
 	}
 	d.checkDeadLetters(
-		[3]string{"x-\xff", "decode", "key: invalid UTF-8 at byte 2"},
-		[3]string{"x-\xc0", "decode", "key: invalid UTF-8 at byte 2"},
+		[3]string{"x-\xff", "decode", "key: serde: string: invalid UTF-8 at byte 2"},
+		[3]string{"x-\xc0", "decode", "key: serde: string: invalid UTF-8 at byte 2"},
 		[3]string{"a", "decode", "invalid UTF-8 at byte 8"},
 	)
 }
