@@ -154,3 +154,27 @@ func FuzzAccountAndBalanceSerdes(f *testing.F) {
 		}
 	})
 }
+
+// TestCodecsAllocateOnlyTheStrings: on the common path the payment decoder
+// allocates only its two strings, the key decoder its one, and the balance
+// encoder nothing; the strictness checks (valid UTF-8, key equals account)
+// add no allocation.
+func TestCodecsAllocateOnlyTheStrings(t *testing.T) {
+	in := []byte(`{"id":"p123456","account":"acct-00042","amount":-250}`)
+	key := []byte("acct-00042")
+	dst := make([]byte, 0, 256)
+	bal := Balance{ID: "p123456", Account: "acct-00042", Amount: -250, Seq: 7, Balance: 1234}
+	for _, c := range []struct {
+		name string
+		want float64
+		fn   func()
+	}{
+		{"PaymentSerde.Deserialize", 2, func() { _, _ = PaymentSerde{}.Deserialize(in) }},
+		{"AccountKeySerde.Deserialize", 1, func() { _, _ = AccountKeySerde{}.Deserialize(key) }},
+		{"BalanceSerde.Serialize", 0, func() { _, _ = BalanceSerde{}.Serialize(dst[:0], bal) }},
+	} {
+		if got := testing.AllocsPerRun(100, c.fn); got != c.want {
+			t.Errorf("%s: %v allocations, want %v", c.name, got, c.want)
+		}
+	}
+}
