@@ -86,6 +86,7 @@ func (l *ledgerDriver) deadLetters() []deadLetter {
 			}
 		}
 		out = append(out, dl)
+		l.t.Logf("dead letter %q, stage %s: %s", dl.key, dl.stage, dl.reason)
 	}
 	return out
 }

@@ -211,6 +211,7 @@ func (d *driver) checkDeadLetters(want ...[3]string) {
 			}
 		}
 		got = append(got, dl)
+		d.t.Logf("dead letter %q, stage %s: %s", dl[0], dl[1], dl[2])
 	}
 	if len(got) != len(want) {
 		d.t.Fatalf("dead letters %q, want %d: %q", got, len(want), want)
