@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Bytes passes byte slices through. Deserialize copies, because the runtime
@@ -21,13 +22,39 @@ func (bytesSerde) Deserialize(b []byte) ([]byte, error) {
 	return append([]byte(nil), b...), nil
 }
 
-// String encodes strings as their UTF-8 bytes, as Kafka's StringSerializer.
+// String encodes strings as their bytes, as Kafka's StringSerializer, and
+// decodes any bytes, unchanged: a Go string holds any bytes, so String is
+// lossless where Kafka's StringDeserializer replaces invalid UTF-8 with
+// U+FFFD. Use StrictString where text must be valid UTF-8 (a key that ends
+// up in JSON, whose encoders replace invalid bytes).
 func String() Serde[string] { return stringSerde{} }
 
 type stringSerde struct{}
 
 func (stringSerde) Serialize(dst []byte, v string) ([]byte, error) { return append(dst, v...), nil }
 func (stringSerde) Deserialize(b []byte) (string, error)           { return string(b), nil }
+
+// StrictString is String for text that must be valid UTF-8: it refuses to
+// encode or decode anything else, with an error naming the first invalid
+// byte, so bytes that are not text (x-\xff and x-\xc0 alike) never become
+// U+FFFD further on and merge.
+func StrictString() Serde[string] { return strictStringSerde{} }
+
+type strictStringSerde struct{}
+
+func (strictStringSerde) Serialize(dst []byte, v string) ([]byte, error) {
+	if !utf8.ValidString(v) {
+		return dst, fmt.Errorf("serde: string: invalid UTF-8 at byte %d", invalidUTF8([]byte(v)))
+	}
+	return append(dst, v...), nil
+}
+
+func (strictStringSerde) Deserialize(b []byte) (string, error) {
+	if !utf8.Valid(b) {
+		return "", fmt.Errorf("serde: string: invalid UTF-8 at byte %d", invalidUTF8(b))
+	}
+	return string(b), nil
+}
 
 // Int64 encodes int64 as 8 big-endian bytes, as Kafka's LongSerializer, so
 // eddy's topics read the same from a JVM client.
@@ -48,6 +75,12 @@ func (int64Serde) Deserialize(b []byte) (int64, error) {
 
 // JSON encodes T with encoding/json. It is the convenient choice for
 // interoperable topics; a hand-written Serde is faster on hot paths.
+//
+// It is strict where encoding/json is lossy: encoding/json replaces, in
+// both directions, invalid UTF-8 (and, decoding, a \u escape of a lone
+// UTF-16 surrogate) with U+FFFD, so different strings silently become one.
+// JSON refuses to decode such a document (CheckJSONUnicode) and to encode a
+// value with a string that is not valid UTF-8.
 func JSON[T any]() Serde[T] { return jsonSerde[T]{} }
 
 type jsonSerde[T any] struct{}
@@ -57,11 +90,17 @@ func (jsonSerde[T]) Serialize(dst []byte, v T) ([]byte, error) {
 	if err != nil {
 		return dst, fmt.Errorf("serde: json encode %T: %w", v, err)
 	}
+	if replacedInvalidUTF8(b) {
+		return dst, fmt.Errorf("serde: json encode %T: a string holds invalid UTF-8 (encoding/json would write U+FFFD in its place)", v)
+	}
 	return append(dst, b...), nil
 }
 
 func (jsonSerde[T]) Deserialize(b []byte) (T, error) {
 	var v T
+	if err := CheckJSONUnicode(b); err != nil {
+		return v, fmt.Errorf("serde: json decode %T: %w", v, err)
+	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return v, fmt.Errorf("serde: json decode %T: %w", v, err)
 	}

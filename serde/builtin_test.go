@@ -3,7 +3,9 @@ package serde
 import (
 	"bytes"
 	"math"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func roundTrip[T any](t *testing.T, s Serde[T], v T, eq func(a, b T) bool) {
@@ -105,6 +107,9 @@ func FuzzJSON(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if !utf8.Valid(b) {
+			t.Fatalf("%q is not valid UTF-8 and decoded to %+v", b, v)
+		}
 		out, err := s.Serialize(nil, v)
 		if err != nil {
 			t.Fatalf("%q decoded to %+v, which does not encode: %v", b, v, err)
@@ -112,6 +117,88 @@ func FuzzJSON(f *testing.F) {
 		back, err := s.Deserialize(out)
 		if err != nil || back != v {
 			t.Fatalf("%q: %+v re-encoded to %q, decoded to %+v (%v)", b, v, out, back, err)
+		}
+	})
+}
+
+// TestJSONRefusesInvalidUnicode: encoding/json replaces invalid UTF-8 and
+// escaped lone surrogates with U+FFFD, so two different inputs decode to
+// one value; serde.JSON refuses them instead, naming the byte.
+func TestJSONRefusesInvalidUnicode(t *testing.T) {
+	s := JSON[payment]()
+	for _, tc := range []struct{ in, err string }{
+		{"{\"id\":\"x-\xff\",\"amount\":1}", "invalid UTF-8 at byte 9"},
+		{"{\"id\":\"x-\xc0\x80\",\"amount\":1}", "invalid UTF-8 at byte 9"},
+		{"{\"id\":\"\xed\xa0\x80\"}", "invalid UTF-8 at byte 7"}, // an encoded surrogate
+		{`{"id":"\ud800","amount":1}`, `lone surrogate \ud800 at byte 7`},
+		{`{"id":"a\uDC00"}`, `lone surrogate \uDC00 at byte 8`},
+		{`{"id":"\ud800\u0041"}`, `lone surrogate \ud800 at byte 7`},
+		{`{"id":"\\\ud800"}`, `lone surrogate \ud800 at byte 9`},
+	} {
+		_, err := s.Deserialize([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: error %v, want one containing %q", tc.in, err, tc.err)
+		}
+	}
+	for in, want := range map[string]string{
+		`{"id":"\ud83d\ude00"}`: "\U0001F600",
+		`{"id":"\\ud800"}`:      `\ud800`, // an escaped backslash, not an escape
+		`{"id":"\ufffd"}`:       "\uFFFD",
+		"{\"id\":\"\uFFFD\"}":   "\uFFFD",
+		`{"id":"\u00e9\/"}`:     "é/",
+	} {
+		v, err := s.Deserialize([]byte(in))
+		if err != nil || v.ID != want {
+			t.Errorf("%q: decoded %q, %v; want %q", in, v.ID, err, want)
+		}
+	}
+}
+
+func TestJSONRefusesToEncodeInvalidUTF8(t *testing.T) {
+	s := JSON[payment]()
+	if _, err := s.Serialize(nil, payment{ID: "x-\xff"}); err == nil || !strings.Contains(err.Error(), "invalid UTF-8") {
+		t.Errorf("a string with invalid UTF-8 encoded (error %v); encoding/json would have replaced it with U+FFFD", err)
+	}
+	m := JSON[map[string]int]()
+	if _, err := m.Serialize(nil, map[string]int{"\xc0": 1}); err == nil {
+		t.Error("a map key with invalid UTF-8 encoded")
+	}
+	for _, id := range []string{`\ufffd`, `\\ufffd`, "\uFFFD", "é"} {
+		b, err := s.Serialize(nil, payment{ID: id})
+		if err != nil {
+			t.Errorf("%q: %v", id, err)
+			continue
+		}
+		if back, err := s.Deserialize(b); err != nil || back.ID != id {
+			t.Errorf("%q encoded to %s, decoded to %q (%v)", id, b, back.ID, err)
+		}
+	}
+}
+
+func TestStrictString(t *testing.T) {
+	for _, v := range []string{"", "account-1", "ünïcode", "\uFFFD"} {
+		roundTrip(t, StrictString(), v, func(a, b string) bool { return a == b })
+	}
+	if _, err := StrictString().Deserialize([]byte("ab\xffc")); err == nil || !strings.Contains(err.Error(), "invalid UTF-8 at byte 2") {
+		t.Errorf("decode of invalid UTF-8: %v", err)
+	}
+	if _, err := StrictString().Serialize(nil, "ab\xffc"); err == nil || !strings.Contains(err.Error(), "invalid UTF-8 at byte 2") {
+		t.Errorf("encode of invalid UTF-8: %v", err)
+	}
+	// String stays lossless: any bytes go through unchanged.
+	roundTrip(t, String(), "ab\xffc", func(a, b string) bool { return a == b })
+}
+
+func FuzzStrictString(f *testing.F) {
+	f.Add([]byte("acct-1"))
+	f.Add([]byte("x-\xff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := StrictString().Deserialize(b)
+		if (err == nil) != utf8.Valid(b) {
+			t.Fatalf("%q: error %v, valid UTF-8 %v", b, err, utf8.Valid(b))
+		}
+		if err == nil && v != string(b) {
+			t.Fatalf("%q decoded to %q", b, v)
 		}
 	})
 }

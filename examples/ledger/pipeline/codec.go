@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
+
+	"github.com/eddy-streams/eddy/serde"
 )
 
 // The ledger's JSON is flat and small, and decoding it with encoding/json
@@ -130,6 +133,10 @@ func plainString(b []byte, i int) ([]byte, int, error) {
 // writes when the strings need no escaping.
 func appendBalance(dst []byte, b Balance) ([]byte, error) {
 	if !plainASCII(b.ID) || !plainASCII(b.Account) {
+		// json.Marshal would write U+FFFD for invalid UTF-8.
+		if !utf8.ValidString(b.ID) || !utf8.ValidString(b.Account) {
+			return dst, errors.New("balance: the id or account is not valid UTF-8")
+		}
 		out, err := json.Marshal(b)
 		if err != nil {
 			return dst, fmt.Errorf("balance: %w", err)
@@ -167,6 +174,9 @@ func (BalanceSerde) Serialize(dst []byte, b Balance) ([]byte, error) { return ap
 
 func (BalanceSerde) Deserialize(b []byte) (Balance, error) {
 	var v Balance
+	if err := serde.CheckJSONUnicode(b); err != nil {
+		return v, fmt.Errorf("balance: %w", err)
+	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return v, fmt.Errorf("balance: %w", err)
 	}

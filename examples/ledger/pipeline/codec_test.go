@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/eddy-streams/eddy/serde"
 )
 
 // The fast codecs must agree with encoding/json on everything.
@@ -32,6 +34,13 @@ func TestPaymentSerdeAgreesWithEncodingJSON(t *testing.T) {
 		`{"id":"p1","account":"a","amount":5,"ts":null}`,
 		`{"id":"p1","account":"a","amount":5,"ts":1,"ts":2}`,
 		`{"id":"p1","account":"a","amount":5,"ts":01}`,
+		// Invalid UTF-8 and lone surrogates: encoding/json would decode
+		// them as U+FFFD.
+		"{\"id\":\"p\xff\",\"account\":\"a\",\"amount\":5}",
+		"{\"id\":\"p1\",\"account\":\"a\xc0\",\"amount\":5}",
+		`{"id":"p1","account":"a\udfff","amount":5}`,
+		`{"id":"p1","account":"\ud83d\ude00","amount":5}`,
+		"{\"id\":\"p1\",\"account\":\"\u00e9\",\"amount\":5}",
 	} {
 		fast, fastErr := PaymentSerde{}.Deserialize([]byte(in))
 		want, valid, slowErr := referencePayment([]byte(in))
@@ -47,8 +56,13 @@ func TestPaymentSerdeAgreesWithEncodingJSON(t *testing.T) {
 
 // referencePayment decodes in with encoding/json alone: a payment is valid
 // with a non-empty id and account and an integer amount; ts is read when it
-// is an integer and is zero otherwise.
+// is an integer and is zero otherwise. Input that encoding/json would decode
+// with U+FFFD in place of invalid UTF-8 or a lone surrogate's escape is
+// refused (serde.CheckJSONUnicode, tested in serde).
 func referencePayment(in []byte) (p Payment, valid bool, err error) {
+	if err := serde.CheckJSONUnicode(in); err != nil {
+		return p, false, err
+	}
 	var raw struct {
 		ID      *string         `json:"id"`
 		Account *string         `json:"account"`
@@ -92,6 +106,8 @@ func TestBalanceSerdeMatchesMarshal(t *testing.T) {
 func FuzzPaymentSerde(f *testing.F) {
 	f.Add([]byte(`{"id":"p1","account":"a","amount":5}`))
 	f.Add([]byte(`{"id":"p1","account":"a","amount":5,"ts":1700000000123}`))
+	f.Add([]byte("{\"id\":\"p\xff\",\"account\":\"a\",\"amount\":5}"))
+	f.Add([]byte(`{"id":"p1","account":"a\ud800","amount":5}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		fast, fastErr := PaymentSerde{}.Deserialize(in)
 		want, valid, _ := referencePayment(in)
@@ -137,4 +153,28 @@ func FuzzAccountAndBalanceSerdes(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCodecsAllocateOnlyTheStrings: on the common path the payment decoder
+// allocates only its two strings, the key decoder its one, and the balance
+// encoder nothing; the strictness checks (valid UTF-8, key equals account)
+// add no allocation.
+func TestCodecsAllocateOnlyTheStrings(t *testing.T) {
+	in := []byte(`{"id":"p123456","account":"acct-00042","amount":-250}`)
+	key := []byte("acct-00042")
+	dst := make([]byte, 0, 256)
+	bal := Balance{ID: "p123456", Account: "acct-00042", Amount: -250, Seq: 7, Balance: 1234}
+	for _, c := range []struct {
+		name string
+		want float64
+		fn   func()
+	}{
+		{"PaymentSerde.Deserialize", 2, func() { _, _ = PaymentSerde{}.Deserialize(in) }},
+		{"AccountKeySerde.Deserialize", 1, func() { _, _ = AccountKeySerde{}.Deserialize(key) }},
+		{"BalanceSerde.Serialize", 0, func() { _, _ = BalanceSerde{}.Serialize(dst[:0], bal) }},
+	} {
+		if got := testing.AllocsPerRun(100, c.fn); got != c.want {
+			t.Errorf("%s: %v allocations, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -121,16 +121,26 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 		Logger:             log,
 		KafkaOptions:       kafkaOpts,
 	}
-	// A payment whose output is larger than MaxRecordBytes (a huge id)
-	// goes to the dead-letter topic with the reason, like a malformed
-	// one, rather than stopping the ledger on every restart.
-	cfg.OnProduceError = eddy.DeadLetter
+	SetErrorPolicies(&cfg)
 	defer Adjust(&cfg, opts)()
 	app, err := eddy.New(Topology(*input, *output), cfg)
 	if err != nil {
 		return err
 	}
 	return RunApp(ctx, app, web.Listener)
+}
+
+// SetErrorPolicies sets the examples' error policies: every payment that
+// cannot go through goes to the dead-letter topic with the reason, rather
+// than stopping the app on every restart. Decode errors (malformed
+// payments, bad keys) are dead-lettered by default; process errors (a
+// payment whose account differs from its key, or that would overflow a
+// balance or a window's sum) and produce errors (an output larger than
+// MaxRecordBytes: a huge id) are set to be. examples/windowed uses it
+// too, and the tests run the topologies with it.
+func SetErrorPolicies(cfg *eddy.Config) {
+	cfg.OnProcessError = eddy.DeadLetter
+	cfg.OnProduceError = eddy.DeadLetter
 }
 
 // Adjust applies opts to cfg in order and returns a function that

@@ -4,6 +4,26 @@
 // The ledger reads payments keyed by account id and, for every payment,
 // writes the account's running sequence number and balance: the simplest
 // workload where a duplicate or a lost update is visible in the output.
+//
+// It is meant to be copied, so it refuses what would corrupt its state
+// silently, each with the reason in the dead letter:
+//
+//   - Decode errors (stage "decode", Config.OnDecodeError, dead-letter by
+//     default): a null or empty record key, a key, id or account that is
+//     not valid UTF-8 (or a JSON escape of a lone surrogate), a payment
+//     missing a field. These are faults of the record alone, found before
+//     it touches anything (not even stream time), and a codec that let
+//     them through would have to invent a value: encoding/json turns
+//     invalid UTF-8 into U+FFFD, so keys x-\xff and x-\xc0 became one
+//     account.
+//   - Process errors (stage "process", Config.OnProcessError, which Main
+//     sets to dead-letter): a payment whose account differs from its
+//     record key, and one that would overflow its account's balance. Each
+//     record decodes fine on its own; what is wrong is its relation to
+//     the key (which decided its partition, and so the task that keeps the
+//     account: trusting the value split an account's state across tasks)
+//     or to the state, which only the processor sees. The processor
+//     refuses them before it changes the account.
 package pipeline
 
 import (
@@ -11,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/serde"
@@ -46,11 +67,13 @@ type Account struct {
 // StoreName is the name of the ledger's state store.
 const StoreName = "balances"
 
-// Topology builds the ledger: payments from input, balances to output.
+// Topology builds the ledger: payments from input, balances to output. An
+// account's state is keyed by the record key, which decided the payment's
+// partition; a payment whose account field says otherwise is refused.
 func Topology(input, output string) *eddy.Topology {
 	t := eddy.NewTopology()
 	accounts := eddy.NewKeyValueStoreSpec(StoreName, serde.String(), AccountSerde{})
-	payments := eddy.Source(t, input, serde.String(), PaymentSerde{})
+	payments := eddy.Source(t, input, AccountKeySerde{}, PaymentSerde{})
 	balances := eddy.Process(payments, "ledger", func() eddy.Processor[string, Payment, string, Balance] {
 		return &ledger{spec: accounts}
 	}, accounts)
@@ -71,34 +94,94 @@ func (l *ledger) Init(ctx *eddy.ProcessorContext[string, Balance]) error {
 }
 
 func (l *ledger) Process(rec eddy.Record[string, Payment]) error {
-	p := rec.Value
-	acc, _, err := l.store.Get(p.Account)
+	p, account := rec.Value, rec.Key
+	if err := CheckAccount(account, p); err != nil {
+		return err
+	}
+	acc, _, err := l.store.Get(account)
 	if err != nil {
 		return err
 	}
+	balance, ok := AddAmount(acc.Balance, p.Amount)
+	if !ok {
+		return fmt.Errorf("payment %q of %d would overflow the balance %d of account %q", p.ID, p.Amount, acc.Balance, account)
+	}
 	acc.Seq++
-	acc.Balance += p.Amount
+	acc.Balance = balance
 	// Forwarded before the account is stored: a balance too large to
 	// produce (a huge id) fails here, and the payment is dead-lettered
 	// without having counted in the account's seq and balance.
 	if err := l.ctx.Forward(eddy.Record[string, Balance]{
-		Key:       p.Account,
-		Value:     Balance{ID: p.ID, Account: p.Account, Amount: p.Amount, Seq: acc.Seq, Balance: acc.Balance},
+		Key:       account,
+		Value:     Balance{ID: p.ID, Account: account, Amount: p.Amount, Seq: acc.Seq, Balance: acc.Balance},
 		Timestamp: rec.Timestamp,
 	}); err != nil {
 		return err
 	}
-	return l.store.Put(p.Account, acc)
+	return l.store.Put(account, acc)
+}
+
+// CheckAccount refuses a payment whose account differs from its record
+// key. The key decides the partition, and so the task that keeps the
+// account's state: a payment keyed b for account a would be counted in a
+// second copy of a's state, on b's task, with its own seq. The windowed
+// example refuses the same payments.
+func CheckAccount(key string, p Payment) error {
+	if p.Account != key {
+		return fmt.Errorf("payment account %q differs from its record key %q: an account's payments must be keyed by its id", p.Account, key)
+	}
+	return nil
+}
+
+// AddAmount adds amount to total, reporting false, instead of wrapping
+// around, when the sum does not fit an int64.
+func AddAmount(total, amount int64) (int64, bool) {
+	sum := total + amount
+	// Overflow iff both operands have the same sign and the sum the other.
+	if (total >= 0) == (amount >= 0) && (sum >= 0) != (total >= 0) {
+		return total, false
+	}
+	return sum, true
 }
 
 func (l *ledger) Close() error { return nil }
 
+// AccountKeySerde is the payments' key serde: the account id, which must be
+// present (neither null nor empty) and valid UTF-8. A null key would group
+// payments of every account under one empty id, and invalid UTF-8 would
+// reach the output's JSON as U+FFFD, where x-\xff and x-\xc0 look the same.
+// It writes what serde.String writes, so the topic's bytes are unchanged.
+type AccountKeySerde struct{}
+
+func (AccountKeySerde) Serialize(dst []byte, id string) ([]byte, error) {
+	if id == "" {
+		return dst, errors.New("the account id is empty")
+	}
+	return serde.StrictString().Serialize(dst, id)
+}
+
+func (AccountKeySerde) Deserialize(b []byte) (string, error) {
+	switch {
+	case b == nil:
+		return "", errors.New("the record key is null; a payment's key is its account id")
+	case len(b) == 0:
+		return "", errors.New("the record key is empty; a payment's key is its account id")
+	}
+	return serde.StrictString().Deserialize(b)
+}
+
 // PaymentSerde decodes payments strictly: a payment without an id, an
 // account or an amount is an error (and so goes to the dead-letter topic),
-// not a zero value silently added to a balance.
+// not a zero value silently added to a balance; so is one whose JSON holds
+// invalid UTF-8 or a lone surrogate's escape (serde.CheckJSONUnicode),
+// which encoding/json would decode as U+FFFD, making different ids or
+// accounts equal.
 type PaymentSerde struct{}
 
 func (PaymentSerde) Serialize(dst []byte, p Payment) ([]byte, error) {
+	if !utf8.ValidString(p.ID) || !utf8.ValidString(p.Account) {
+		return dst, errors.New("payment: the id or account is not valid UTF-8")
+	}
 	b, err := json.Marshal(p)
 	return append(dst, b...), err
 }
@@ -106,6 +189,10 @@ func (PaymentSerde) Serialize(dst []byte, p Payment) ([]byte, error) {
 func (PaymentSerde) Deserialize(b []byte) (Payment, error) {
 	if p, id, acc, amt, err := decodePaymentFast(b); err == nil {
 		return checkPayment(p, id && p.ID != "", acc && p.Account != "", amt)
+	}
+	// The fast path reads ASCII only; anything else is checked here.
+	if err := serde.CheckJSONUnicode(b); err != nil {
+		return Payment{}, fmt.Errorf("payment: %w", err)
 	}
 	var raw struct {
 		ID      *string         `json:"id"`

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,7 @@ func TestLedgerBalancesAndDeadLetters(t *testing.T) {
 		payment("p1", "a", 10), payment("p2", "b", 5), payment("p3", "a", -3),
 		&kgo.Record{Key: []byte("a"), Value: []byte("{not json")},
 		&kgo.Record{Key: []byte("a"), Value: []byte(`{"id":"p9","account":"a"}`)},
+		&kgo.Record{Key: []byte("b"), Value: []byte(`{"id":"p8","account":"a","amount":2}`)},
 		payment("p4", "a", 1))
 	got := map[string]Balance{}
 	for _, r := range consume(t, b.Addr(), "balances", 4) {
@@ -114,18 +116,29 @@ func TestLedgerBalancesAndDeadLetters(t *testing.T) {
 			t.Errorf("%s: got %+v, want %+v", id, got[id], w)
 		}
 	}
-	dlq := consume(t, b.Addr(), eddy.DeadLetterTopic("payments"), 2)
+	// Two malformed payments (stage decode) and one keyed b for account a
+	// (stage process, which Main dead-letters too).
+	dlq := consume(t, b.Addr(), eddy.DeadLetterTopic("payments"), 3)
+	var stages []string
 	for _, r := range dlq {
-		var reason string
+		var reason, stage string
 		for _, h := range r.Headers {
-			if h.Key == eddy.HeaderDLQError {
+			switch h.Key {
+			case eddy.HeaderDLQError:
 				reason = string(h.Value)
+			case eddy.HeaderDLQStage:
+				stage = string(h.Value)
 			}
 		}
 		if reason == "" {
 			t.Errorf("dead letter %q has no error header", r.Value)
 		}
-		t.Logf("dead letter %q: %s", r.Value, reason)
+		stages = append(stages, stage)
+		t.Logf("dead letter %q: %s: %s", r.Value, stage, reason)
+	}
+	slices.Sort(stages) // the partitions of keys a and b come in any order
+	if want := []string{"decode", "decode", "process"}; !slices.Equal(stages, want) {
+		t.Errorf("dead letters' stages %q, want %q", stages, want)
 	}
 	stop()
 

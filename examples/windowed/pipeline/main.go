@@ -125,10 +125,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 		HTTPToken:      web.Token,
 		HTTPPeerTLS:    web.PeerTLS,
 	}
-	// A payment whose processing emits a record larger than
-	// MaxRecordBytes goes to the dead-letter topic with the reason, like
-	// a malformed one, rather than stopping the app on every restart.
-	cfg.OnProduceError = eddy.DeadLetter
+	ledger.SetErrorPolicies(&cfg)
 	defer ledger.Adjust(&cfg, opts)()
 	app, err := eddy.New(topo, cfg)
 	if err != nil {

@@ -182,8 +182,23 @@ func TestMainAgainstBroker(t *testing.T) {
 			t.Errorf("%s: got %+v, want %+v", k, v, want[k])
 		}
 	}
-	dlq := waitFor(t, b.Addr(), eddy.DeadLetterTopic("payments"), 1)
-	if len(dlq) != 1 || string(dlq[0].Value) != "{oops" {
-		t.Errorf("dead letters %v, want the malformed payment", dlq)
+	// A payment keyed c for account a is a process error, which Main
+	// dead-letters too. (Produced after the reference was computed: the
+	// verifier knows only the decode rules.)
+	mismatch := payment("p9", "a", 1, t0+2600)
+	mismatch.Key = []byte("c")
+	produce(t, b.Addr(), mismatch)
+	dlq := waitFor(t, b.Addr(), eddy.DeadLetterTopic("payments"), 2)
+	if len(dlq) != 2 || string(dlq[0].Value) != "{oops" || string(dlq[1].Key) != "c" || header(dlq[1], eddy.HeaderDLQStage) != "process" {
+		t.Errorf("dead letters %v, want the malformed payment, then p9 (stage process)", dlq)
 	}
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

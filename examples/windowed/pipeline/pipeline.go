@@ -9,6 +9,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/eddy-streams/eddy"
@@ -50,18 +51,40 @@ type Options struct {
 // (the contract makes it equal to the payment's ts). Windows are grouped by
 // the record key, the account id, so that no repartition is needed: the
 // payments of an account are on one partition, as the ledger also requires.
+//
+// It refuses the payments the ledger refuses (see the ledger's package
+// doc), with the ledger's key serde and codec: a null, empty or invalid
+// UTF-8 key and a malformed payment are decode errors, which touch
+// nothing, not even stream time; a payment whose account differs from its
+// key, or that would overflow its window's sum, is a process error. The
+// DSL's filter and aggregator functions return no error, so these two
+// panic with one: eddy turns a panic in a mapper, filter or aggregator
+// into the record's processing failure, which Config.OnProcessError
+// decides (Main: dead-letter), and the aggregator panics before the
+// window's aggregate is stored, so the window is unchanged. Such a payment
+// has advanced stream time, as any record that decoded does.
 func Topology(o Options) *eddy.Topology {
 	t := eddy.NewTopology()
-	payments := eddy.Source(t, o.Input, serde.String(), ledger.PaymentSerde{})
+	payments := eddy.Source(t, o.Input, ledger.AccountKeySerde{}, ledger.PaymentSerde{})
+	keyed := eddy.Filter(payments, func(key string, p Payment) bool {
+		if err := ledger.CheckAccount(key, p); err != nil {
+			panic(err)
+		}
+		return true
+	})
 	windows := eddy.TumblingWindows(o.Window).WithGrace(o.Grace)
-	ws := eddy.WindowedBy(eddy.GroupByKey(payments, serde.String()), windows).Emit(eddy.EmitFinal)
+	ws := eddy.WindowedBy(eddy.GroupByKey(keyed, serde.String()), windows).Emit(eddy.EmitFinal)
 	// A window's aggregate is the ledger's per-account state within the
 	// window: Seq counts the payments and Balance sums their amounts, in
 	// the ledger's 16-byte encoding.
 	sums := eddy.WindowAggregate(ws, StoreName, func() ledger.Account { return ledger.Account{} },
-		func(_ string, p Payment, a ledger.Account) ledger.Account {
+		func(account string, p Payment, a ledger.Account) ledger.Account {
+			sum, ok := ledger.AddAmount(a.Balance, p.Amount)
+			if !ok {
+				panic(fmt.Errorf("payment %q of %d would overflow the sum %d of account %q's window", p.ID, p.Amount, a.Balance, account))
+			}
 			a.Seq++
-			a.Balance += p.Amount
+			a.Balance = sum
 			return a
 		}, nil, ledger.AccountSerde{})
 	totals := eddy.Map(eddy.ToStream(sums), func(w eddy.Windowed[string], a ledger.Account) (string, Total) {

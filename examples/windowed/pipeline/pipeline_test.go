@@ -3,8 +3,10 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,11 +29,14 @@ type driver struct {
 	d      *eddytest.Driver
 	totals *eddytest.OutputTopic[string, Total]
 	late   *eddytest.OutputTopic[string, Payment]
+	dlq    *eddytest.OutputTopic[[]byte, []byte]
 }
 
 func newDriver(t *testing.T, window, grace time.Duration) *driver {
 	t.Helper()
-	d, err := eddytest.New(Topology(Options{Input: "payments", Output: "totals", LateTopic: "late", Window: window, Grace: grace}), eddytest.Options{})
+	cfg := eddy.Config{}
+	ledger.SetErrorPolicies(&cfg) // as Main
+	d, err := eddytest.New(Topology(Options{Input: "payments", Output: "totals", LateTopic: "late", Window: window, Grace: grace}), eddytest.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +44,7 @@ func newDriver(t *testing.T, window, grace time.Duration) *driver {
 	return &driver{t: t, d: d,
 		totals: eddytest.Output(d, "totals", serde.String(), serde.JSON[Total]()),
 		late:   eddytest.Output(d, "late", serde.String(), serde.Serde[Payment](ledger.PaymentSerde{})),
+		dlq:    eddytest.Output(d, eddy.DeadLetterTopic("payments"), serde.Bytes(), serde.Bytes()),
 	}
 }
 
@@ -175,4 +181,110 @@ func TestWindowedMatchesReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pipeRaw sends a payment with a raw key (nil: a null key) and value.
+func (d *driver) pipeRaw(key []byte, value string, ts int64) {
+	d.t.Helper()
+	if err := d.d.PipeRaw("payments", key, []byte(value), ts); err != nil {
+		d.t.Fatalf("pipe %q %q: %v", key, value, err)
+	}
+}
+
+// checkDeadLetters compares the dead letters' keys, stages and reasons
+// (want[i][2] is a substring of the reason) with want.
+func (d *driver) checkDeadLetters(want ...[3]string) {
+	d.t.Helper()
+	recs, err := d.dlq.ReadAll()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var got [][3]string
+	for _, r := range recs {
+		dl := [3]string{string(r.Key)}
+		for _, h := range r.Headers {
+			switch h.Key {
+			case eddy.HeaderDLQStage:
+				dl[1] = string(h.Value)
+			case eddy.HeaderDLQError:
+				dl[2] = string(h.Value)
+			}
+		}
+		got = append(got, dl)
+		d.t.Logf("dead letter %q, stage %s: %s", dl[0], dl[1], dl[2])
+	}
+	if len(got) != len(want) {
+		d.t.Fatalf("dead letters %q, want %d: %q", got, len(want), want)
+	}
+	for i, w := range want {
+		if g := got[i]; g[0] != w[0] || g[1] != w[1] || !strings.Contains(g[2], w[2]) {
+			d.t.Errorf("dead letter %d: %q, want key %q stage %q reason containing %q", i, g, w[0], w[1], w[2])
+		}
+	}
+}
+
+// TestWindowedKeysByRecordKey (issue 16, finding 2): a payment whose
+// account differs from its record key, or that has no key, is
+// dead-lettered and counts in no window.
+func TestWindowedKeysByRecordKey(t *testing.T) {
+	d := newDriver(t, 10*time.Second, 0)
+	d.pipe("p1", "a", 10, 1000)
+	d.pipeRaw([]byte("b"), `{"id":"p2","account":"a","amount":5,"ts":2000}`, 2000)
+	d.pipeRaw(nil, `{"id":"p3","account":"a","amount":7,"ts":3000}`, 3000)
+	d.pipeRaw([]byte{}, `{"id":"p4","account":"a","amount":7,"ts":3000}`, 3000)
+	d.pipe("p5", "a", 1, 4000)
+	d.pipe("p6", "c", 1, 10000) // closes [0,10000)
+	if got, want := d.read(), []string{"a[0,10000) n=2 sum=11"}; !slices.Equal(got, want) {
+		t.Errorf("totals %q, want %q", got, want)
+	}
+	d.checkDeadLetters(
+		[3]string{"b", "process", `payment account "a" differs from its record key "b"`},
+		[3]string{"", "decode", "key: the record key is null"},
+		[3]string{"", "decode", "key: the record key is empty"},
+	)
+}
+
+// TestWindowedRefusesInvalidUTF8 (issue 16, finding 3): keys x-\xff and
+// x-\xc0 used to give two totals of one account x-\uFFFD; they are decode
+// errors.
+func TestWindowedRefusesInvalidUTF8(t *testing.T) {
+	d := newDriver(t, 10*time.Second, 0)
+	d.pipeRaw([]byte("x-\xff"), "{\"id\":\"p1\",\"account\":\"x-\xff\",\"amount\":1}", 1000)
+	d.pipeRaw([]byte("x-\xc0"), "{\"id\":\"p2\",\"account\":\"x-\xc0\",\"amount\":1}", 1000)
+	d.pipeRaw([]byte("a"), "{\"id\":\"p\xff\",\"account\":\"a\",\"amount\":1}", 1000)
+	d.pipe("p4", "a", 2, 2000)
+	d.pipe("p5", "c", 1, 10000) // closes [0,10000)
+	if got, want := d.read(), []string{"a[0,10000) n=1 sum=2"}; !slices.Equal(got, want) {
+		t.Errorf("totals %q, want %q", got, want)
+	}
+	d.checkDeadLetters(
+		[3]string{"x-\xff", "decode", "key: serde: string: invalid UTF-8 at byte 2"},
+		[3]string{"x-\xc0", "decode", "key: serde: string: invalid UTF-8 at byte 2"},
+		[3]string{"a", "decode", "invalid UTF-8 at byte 8"},
+	)
+}
+
+// TestWindowedRefusesSumOverflow (issue 16, finding 4): two payments of
+// MaxInt64 in one window used to sum to -2. The second is dead-lettered
+// and the window's total keeps the others.
+func TestWindowedRefusesSumOverflow(t *testing.T) {
+	d := newDriver(t, 10*time.Second, 0)
+	d.pipe("p1", "a", math.MaxInt64, 1000)
+	d.pipe("p2", "a", math.MaxInt64, 2000)
+	d.pipe("p3", "a", -1, 3000)
+	d.pipe("p4", "b", math.MinInt64, 3000)
+	d.pipe("p5", "b", -1, 4000)
+	d.pipe("p6", "a", 1, 10000) // another window: a new sum
+	d.pipe("p7", "c", 1, 20000) // closes [0,10000) and [10000,20000)
+	if got, want := d.read(), []string{
+		fmt.Sprintf("a[0,10000) n=2 sum=%d", int64(math.MaxInt64-1)),
+		fmt.Sprintf("b[0,10000) n=1 sum=%d", int64(math.MinInt64)),
+		"a[10000,20000) n=1 sum=1",
+	}; !slices.Equal(got, want) {
+		t.Errorf("totals %q, want %q", got, want)
+	}
+	d.checkDeadLetters(
+		[3]string{"a", "process", `payment "p2" of 9223372036854775807 would overflow the sum 9223372036854775807 of account "a"'s window`},
+		[3]string{"b", "process", `payment "p5" of -1 would overflow the sum -9223372036854775808 of account "b"'s window`},
+	)
 }
