@@ -43,6 +43,9 @@ type Report struct {
 	// log, in a transaction the broker left without its marker (see
 	// unmarkedBalances).
 	UnmarkedMissing int
+	// UnmarkedLateMissing are the late records, missing from the late
+	// topic, that sit there in such a transaction.
+	UnmarkedLateMissing int
 	Windows         *verify.WindowReport
 	State           StateReport
 	Hanging         []string
@@ -117,10 +120,19 @@ func (r *Report) BrokerGapUnmarked() int {
 	return min(r.UnmarkedMissing, r.Ledger.Missing)
 }
 
+// BrokerGapUnmarkedLate is the same for the windowed app's late records.
+func (r *Report) BrokerGapUnmarkedLate() int {
+	w := r.Windows
+	if w == nil || r.BrokerKills == 0 || r.Wrong() > 0 || !r.State.OK() {
+		return 0
+	}
+	return min(r.UnmarkedLateMissing, w.LateMissing)
+}
+
 func (r *Report) Losses() int {
 	n := r.Ledger.Missing - r.BrokerGapUnmarked() + max(r.WantDeadLetters-r.DeadLetters, 0)
 	if w := r.Windows; w != nil {
-		n += w.Missing + w.LateMissing
+		n += w.Missing + w.LateMissing - r.BrokerGapUnmarkedLate()
 	}
 	return n
 }
@@ -194,8 +206,8 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "dead letters: %d (want %d: %d malformed payments in the input, one per app)\n", r.DeadLetters, r.WantDeadLetters, r.Invalid)
 	fmt.Fprintf(w, "final state: %d accounts, %d missing, %d wrong, %d extra\n", r.State.Accounts, r.State.Missing, r.State.Wrong, r.State.Extra)
-	fmt.Fprintf(w, "embedded broker's own gaps (docs/design.md §6, not eddy's): input duplicated by the broker %d, identical duplicate outputs after a broker SIGKILL %d (balances) + %d (totals), balances in transactions the broker left unmarked %d\n",
-		r.Ledger.InputDuplicates, r.BrokerGapDuplicates(), r.BrokerGapWindowDuplicates(), r.BrokerGapUnmarked())
+	fmt.Fprintf(w, "embedded broker's own gaps (docs/design.md §6, not eddy's): input duplicated by the broker %d, identical duplicate outputs after a broker SIGKILL %d (balances) + %d (totals), outputs in transactions the broker left unmarked %d (balances) + %d (late records)\n",
+		r.Ledger.InputDuplicates, r.BrokerGapDuplicates(), r.BrokerGapWindowDuplicates(), r.BrokerGapUnmarked(), r.BrokerGapUnmarkedLate())
 	if r.ProduceFailures > 0 {
 		fmt.Fprintf(w, "generator: %d payments failed to produce (the broker was down); the input is what the broker holds\n", r.ProduceFailures)
 	}

@@ -12,16 +12,16 @@ import (
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
 )
 
-// unmarkedBalances reads the raw log of topic (read_uncommitted, control
-// records kept) and returns the payment ids of the balances that their
-// producer left without a marker: records followed by a record of a
+// unmarkedIDs reads the raw log of topic (read_uncommitted, control
+// records kept) and returns the payment ids (idOf of the values) of the
+// records that their producer left without a marker: records followed by a record of a
 // higher epoch of the same producer before any marker. Kafka never leaves
 // that pattern (a bumped epoch first gets the open transaction marked
 // aborted); the embedded broker can after a SIGKILL inside an EndTxn
 // (docs/design.md §6, gap 1). eddy's reader takes such records for aborted,
 // the broker's read_committed takes them for committed when the
 // producer's next marker is a commit.
-func unmarkedBalances(ctx context.Context, opts []kgo.Opt, topic string) (map[string]bool, error) {
+func unmarkedIDs(ctx context.Context, opts []kgo.Opt, topic string, idOf func(value []byte) (string, bool)) (map[string]bool, error) {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
 		kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
@@ -57,12 +57,23 @@ func unmarkedBalances(ctx context.Context, opts []kgo.Opt, topic string) (map[st
 	}
 	ids := map[string]bool{}
 	for _, r := range scan.unmarked {
-		var b ledger.Balance
-		if json.Unmarshal(r.Value, &b) == nil {
-			ids[b.ID] = true
+		if id, ok := idOf(r.Value); ok {
+			ids[id] = true
 		}
 	}
 	return ids, nil
+}
+
+// balanceID is the payment id of a balance; paymentID of a payment (what
+// the late-records topic holds).
+func balanceID(v []byte) (string, bool) {
+	var b ledger.Balance
+	return b.ID, json.Unmarshal(v, &b) == nil
+}
+
+func paymentID(v []byte) (string, bool) {
+	var p ledger.Payment
+	return p.ID, json.Unmarshal(v, &p) == nil
 }
 
 // unmarkedScan finds, partition by partition, the transactional records
