@@ -204,9 +204,10 @@ func permanent(err error) error { return permanentError{err} }
 
 func (w *worker) session(ctx context.Context) (err error) {
 	heartbeat := min(3*time.Second, w.cfg.SessionTimeout/3)
-	// One heartbeat interval: a live heartbeat loop answers End's forced
-	// heartbeat well within it (groupblock.go).
-	w.block.reset(heartbeat)
+	// A live heartbeat loop answers End's forced heartbeat within a round
+	// trip; a second, at most a heartbeat interval, is far more than that
+	// and still a small part of the stall it ends (groupblock.go).
+	w.block.reset(min(time.Second, heartbeat))
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(w.cfg.Brokers...),
 		kgo.ConsumerGroup(w.cfg.AppID),
