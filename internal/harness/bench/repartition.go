@@ -152,7 +152,7 @@ func Repartition(ctx context.Context, opts RepartitionOptions) (RepartitionResul
 	go func() { prodDone <- produceSteadily(runCtx, cl, opts, start, &produced) }()
 	adm := kadm.NewClient(cl)
 
-	fmt.Fprintf(out, "%s: purge interval %v, %d payments/s for %v\n", res.Topic, opts.PurgeInterval, opts.Rate, opts.Duration)
+	fmt.Fprintf(out, "%s: %s, %d payments/s for %v\n", res.Topic, purgeName(opts.PurgeInterval), opts.Rate, opts.Duration)
 	tick := time.NewTicker(opts.Sample)
 	defer tick.Stop()
 	for {
@@ -352,4 +352,46 @@ func CPUModel() string {
 		}
 	}
 	return "unknown"
+}
+
+// WriteRepartitionTable writes runs side by side as a Markdown table, a row
+// per sample: the time, the payments produced (of the first run), and for
+// each run its repartition topic's retained records, log start offsets and
+// bytes, and the app's lag. Runs with fewer samples leave their cells
+// empty.
+func WriteRepartitionTable(w io.Writer, runs []RepartitionResult) {
+	header, rule := "| elapsed | payments produced |", "|---:|---:|"
+	rows := 0
+	for _, r := range runs {
+		name := purgeName(r.PurgeInterval)
+		header += fmt.Sprintf(" %[1]s: retained records | %[1]s: log start offsets | %[1]s: bytes | %[1]s: lag |", name)
+		rule += "---:|---:|---:|---:|"
+		rows = max(rows, len(r.Samples))
+	}
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, rule)
+	for i := 0; i < rows; i++ {
+		var elapsed, produced string
+		var cells strings.Builder
+		for _, r := range runs {
+			if i >= len(r.Samples) {
+				cells.WriteString("  |  |  |  |")
+				continue
+			}
+			s := r.Samples[i]
+			if elapsed == "" {
+				elapsed, produced = fmt.Sprintf("%.0f s", s.Seconds), fmt.Sprint(s.Produced)
+			}
+			fmt.Fprintf(&cells, " %d | %d | %s | %d |", s.Repartition.Records, s.Repartition.StartOffsets, FormatBytes(s.Repartition.Bytes), s.Lag)
+		}
+		fmt.Fprintf(w, "| %s | %s |%s\n", elapsed, produced, cells.String())
+	}
+}
+
+// purgeName names a run by its purge interval.
+func purgeName(interval time.Duration) string {
+	if interval > 0 {
+		return "purge " + interval.String()
+	}
+	return "purge off"
 }
