@@ -119,3 +119,25 @@ func TestRepartitionRunPurgesOrNot(t *testing.T) {
 		})
 	}
 }
+
+// The table puts the runs side by side, a row per sample; a run with fewer
+// samples leaves its cells empty, and unknown bytes read n/a.
+func TestRepartitionTable(t *testing.T) {
+	on := RepartitionResult{PurgeInterval: 30 * time.Second, Samples: []RepartitionSample{
+		{Seconds: 15, Produced: 100, Lag: 2, Repartition: TopicSize{StartOffsets: 0, EndOffsets: 90, Records: 90, Bytes: 2048}},
+		{Seconds: 30, Produced: 200, Lag: 1, Repartition: TopicSize{StartOffsets: 150, EndOffsets: 190, Records: 40, Bytes: -1}},
+	}}
+	off := RepartitionResult{PurgeInterval: -1, Samples: []RepartitionSample{
+		{Seconds: 15, Produced: 101, Lag: 3, Repartition: TopicSize{EndOffsets: 95, Records: 95, Bytes: 100}},
+	}}
+	var b bytes.Buffer
+	WriteRepartitionTable(&b, []RepartitionResult{on, off})
+	want := `| elapsed | payments produced | purge 30s: retained records | purge 30s: log start offsets | purge 30s: bytes | purge 30s: lag | purge off: retained records | purge off: log start offsets | purge off: bytes | purge off: lag |
+|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| 15 s | 100 | 90 | 0 | 2.0 KiB | 2 | 95 | 0 | 100 B | 3 |
+| 30 s | 200 | 40 | 150 | n/a | 1 |  |  |  |  |
+`
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
