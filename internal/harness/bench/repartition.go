@@ -86,9 +86,9 @@ type RepartitionResult struct {
 	Samples       []RepartitionSample `json:"samples"`
 }
 
-// RepartitionByAmount is the name of the benchmark's repartition: payments
-// re-keyed by amount bucket.
-const RepartitionByAmount = "by-amount"
+// byAmount is the name of the benchmark's repartition: payments re-keyed
+// by amount bucket.
+const byAmount = "by-amount"
 
 // repartitionTopology counts payments by amount bucket: the payments,
 // keyed by account, are re-keyed (GroupBy, through the repartition topic
@@ -97,10 +97,10 @@ const RepartitionByAmount = "by-amount"
 func repartitionTopology(input, output string) *eddy.Topology {
 	t := eddy.NewTopology()
 	payments := eddy.Source(t, input, serde.String(), pipeline.PaymentSerde{})
-	byAmount := eddy.GroupBy(payments, func(_ string, p pipeline.Payment) string {
+	buckets := eddy.GroupBy(payments, func(_ string, p pipeline.Payment) string {
 		return fmt.Sprintf("amount-%d00s", p.Amount/100)
-	}, RepartitionByAmount, serde.String(), pipeline.PaymentSerde{})
-	counts := eddy.Count(byAmount, "counts-by-amount")
+	}, byAmount, serde.String(), pipeline.PaymentSerde{})
+	counts := eddy.Count(buckets, "counts-by-amount")
 	eddy.To(eddy.ToStream(counts), output, serde.String(), serde.Int64())
 	return t
 }
@@ -117,7 +117,7 @@ func Repartition(ctx context.Context, opts RepartitionOptions) (RepartitionResul
 		out = io.Discard
 	}
 	const appID, output = "bench-repartition", "counts"
-	res := RepartitionResult{PurgeInterval: opts.PurgeInterval, Topic: eddy.RepartitionTopic(appID, RepartitionByAmount)}
+	res := RepartitionResult{PurgeInterval: opts.PurgeInterval, Topic: eddy.RepartitionTopic(appID, byAmount)}
 	dir, err := os.MkdirTemp("", "eddy-bench-repartition-")
 	if err != nil {
 		return res, err
@@ -184,6 +184,9 @@ func Repartition(ctx context.Context, opts RepartitionOptions) (RepartitionResul
 		}
 	}
 	cancel()
+	if prodDone != nil {
+		<-prodDone // stopped by cancel: what it had not produced does not matter
+	}
 	if err := <-appDone; err != nil {
 		return res, fmt.Errorf("bench: repartition: the app: %w", err)
 	}
