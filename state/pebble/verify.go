@@ -123,6 +123,11 @@ const verifyWindow = 4 << 20
 // file in windows of verifyWindow bytes into *buf (grown if a block is
 // larger), and checks each one's checksum.
 func checkBlocks(file objstorage.Readable, ct block.ChecksumType, handles []block.Handle, buf *[]byte) error {
+	if ct != block.ChecksumTypeCRC32c && ct != block.ChecksumTypeXXHash64 {
+		// Pebble writes one of these two; its reads fail on any other.
+		return fmt.Errorf("%w: the table's footer names checksum type %d", pebbledb.ErrCorruption, ct)
+	}
+	size := uint64(file.Size())
 	var win []byte   // the part of the file in *buf
 	var start uint64 // the file offset of win[0]
 	for _, h := range handles {
@@ -130,12 +135,12 @@ func checkBlocks(file objstorage.Readable, ct block.ChecksumType, handles []bloc
 			continue // a block the table does not have
 		}
 		end := h.Offset + h.Length + block.TrailerLen
+		if end > size || end < h.Offset {
+			return fmt.Errorf("%w: block %d/%d ends beyond the end of the file (%d bytes)", pebbledb.ErrCorruption, h.Offset, h.Length, size)
+		}
 		if h.Offset < start || end > start+uint64(len(win)) {
 			start = h.Offset
-			n := min(max(verifyWindow, end-start), uint64(file.Size())-start)
-			if n < end-start {
-				return fmt.Errorf("%w: block %d/%d ends beyond the end of the file", pebbledb.ErrCorruption, h.Offset, h.Length)
-			}
+			n := min(max(verifyWindow, end-start), size-start)
 			if uint64(cap(*buf)) < n {
 				*buf = make([]byte, n)
 			}

@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddy-streams/eddy/state"
@@ -180,5 +182,32 @@ func TestSkipVerifyAtOpen(t *testing.T) {
 	err := d.Scan("s", nil, nil, func(_, _ []byte) error { return nil })
 	if !errors.Is(err, state.ErrCorrupt) {
 		t.Fatalf("Scan of a damaged table: %v; want state.ErrCorrupt", err)
+	}
+}
+
+// TestCheckBlocksBounds: a layout that points past the end of the file or
+// a footer naming no checksum Pebble writes is damage, reported as such
+// rather than a panic or a plain error that would stop the task for good.
+func TestCheckBlocksBounds(t *testing.T) {
+	file := &objstorage.MemObj{}
+	if err := file.Write(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	buf := []byte(nil)
+	for _, tc := range []struct {
+		name    string
+		ct      block.ChecksumType
+		handles []block.Handle
+	}{
+		{"past the end", block.ChecksumTypeCRC32c, []block.Handle{{Offset: 90, Length: 20}}},
+		{"offset past the end", block.ChecksumTypeCRC32c, []block.Handle{{Offset: 1 << 40, Length: 1}}},
+		{"wrapping", block.ChecksumTypeCRC32c, []block.Handle{{Offset: 10, Length: ^uint64(0) - 8}}},
+		{"checksum type", block.ChecksumType(9), []block.Handle{{Offset: 0, Length: 10}}},
+		{"bad checksum", block.ChecksumTypeCRC32c, []block.Handle{{Offset: 0, Length: 10}}},
+	} {
+		err := checkBlocks(file, tc.ct, tc.handles, &buf)
+		if !pebbledb.IsCorruptionError(err) {
+			t.Errorf("%s: %v; want a corruption error", tc.name, err)
+		}
 	}
 }
