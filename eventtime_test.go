@@ -1,0 +1,184 @@
+package eddy_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/eddytest"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// year2200 is 2200-01-01T00:00:00Z in ms: a typo'd year, far ahead of any
+// wall clock, yet one the Kafka client represents.
+const year2200 = 7_258_118_400_000
+
+// windowCounts is a topology counting each key's records in 10 s windows,
+// with no grace: a record whose window stream time has closed is late.
+func windowCounts(t *testing.T, cfg eddy.Config) (*eddytest.Driver, *eddytest.InputTopic[string, string]) {
+	t.Helper()
+	topo := eddy.NewTopology()
+	src := eddy.Source(topo, "in", serde.String(), serde.String())
+	ws := eddy.WindowedBy(eddy.GroupByKey(src, serde.String()), eddy.TumblingWindows(10*time.Second))
+	eddy.To(eddy.ToStream(eddy.WindowCount(ws, "counts")), "out", eddy.WindowedSerde(serde.String()), serde.Int64())
+	d, err := eddytest.New(topo, eddytest.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, eddytest.Input(d, "in", serde.String(), serde.String())
+}
+
+// A record stamped in the year 2200 is more than MaxEventTimeAhead ahead of
+// the wall clock: it goes to the dead-letter topic with stage time and
+// leaves stream time alone, so the next record, in time, still counts in
+// its window instead of being dropped as late.
+func TestFarFutureRecordDoesNotMoveStreamTime(t *testing.T) {
+	d, in := windowCounts(t, eddy.Config{MaxEventTimeAhead: time.Hour})
+	now := d.WallClock().UnixMilli()
+	for _, ts := range []int64{now, year2200, now + 1000} {
+		if err := in.Pipe("a", "v", ts); err != nil {
+			t.Fatalf("pipe at %d: %v", ts, err)
+		}
+	}
+	if n := d.LateRecordsDropped(); n != 0 {
+		t.Errorf("%d records dropped as late, want none", n)
+	}
+	recs, err := eddytest.Output(d, "out", eddy.WindowedSerde(serde.String()), serde.Int64()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[1].Value != 2 || recs[1].Key.Window.Start > now {
+		t.Errorf("counts %v, want 1 then 2 in the wall clock's window", recs)
+	}
+	dlq, err := eddytest.Output(d, "in.dlq", serde.String(), serde.String()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dlq) != 1 || dlq[0].Timestamp != year2200 || dlqHeader(dlq[0], eddy.HeaderDLQStage) != "time" ||
+		!strings.Contains(dlqHeader(dlq[0], eddy.HeaderDLQError), "MaxEventTimeAhead") {
+		t.Fatalf("dead letters %v, want the year-2200 record with stage time and an error naming MaxEventTimeAhead", dlq)
+	}
+}
+
+// Without MaxEventTimeAhead, eddytest does not check how far ahead a
+// record is (its wall clock is the test's, often far from the records'),
+// so a topology tested with any timestamps behaves as before.
+func TestEddytestChecksTimeAheadOnlyWhenSet(t *testing.T) {
+	d, in := windowCounts(t, eddy.Config{})
+	if err := in.Pipe("a", "v", year2200); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := eddytest.Output(d, "out", eddy.WindowedSerde(serde.String()), serde.Int64()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("counts %v, want the year-2200 record counted", recs)
+	}
+}
+
+// A record's event time may equal the wall clock plus MaxEventTimeAhead;
+// one millisecond more is too far.
+func TestMaxEventTimeAheadBound(t *testing.T) {
+	d, in := windowCounts(t, eddy.Config{MaxEventTimeAhead: time.Minute})
+	limit := d.WallClock().UnixMilli() + time.Minute.Milliseconds()
+	for _, ts := range []int64{limit, limit + 1} {
+		if err := in.Pipe("a", "v", ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := values(t, d, "in.dlq"); len(got) != 1 {
+		t.Fatalf("dead letters %v, want the one record past the limit", got)
+	}
+}
+
+// The input's own eddy.* headers (forged, or left by an earlier dead
+// letter) do not reach a dead letter under eddy's names: eddy's headers
+// replace them, and the input's are kept renamed original.eddy.*.
+func TestDeadLetterReplacesForgedHeaders(t *testing.T) {
+	d, _ := pickyDriver(t, eddy.Config{OnProcessError: eddy.DeadLetter})
+	err := d.PipeRaw("in", []byte("k"), []byte("bad"), 5, // picky fails it
+		eddy.Header{Key: "trace", Value: []byte("t1")},
+		eddy.Header{Key: eddy.HeaderDLQError, Value: []byte("forged")},
+		eddy.Header{Key: eddy.HeaderDLQOffset, Value: []byte("999")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := eddytest.Output(d, "in.dlq", serde.String(), serde.String()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dlq) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dlq))
+	}
+	count := map[string]int{}
+	var got []string
+	for _, h := range dlq[0].Headers {
+		count[h.Key]++
+		got = append(got, h.Key+"="+string(h.Value))
+	}
+	if count[eddy.HeaderDLQError] != 1 || count[eddy.HeaderDLQOffset] != 1 ||
+		dlqHeader(dlq[0], eddy.HeaderDLQError) == "forged" || dlqHeader(dlq[0], eddy.HeaderDLQOffset) != "0" {
+		t.Errorf("headers %q, want one eddy.error and one eddy.offset, eddy's own", got)
+	}
+	if dlqHeader(dlq[0], "original."+eddy.HeaderDLQError) != "forged" || dlqHeader(dlq[0], "original."+eddy.HeaderDLQOffset) != "999" ||
+		dlqHeader(dlq[0], "trace") != "t1" {
+		t.Errorf("headers %q, want the input's trace kept and its eddy.* headers as original.eddy.*", got)
+	}
+}
+
+// Against a broker: a record timestamp past what the Kafka client can
+// represent (after 2262, where franz-go's time wraps around, to a negative
+// time or to a plausible one) is dead-lettered as out of range, with
+// stage time, and is not processed; the record after it is.
+func TestTimestampOutOfClientRange(t *testing.T) {
+	t.Parallel()
+	addr := startBroker(t)
+	in, out := "stamps", "copied"
+	createTopics(t, addr, 1, in, out)
+	topo := eddy.NewTopology()
+	eddy.To(eddy.Source(topo, in, serde.String(), serde.String()), out, serde.String(), serde.String())
+	app := run(t, topo, config(t, addr))
+	year3000 := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC) // wraps to a negative time
+	year2700 := time.Date(2700, 1, 1, 0, 0, 0, 0, time.UTC) // wraps to the year 2115
+	produce(t, addr, in,
+		&kgo.Record{Key: []byte("3000"), Value: []byte("x"), Timestamp: year3000},
+		&kgo.Record{Key: []byte("2700"), Value: []byte("x"), Timestamp: year2700},
+		&kgo.Record{Key: []byte("now"), Value: []byte("x")})
+	got := waitRecords(t, addr, out, 1, app)
+	dlq := waitRecords(t, addr, eddy.DeadLetterTopic(in), 2, app)
+	if len(got) != 1 || string(got[0].Key) != "now" {
+		t.Errorf("outputs %v, want only the record of now", decode(t, got, serde.String(), serde.String()))
+	}
+	if len(dlq) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(dlq))
+	}
+	for _, r := range dlq {
+		stage, _ := header(r, eddy.HeaderDLQStage)
+		reason, _ := header(r, eddy.HeaderDLQError)
+		if stage != "time" || !strings.Contains(reason, "out of range") || !strings.Contains(reason, "2262") {
+			t.Errorf("dead letter %s: stage %q, error %q; want stage time and the out-of-range reason", r.Key, stage, reason)
+		}
+	}
+}
+
+// Against a broker: timestamp 0 (the epoch) is a valid event time, and the
+// output keeps it rather than taking the wall clock.
+func TestTimestampZeroIsKept(t *testing.T) {
+	t.Parallel()
+	addr := startBroker(t)
+	in, out := "epoch", "copied"
+	createTopics(t, addr, 1, in, out)
+	topo := eddy.NewTopology()
+	eddy.To(eddy.Source(topo, in, serde.String(), serde.String()), out, serde.String(), serde.String())
+	app := run(t, topo, config(t, addr))
+	produce(t, addr, in, &kgo.Record{Key: []byte("k"), Value: []byte("v"), Timestamp: time.UnixMilli(0)})
+	got := waitRecords(t, addr, out, 1, app)
+	if ts := got[0].Timestamp.UnixMilli(); ts != 0 {
+		t.Fatalf("output timestamp %d (%v), want 0", ts, got[0].Timestamp.UTC())
+	}
+}
