@@ -1,11 +1,16 @@
 package eddy_test
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/eddytest"
@@ -143,12 +148,11 @@ func TestTimestampOutOfClientRange(t *testing.T) {
 	topo := eddy.NewTopology()
 	eddy.To(eddy.Source(topo, in, serde.String(), serde.String()), out, serde.String(), serde.String())
 	app := run(t, topo, config(t, addr))
-	year3000 := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC) // wraps to a negative time
-	year2700 := time.Date(2700, 1, 1, 0, 0, 0, 0, time.UTC) // wraps to the year 2115
-	produce(t, addr, in,
-		&kgo.Record{Key: []byte("3000"), Value: []byte("x"), Timestamp: year3000},
-		&kgo.Record{Key: []byte("2700"), Value: []byte("x"), Timestamp: year2700},
-		&kgo.Record{Key: []byte("now"), Value: []byte("x")})
+	// franz-go's producer wraps such times around too, so these are
+	// written as raw batches, as another client would write them.
+	produceRaw(t, addr, in, "3000", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()) // read as a negative time
+	produceRaw(t, addr, in, "2700", time.Date(2700, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()) // read as the year 2115
+	produce(t, addr, in, &kgo.Record{Key: []byte("now"), Value: []byte("x")})
 	got := waitRecords(t, addr, out, 1, app)
 	dlq := waitRecords(t, addr, eddy.DeadLetterTopic(in), 2, app)
 	if len(got) != 1 || string(got[0].Key) != "now" {
@@ -180,5 +184,46 @@ func TestTimestampZeroIsKept(t *testing.T) {
 	got := waitRecords(t, addr, out, 1, app)
 	if ts := got[0].Timestamp.UnixMilli(); ts != 0 {
 		t.Fatalf("output timestamp %d (%v), want 0", ts, got[0].Timestamp.UTC())
+	}
+}
+
+// produceRaw writes one record with key and value "x" at timestamp ts (ms)
+// to partition 0 of topic, as a record batch of its own: franz-go's
+// producer cannot write a timestamp past 2262, as it goes through an int64
+// of nanoseconds.
+func produceRaw(t *testing.T, addr, topic, key string, ts int64) {
+	t.Helper()
+	rec := kmsg.Record{Key: []byte(key), Value: []byte("x")}
+	rec.Length = int32(len(rec.AppendTo(nil)) - 1) // what follows the length, a one-byte varint of 0 here
+	batch := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1, Magic: 2, FirstTimestamp: ts, MaxTimestamp: ts,
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, Records: rec.AppendTo(nil),
+	}
+	raw := batch.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))                                          // Length: what follows it
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli))) // CRC: from the attributes on
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10_000
+	part := kmsg.NewProduceRequestTopicPartition()
+	part.Records = raw
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.Partitions = topic, []kmsg.ProduceRequestTopicPartition{part}
+	req.Topics = []kmsg.ProduceRequestTopic{rt}
+	// Kafka 3.0's versions: topics by name (by id from produce v13).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(kversion.V3_0_0()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	resp, err := req.RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatalf("produce a raw batch to %s: %v", topic, err)
+	}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				t.Fatalf("produce a raw batch to %s/%d: %v", rt.Topic, p.Partition, err)
+			}
+		}
 	}
 }
