@@ -89,7 +89,7 @@ func New() *Metrics {
 		}, task),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_dlq_records_total",
-			Help: "Source records sent to the dead-letter topic <topic>.dlq (failed to decode, to process, or to produce their outputs; whole or truncated), per task.",
+			Help: "Source records sent to the dead-letter topic <topic>.dlq (failed to decode, refused for their event time, failed to process, or to produce their outputs; whole or truncated), per task.",
 		}, task),
 		timeRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_time_refused_records_total",
