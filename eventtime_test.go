@@ -1,6 +1,7 @@
 package eddy_test
 
 import (
+	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"strings"
@@ -147,7 +148,17 @@ func TestTimestampOutOfClientRange(t *testing.T) {
 	createTopics(t, addr, 1, in, out)
 	topo := eddy.NewTopology()
 	eddy.To(eddy.Source(topo, in, serde.String(), serde.String()), out, serde.String(), serde.String())
-	app := run(t, topo, config(t, addr))
+	a, err := eddy.New(topo, config(t, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	app := &running{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(app.done)
+		app.err = a.Run(ctx)
+	}()
+	t.Cleanup(func() { app.stop(t) })
 	// franz-go's producer wraps such times around too, so these are
 	// written as raw batches, as another client would write them.
 	produceRaw(t, addr, in, "3000", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()) // read as a negative time
@@ -168,6 +179,34 @@ func TestTimestampOutOfClientRange(t *testing.T) {
 			t.Errorf("dead letter %s: stage %q, error %q; want stage time and the out-of-range reason", r.Key, stage, reason)
 		}
 	}
+	// The task adds its counts to the metrics once per poll: wait for it.
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(50 * time.Millisecond) {
+		n := counterTotal(t, a, "eddy_time_refused_records_total")
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("eddy_time_refused_records_total = %v after %v, want 2", n, hangGuard)
+		}
+	}
+}
+
+// counterTotal sums the series of a counter family of the app's registry.
+func counterTotal(t *testing.T, a *eddy.App, name string) float64 {
+	t.Helper()
+	fams, err := a.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
 }
 
 // Against a broker: timestamp 0 (the epoch) is a valid event time, and the

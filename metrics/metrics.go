@@ -27,17 +27,17 @@ import (
 type Metrics struct {
 	reg *prometheus.Registry
 
-	consumed    *prometheus.CounterVec
-	produced    *prometheus.CounterVec
-	changelog   *prometheus.CounterVec
-	late        *prometheus.CounterVec
-	dlq         *prometheus.CounterVec
-	timeRefused *prometheus.CounterVec
-	forced      *prometheus.CounterVec
-	restore     *prometheus.GaugeVec
-	lag         *prometheus.GaugeVec
-	misplaced   *prometheus.CounterVec
-	latency     *batchHistogram
+	consumed  *prometheus.CounterVec
+	produced  *prometheus.CounterVec
+	changelog *prometheus.CounterVec
+	late      *prometheus.CounterVec
+	dlq       *prometheus.CounterVec
+	refused   *prometheus.CounterVec
+	forced    *prometheus.CounterVec
+	restore   *prometheus.GaugeVec
+	lag       *prometheus.GaugeVec
+	misplaced *prometheus.CounterVec
+	latency   *batchHistogram
 
 	commit    prometheus.Histogram
 	committed prometheus.Counter
@@ -91,7 +91,7 @@ func New() *Metrics {
 			Name: "eddy_dlq_records_total",
 			Help: "Source records sent to the dead-letter topic <topic>.dlq (failed to decode, refused for their event time, failed to process, or to produce their outputs; whole or truncated), per task.",
 		}, task),
-		timeRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_time_refused_records_total",
 			Help: "Source records refused for their event time (stage time: negative, after 2262, or more than Config.MaxEventTimeAhead ahead of the wall clock) and dead-lettered or skipped as Config.OnDecodeError says, per task. Dead-lettered ones count in eddy_dlq_records_total too.",
 		}, task),
@@ -129,7 +129,7 @@ func New() *Metrics {
 	m.committed = tx.WithLabelValues("committed")
 	m.aborted = tx.WithLabelValues("aborted")
 	m.dbs = newDBCollector()
-	reg.MustRegister(m.consumed, m.produced, m.changelog, m.late, m.dlq, m.timeRefused, m.forced, m.restore, m.lag,
+	reg.MustRegister(m.consumed, m.produced, m.changelog, m.late, m.dlq, m.refused, m.forced, m.restore, m.lag,
 		m.misplaced, m.latency, m.commit, tx, m.dbs,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -212,7 +212,7 @@ func (m *Metrics) Task(id string) *Task {
 		Changelog:        m.changelog.WithLabelValues(id),
 		LateDropped:      m.late.WithLabelValues(id),
 		DeadLetters:      m.dlq.WithLabelValues(id),
-		TimeRefused:      m.timeRefused.WithLabelValues(id),
+		TimeRefused:      m.refused.WithLabelValues(id),
 		IdleForced:       m.forced.WithLabelValues(id),
 		RestoreRemaining: m.restore.WithLabelValues(id),
 		Latency:          m.latency.child(id),
@@ -247,7 +247,7 @@ func (t *Task) Close() {
 		return
 	}
 	delete(m.tasks, t.id)
-	for _, v := range []*prometheus.CounterVec{m.consumed, m.produced, m.changelog, m.late, m.dlq, m.timeRefused, m.forced} {
+	for _, v := range []*prometheus.CounterVec{m.consumed, m.produced, m.changelog, m.late, m.dlq, m.refused, m.forced} {
 		v.DeleteLabelValues(t.id)
 	}
 	m.restore.DeleteLabelValues(t.id)
