@@ -161,9 +161,13 @@ func (b *taskBuild) deadLetter(r *kgo.Record, stage string, err error) error {
 	topic := DeadLetterTopic(r.Topic)
 	dl, ferr := fitDeadLetter(r, stage, err.Error(), cmp.Or(b.cfg.MaxRecordBytes, DefaultMaxRecordBytes))
 	if ferr == nil {
-		ts, ok := kafkaTimestamp(r)
-		if !ok {
-			ts = runtime.NoTimestamp // the client could not read it
+		ts := r.Timestamp.UnixMilli()
+		if stage == stageTime {
+			// The record's time is what is wrong with it, and a broker may
+			// refuse it too (Kafka 4.0 refuses producer times more than an
+			// hour ahead by default): a dead letter it refused would stop
+			// the app on every restart. The error header names the time.
+			ts = runtime.NoTimestamp
 		}
 		ferr = b.tc.Produce(topic, dl.key, dl.value, ts, dl.headers)
 	}
