@@ -70,6 +70,16 @@ func (s *sourceNode[K, V]) eventTime(r *kgo.Record, k K, v V) (int64, error) {
 	return ts, nil
 }
 
+// aheadMillis is Config.MaxEventTimeAhead in whole ms, rounded up so that
+// a positive one under a millisecond does not turn the check off; 0 when
+// it is off (negative).
+func aheadMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
 // millisText writes ms milliseconds as a duration, or in years when a
 // time.Duration cannot hold them.
 func millisText(ms int64) string {

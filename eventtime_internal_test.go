@@ -52,3 +52,11 @@ func TestMillisText(t *testing.T) {
 		t.Errorf("millisText(max) = %q", got)
 	}
 }
+
+func TestAheadMillis(t *testing.T) {
+	for d, want := range map[time.Duration]int64{-time.Second: 0, time.Nanosecond: 1, time.Millisecond: 1, 1500 * time.Microsecond: 2, 24 * time.Hour: 86_400_000} {
+		if got := aheadMillis(d); got != want {
+			t.Errorf("aheadMillis(%v) = %d, want %d", d, got, want)
+		}
+	}
+}

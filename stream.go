@@ -89,7 +89,7 @@ func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values ser
 		b.out[n] = out
 		real := topicName(b.cfg.AppID, topic)
 		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: extract, table: sc.table,
-			wallClock: sc.wallClock, internal: real != topic, maxAhead: max(b.cfg.MaxEventTimeAhead.Milliseconds(), 0)}
+			wallClock: sc.wallClock, internal: real != topic, maxAhead: aheadMillis(b.cfg.MaxEventTimeAhead)}
 		return nil
 	}
 	return Stream[K, V]{t: t, n: n, values: values}
