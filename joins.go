@@ -102,7 +102,8 @@ func JoinStreamTable[K, V, VT, VR any](s Stream[K, V], table Table[K, VT], kind 
 // updates the result: joiner(key, left, leftFound, right, rightFound) when
 // the kind says there is a result, a tombstone when a key's result
 // disappears. The result is a table of updates, not kept in a store of its
-// own.
+// own: to join it or query it, give it one with a FilterTable or
+// MapTableValues and Materialize.
 func JoinTables[K, VL, VR, VO any](left Table[K, VL], right Table[K, VR], kind JoinKind, joiner func(key K, l VL, lok bool, r VR, rok bool) VO) Table[K, VO] {
 	t := left.t
 	if err := joinable("left", left); err != nil {

@@ -179,8 +179,9 @@ type tableChange[V any] struct {
 // row's last (new key, new value); an update whose new key and value
 // encode as the old ones sends nothing (Kafka Streams' emit-on-change), so
 // an aggregate that did not change costs no repartitioned records. tb must
-// be kept in a key-value store (an aggregation, TableFrom): its key serde
-// encodes the prior store's keys.
+// be kept in a key-value store (an aggregation, TableFrom, ToTable, or a
+// FilterTable or MapTableValues of one): its key serde encodes the prior
+// store's keys.
 func GroupTableBy[K, V, K2, V2 any](tb Table[K, V], fn func(K, V) (K2, V2), name string, keys serde.Serde[K2], values serde.Serde[V2]) GroupedTable[K2, V2] {
 	t := tb.t
 	changes := tableChangeSerde[V2]{values: values}
