@@ -2,6 +2,7 @@ package eddy_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -314,5 +315,36 @@ func TestTableOpsDescribe(t *testing.T) {
 		if !slices.Equal(stores[node], st) {
 			t.Errorf("node %s owns stores %q, want %q", node, stores[node], st)
 		}
+	}
+}
+
+// TestGroupFilteredTable: regrouping a filtered table, a row filtered out
+// leaves its group (the filter's tombstone subtracts its old value).
+func TestGroupFilteredTable(t *testing.T) {
+	topo := eddy.NewTopology()
+	accounts := eddy.TableFrom(topo, "accounts", "accounts", serde.String(), serde.String()) // id -> region, or "closed"
+	byRegion := eddy.GroupTableBy(eddy.FilterTable(accounts, open), func(_, region string) (string, string) { return region, "" },
+		"by-region", serde.String(), serde.String())
+	counts := eddy.AggregateTable(byRegion, "counts", func() int64 { return 0 },
+		func(_, _ string, n int64) int64 { return n + 1 }, func(_, _ string, n int64) int64 { return n - 1 }, serde.Int64())
+	eddy.To(eddy.ToStream(counts), "out", serde.String(), serde.Int64())
+	d := newDriver(t, topo)
+	in := eddytest.Input(d, "accounts", serde.String(), serde.String())
+	for i, kv := range [][2]string{{"a", "eu"}, {"b", "eu"}, {"a", "closed"}, {"a", "us"}, {"c", "closed"}} {
+		if err := in.Pipe(kv[0], kv[1], int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kvs, err := eddytest.Output(d, "out", serde.String(), serde.Int64()).ReadKeyValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range kvs {
+		got = append(got, kv.Key+"="+strconv.FormatInt(kv.Value, 10))
+	}
+	want := []string{"eu=1", "eu=2", "eu=1", "us=1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
