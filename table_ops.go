@@ -97,10 +97,10 @@ type tableOptions[K, V any] struct {
 
 // Materialize keeps a table operator's result in a key-value store of its
 // own, named store and logged to "<app-id>-<store>-changelog", as Kafka
-// Streams' Materialized.as(store): it can be queried, and joins and
-// GroupTableBy read it there. Without it the result is a view that joins
-// compute on read from the parent table's store, which costs no storage but
-// needs a parent kept in a store, and runs the operator on every lookup.
+// Streams' Materialized.as(store): it can be queried, and joins look its
+// rows up there. Without it the result is a view that joins compute on
+// read from the parent table's store, which costs no storage but needs a
+// parent kept in a store, and runs the operator on every lookup.
 func Materialize[K, V any](store string, keys serde.Serde[K], values serde.Serde[V]) TableOption[K, V] {
 	return func(o *tableOptions[K, V]) {
 		spec := NewKeyValueStoreSpec(store, keys, values)
