@@ -297,7 +297,10 @@ func (h *harness) run(ctx context.Context) error {
 		h.rep.add(ev)
 		h.shownFaults.Store(int64(h.rep.faultCount()))
 		h.shownRecovery.Store(int64(h.rep.LongestRecovery))
-		fmt.Fprintf(h.opts.Out, "%6.0fs  fault %-14s %-40s recovered in %s\n", time.Since(h.start).Seconds(), ev.Kind, ev.Detail, ev.recoveryString())
+		// The wall-clock times of the fault let its recovery be read
+		// against the apps' and the broker's logs.
+		fmt.Fprintf(h.opts.Out, "%6.0fs  fault %-14s %-40s recovered in %s [%s–%s UTC]\n", time.Since(h.start).Seconds(), ev.Kind, ev.Detail, ev.recoveryString(),
+			ev.Start.UTC().Format("15:04:05.0"), ev.End.UTC().Format("15:04:05.0"))
 		h.current = ""
 		if err := h.supervise(ctx, time.Duration(1000+h.rng.IntN(2000))*time.Millisecond); err != nil {
 			return err
