@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/eddytest"
@@ -296,4 +297,34 @@ func ExampleFilterWithContext() {
 	kvs, _ := eddytest.Output(d, "tenant-requests", serde.String(), serde.String()).ReadKeyValues()
 	fmt.Println(kvs)
 	// Output: [{r2 GET /a}]
+}
+
+// audit forwards each record with where it was read and when.
+type audit struct {
+	ctx *eddy.ProcessorContext[string, string]
+}
+
+func (a *audit) Init(ctx *eddy.ProcessorContext[string, string]) error { a.ctx = ctx; return nil }
+
+func (a *audit) Process(rec eddy.Record[string, string]) error {
+	rec.Value = fmt.Sprintf("%s read from %s/%d@%d at %d", rec.Value, a.ctx.Topic(), a.ctx.Partition(), a.ctx.Offset(), a.ctx.WallClock())
+	return a.ctx.Forward(rec)
+}
+
+func (a *audit) Close() error { return nil }
+
+// A processor reads the input record's topic, partition and offset, and the
+// wall clock, from its context.
+func ExampleProcessorContext_Topic() {
+	t := eddy.NewTopology()
+	events := eddy.Source(t, "events", serde.String(), serde.String())
+	audited := eddy.Process(events, "audit", func() eddy.Processor[string, string, string, string] { return &audit{} })
+	eddy.To(audited, "audited", serde.String(), serde.String())
+
+	d, _ := eddytest.New(t, eddytest.Options{WallClock: time.UnixMilli(1_800_000_000_000)})
+	defer d.Close()
+	eddytest.Input(d, "events", serde.String(), serde.String()).Pipe("e1", "signup", 1)
+	kvs, _ := eddytest.Output(d, "audited", serde.String(), serde.String()).ReadKeyValues()
+	fmt.Println(kvs[0].Value)
+	// Output: signup read from events/0@0 at 1800000000000
 }
