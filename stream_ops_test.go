@@ -1,7 +1,9 @@
 package eddy_test
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -325,4 +327,33 @@ func TestProcessorContextRecord(t *testing.T) {
 		`a="in"/0@0 wall=1800000000000 | in/0@0 ts=1000 trace= headers=0`,
 		`b="in"/0@1 wall=1800000000000 | in/0@1 ts=1001 trace= headers=0`,
 		`tick=""/0@-1 wall=1800000002000 | /0@-1 ts=1800000002000 trace=tick headers=1`)
+}
+
+// TestForeachNotWarnedSinkless: a topology that ends in Foreach has a
+// purpose, its function's effects: New does not warn that its results go
+// nowhere, as it does for one that ends in a Filter.
+func TestForeachNotWarnedSinkless(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(eddy.Stream[string, string])
+		warn bool
+	}{
+		{"filter", func(s eddy.Stream[string, string]) { eddy.Filter(s, func(string, string) bool { return true }) }, true},
+		{"foreach", func(s eddy.Stream[string, string]) { eddy.Foreach(s, func(string, string) {}) }, false},
+		{"foreach with context", func(s eddy.Stream[string, string]) {
+			eddy.ForeachWithContext(s, func(eddy.RecordContext, string, string) {})
+		}, false},
+	} {
+		topo := eddy.NewTopology()
+		tc.end(eddy.Source(topo, "in", serde.String(), serde.String()))
+		var log bytes.Buffer
+		_, err := eddy.New(topo, eddy.Config{AppID: "app", Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatalf("%s: New: %v", tc.name, err)
+		}
+		if warned := strings.Contains(log.String(), "results go nowhere"); warned != tc.warn {
+			t.Errorf("%s: warned %v, want %v; log:\n%s", tc.name, warned, tc.warn, log.String())
+		}
+	}
 }
