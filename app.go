@@ -242,5 +242,6 @@ func (a *App) Handler() http.Handler {
 		Queries:  httpQueries{a},
 		Token:    a.cfg.HTTPToken,
 		PeerTLS:  a.cfg.HTTPPeerTLS,
+		Logger:   a.cfg.Logger.With("app", a.cfg.AppID, "instance", a.cfg.InstanceID),
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eddy-streams/eddy/httpapi"
 	"github.com/eddy-streams/eddy/internal/runtime"
+	"github.com/eddy-streams/eddy/state"
 )
 
 // Interactive queries read the committed state of a running App's stores:
@@ -457,7 +458,8 @@ func (h httpQueries) decl(store string, kinds ...StoreKind) (storeQuery, error) 
 	return d.query, nil
 }
 
-// httpErr maps the package's query errors to httpapi's.
+// httpErr maps the package's query errors to httpapi's: a task moving or
+// restoring is transient (503, retry), a corrupt database is not.
 func httpErr(err error) error {
 	var nl *NotLocalError
 	switch {
@@ -467,6 +469,10 @@ func httpErr(err error) error {
 		return fmt.Errorf("%w: %w", httpapi.ErrUnavailable, err)
 	case errors.Is(err, runtime.ErrUnknownStore):
 		return fmt.Errorf("%w: %w", httpapi.ErrUnknownStore, err)
+	case errors.Is(err, state.ErrCorrupt):
+		// Retrying cannot help until the task's database is rebuilt:
+		// the route answers 500 and logs err, which names its files.
+		return fmt.Errorf("%w: %w", httpapi.ErrCorrupt, err)
 	}
 	return err
 }

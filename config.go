@@ -128,6 +128,28 @@ type Config struct {
 	// OnProduceError is the policy for output records larger than
 	// MaxRecordBytes. Default Fail.
 	OnProduceError ErrorPolicy
+	// MaxEventTimeAhead bounds how far ahead of the wall clock a source
+	// record's event time (its Kafka timestamp, or what TimestampFrom
+	// extracts) may be. A record further ahead — a typo'd year, a clock
+	// or a unit gone wrong — would move its task's stream time there for
+	// good, and every later record of the task's windows would be late
+	// and dropped; instead it is refused with stage "time" before it
+	// touches stream time, under OnDecodeError (dead-lettered by
+	// default), and counted in eddy_time_refused_records_total. Only
+	// being ahead counts: replaying an old topic is fine. Records of
+	// repartition topics are not checked again (their times were checked
+	// at the app's sources). The wall clock is read once per poll, so the
+	// check is one comparison per record. Default DefaultMaxEventTimeAhead
+	// (24 hours): far more than any clock skew or time zone mix-up, so
+	// that no real record is refused, yet it bounds a bad one's harm to a
+	// day of windows rather than forever; Kafka 4.0 brokers refuse
+	// producer timestamps more than an hour ahead by default
+	// (log.message.timestamp.after.max.ms), but they do not check a time
+	// TimestampFrom takes from the value, and older brokers check
+	// nothing. Negative: off (a test or generator that stamps records
+	// ahead of the wall clock on purpose). eddytest applies it only when
+	// set.
+	MaxEventTimeAhead time.Duration
 	// Partitioner is the partitioner the producers of the app's
 	// co-partitioned sources use (the topics of a join, of a table and a
 	// stream repartitioned to meet it, of merged streams): eddy produces
@@ -271,6 +293,9 @@ func (c *Config) applyDefaults() {
 	if c.PartitionCheckEvery == 0 {
 		c.PartitionCheckEvery = 1
 	}
+	if c.MaxEventTimeAhead == 0 {
+		c.MaxEventTimeAhead = DefaultMaxEventTimeAhead
+	}
 	c.policyDefaults()
 }
 
@@ -301,6 +326,9 @@ var ErrBrokersUnreachable = kafka.ErrUnreachable
 // DefaultRepartitionPurgeInterval is Config.RepartitionPurgeInterval's
 // default, Kafka Streams' repartition.purge.interval.ms.
 const DefaultRepartitionPurgeInterval = 30 * time.Second
+
+// DefaultMaxEventTimeAhead is Config.MaxEventTimeAhead's default.
+const DefaultMaxEventTimeAhead = 24 * time.Hour
 
 // DefaultCheckpointInterval is Config.CheckpointInterval's default.
 const DefaultCheckpointInterval = time.Minute

@@ -31,6 +31,40 @@ const (
 	HeaderDLQValueSHA256 = "eddy.value.sha256"
 )
 
+// HeaderDLQOriginalPrefix prefixes, on a dead letter, the headers of the
+// source record that were named like eddy's own ("eddy.*"): forged, or
+// left by an earlier dead letter of a record replayed from a dead-letter
+// topic. Only eddy's headers carry eddy's names, so a reader of the dead
+// letter gets the failure eddy saw; the source's, renamed
+// "original.eddy.error" and so on, stay in the order they had.
+const HeaderDLQOriginalPrefix = "original."
+
+// ownHeaderPrefix is the prefix of the headers eddy writes on a dead letter.
+const ownHeaderPrefix = "eddy."
+
+// sourceHeaders returns the headers of a source record as a dead letter
+// carries them: those named like eddy's renamed with
+// HeaderDLQOriginalPrefix. It returns hs itself when none is.
+func sourceHeaders(hs []kgo.RecordHeader) []kgo.RecordHeader {
+	var out []kgo.RecordHeader
+	for i, h := range hs {
+		if !strings.HasPrefix(h.Key, ownHeaderPrefix) {
+			if out != nil {
+				out = append(out, h)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]kgo.RecordHeader, 0, len(hs)), hs[:i]...)
+		}
+		out = append(out, kgo.RecordHeader{Key: HeaderDLQOriginalPrefix + h.Key, Value: h.Value})
+	}
+	if out == nil {
+		return hs
+	}
+	return out
+}
+
 // deadLetterRecord is what a dead letter writes.
 type deadLetterRecord struct {
 	key, value []byte
@@ -47,7 +81,8 @@ const maxErrorHeader = 1 << 10
 // fitDeadLetter builds the dead letter of r, which failed at stage with
 // errText, within limit bytes of key, value and headers (what
 // runtime.CheckRecordSize counts). A dead letter that fits is r unchanged
-// with the failure's headers after its own. One that does not keeps the
+// with the failure's headers after its own (those of its own named like
+// eddy's renamed: sourceHeaders). One that does not keeps the
 // failure's headers (the error text cut to half the room left if need
 // be), adds the truncation headers, keeps r's headers if they still fit,
 // and gives the rest of the room to a prefix of the key and of the value:
@@ -55,6 +90,7 @@ const maxErrorHeader = 1 << 10
 // only when limit cannot hold even the failure's and truncation's headers
 // (a MaxRecordBytes of a few hundred bytes).
 func fitDeadLetter(r *kgo.Record, stage, errText string, limit int) (deadLetterRecord, error) {
+	src := sourceHeaders(r.Headers)
 	failure := []kgo.RecordHeader{
 		{Key: HeaderDLQError, Value: truncate(errText, maxErrorHeader)},
 		{Key: HeaderDLQStage, Value: []byte(stage)},
@@ -62,7 +98,7 @@ func fitDeadLetter(r *kgo.Record, stage, errText string, limit int) (deadLetterR
 		{Key: HeaderDLQPartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
 		{Key: HeaderDLQOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
 	}
-	whole := append(append(make([]kgo.RecordHeader, 0, len(r.Headers)+len(failure)), r.Headers...), failure...)
+	whole := append(append(make([]kgo.RecordHeader, 0, len(src)+len(failure)), src...), failure...)
 	if len(r.Key)+len(r.Value)+headersSize(whole) <= limit {
 		return deadLetterRecord{key: r.Key, value: r.Value, headers: whole}, nil
 	}
@@ -89,11 +125,11 @@ func fitDeadLetter(r *kgo.Record, stage, errText string, limit int) (deadLetterR
 	room -= len(errValue)
 
 	var cut []string
-	headers := make([]kgo.RecordHeader, 0, len(r.Headers)+len(failure)+len(marks)+1)
-	if n := headersSize(r.Headers); n <= room {
-		headers = append(headers, r.Headers...)
+	headers := make([]kgo.RecordHeader, 0, len(src)+len(failure)+len(marks)+1)
+	if n := headersSize(src); n <= room {
+		headers = append(headers, src...)
 		room -= n
-	} else if len(r.Headers) > 0 {
+	} else if len(src) > 0 {
 		cut = append(cut, "headers")
 	}
 	keyLen, valueLen := split(len(r.Key), len(r.Value), room)

@@ -177,3 +177,54 @@ func TestSplit(t *testing.T) {
 		}
 	}
 }
+
+// The source record's own eddy.* headers are renamed original.eddy.*, in
+// their order, so that only eddy's carry eddy's names; others stay as they
+// are, and a record without any keeps its headers as they are.
+func TestFitDeadLetterRenamesEddyHeaders(t *testing.T) {
+	r := &kgo.Record{Topic: "in", Partition: 0, Offset: 7, Key: []byte("k"), Value: []byte("v"),
+		Headers: []kgo.RecordHeader{
+			{Key: "trace", Value: []byte("abc")},
+			{Key: HeaderDLQError, Value: []byte("forged")},
+			{Key: HeaderDLQTruncated, Value: []byte("key")},
+			{Key: HeaderDLQOriginalPrefix + HeaderDLQError, Value: []byte("older")},
+		}}
+	want := []string{"trace=abc", "original.eddy.error=forged", "original.eddy.truncated=key", "original.eddy.error=older",
+		"eddy.error=value: bad", "eddy.stage=decode", "eddy.topic=in", "eddy.partition=0", "eddy.offset=7"}
+	dl, err := fitDeadLetter(r, "decode", "value: bad", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, h := range dl.headers {
+		got = append(got, h.Key+"="+string(h.Value))
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("headers %v, want %v", got, want)
+	}
+	if r.Headers[1].Key != HeaderDLQError {
+		t.Fatal("the source record's headers were changed")
+	}
+
+	// Truncated, it has one eddy.truncated, eddy's.
+	r.Value = bytes.Repeat([]byte("z"), 2000)
+	dl, err = fitDeadLetter(r, "decode", "value: bad", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTruncated(t, dl, r, 1000, "value")
+	n := 0
+	for _, h := range dl.headers {
+		if h.Key == HeaderDLQTruncated {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d %s headers, want 1: %v", n, HeaderDLQTruncated, dl.headers)
+	}
+
+	plain := []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}, {Key: "eddy", Value: []byte("not a prefix")}}
+	if got := sourceHeaders(plain); len(got) != 2 || &got[0] != &plain[0] {
+		t.Fatalf("sourceHeaders(%v) = %v, want the same headers", plain, got)
+	}
+}

@@ -74,7 +74,7 @@ const DefaultMaxRecordBytes = 1_000_000
 // Header keys of a dead-letter record, besides the original's headers.
 const (
 	HeaderDLQError     = "eddy.error"
-	HeaderDLQStage     = "eddy.stage" // "decode", "process" or "produce"
+	HeaderDLQStage     = "eddy.stage" // "decode", "time", "process" or "produce"
 	HeaderDLQTopic     = "eddy.topic"
 	HeaderDLQPartition = "eddy.partition"
 	HeaderDLQOffset    = "eddy.offset"
@@ -130,8 +130,8 @@ func (b *taskBuild) recordFailed(r *kgo.Record, err error) error {
 	var fault *recordFault
 	switch {
 	case errors.As(err, &fault):
-		if fault.stage == "decode" {
-			return err // decodeFailed applied its own policy
+		if fault.stage == "decode" || fault.stage == stageTime {
+			return err // the source applied OnDecodeError
 		}
 	case errors.Is(err, ErrRecordTooLarge):
 		stage = "produce"
@@ -161,7 +161,15 @@ func (b *taskBuild) deadLetter(r *kgo.Record, stage string, err error) error {
 	topic := DeadLetterTopic(r.Topic)
 	dl, ferr := fitDeadLetter(r, stage, err.Error(), cmp.Or(b.cfg.MaxRecordBytes, DefaultMaxRecordBytes))
 	if ferr == nil {
-		ferr = b.tc.Produce(topic, dl.key, dl.value, r.Timestamp.UnixMilli(), dl.headers)
+		ts := r.Timestamp.UnixMilli()
+		if stage == stageTime {
+			// The record's time is what is wrong with it, and a broker may
+			// refuse it too (Kafka 4.0 refuses producer times more than an
+			// hour ahead by default): a dead letter it refused would stop
+			// the app on every restart. The error header names the time.
+			ts = runtime.NoTimestamp
+		}
+		ferr = b.tc.Produce(topic, dl.key, dl.value, ts, dl.headers)
 	}
 	if ferr != nil {
 		// A recordFault, so that processRecord applies no policy to it

@@ -40,38 +40,14 @@ func (k JoinKind) String() string {
 func TableFrom[K, V any](t *Topology, topic, store string, keys serde.Serde[K], values serde.Serde[V]) Table[K, V] {
 	src := source(t, topic, keys, values, asTable())
 	spec := NewKeyValueStoreSpec(store, keys, values)
-	n := t.add("table-"+store, src.n)
-	t.addStore(store, n, 0, spec)
-	n.build = func(b *taskBuild) error {
-		out := &emitter[K, V]{}
-		b.out[n] = out
-		buf, err := b.tc.Store(store)
-		if err != nil {
-			return err
-		}
-		kv := spec.view(buf, b.tc.StreamTime)
-		in := output[K, V](b, src.n)
-		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
-			var err error
-			if r.Tombstone {
-				err = kv.Delete(r.Key)
-			} else {
-				err = kv.Put(r.Key, r.Value)
-			}
-			if err != nil {
-				return err
-			}
-			return out.emit(r)
-		}))
-		return nil
-	}
-	return Table[K, V]{t: t, n: n, store: store, kv: &spec}
+	n := keepLatest(t, "table-"+store, src.n, spec)
+	return Table[K, V]{t: t, n: n, store: store, rows: storeRows(spec)}
 }
 
 // joinable checks that a table can be read by a join.
 func joinable[K, V any](side string, tb Table[K, V]) error {
-	if tb.kv == nil {
-		return fmt.Errorf("eddy: the %s table of a join is not kept in a key-value store (a windowed table or a join result); aggregate it or read it with TableFrom", side)
+	if tb.rows == nil {
+		return fmt.Errorf("eddy: the %s table of a join is not kept in a key-value store (a windowed table or a join result); aggregate it, read it with TableFrom or materialize it (eddy.Materialize)", side)
 	}
 	return nil
 }
@@ -92,17 +68,16 @@ func JoinStreamTable[K, V, VT, VR any](s Stream[K, V], table Table[K, VT], kind 
 	if kind == OuterJoin {
 		t.failOn("JoinStreamTable", s.n, "a stream-table join is inner or left, not outer")
 	}
-	s = autoRepartition(s, table.kv.keys, "JoinStreamTable")
-	n := t.add("join-stream-table-"+table.store, s.n, table.n)
-	spec := *table.kv
+	s = autoRepartition(s, table.rows.keys, "JoinStreamTable")
+	n := t.add("join-stream-table-"+table.rows.store, s.n, table.n)
+	rows := table.rows
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, VR]{}
 		b.out[n] = out
-		buf, err := b.tc.Store(spec.name)
+		kv, err := rows.open(b)
 		if err != nil {
 			return err
 		}
-		kv := spec.view(buf, b.tc.StreamTime)
 		in := output[K, V](b, s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			if r.Tombstone {
@@ -127,7 +102,8 @@ func JoinStreamTable[K, V, VT, VR any](s Stream[K, V], table Table[K, VT], kind 
 // updates the result: joiner(key, left, leftFound, right, rightFound) when
 // the kind says there is a result, a tombstone when a key's result
 // disappears. The result is a table of updates, not kept in a store of its
-// own.
+// own: to join it or query it, give it one with a FilterTable or
+// MapTableValues and Materialize.
 func JoinTables[K, VL, VR, VO any](left Table[K, VL], right Table[K, VR], kind JoinKind, joiner func(key K, l VL, lok bool, r VR, rok bool) VO) Table[K, VO] {
 	t := left.t
 	if err := joinable("left", left); err != nil {
@@ -136,23 +112,22 @@ func JoinTables[K, VL, VR, VO any](left Table[K, VL], right Table[K, VR], kind J
 	if err := joinable("right", right); err != nil {
 		t.failOn("JoinTables", left.n, "%w", err)
 	}
-	n := t.add("join-tables-"+left.store+"-"+right.store, left.n, right.n)
-	if left.kv == nil || right.kv == nil {
+	n := t.add("join-tables-"+left.label()+"-"+right.label(), left.n, right.n)
+	if left.rows == nil || right.rows == nil {
 		return Table[K, VO]{t: t, n: n}
 	}
-	lspec, rspec := *left.kv, *right.kv
+	lrows, rrows := left.rows, right.rows
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, VO]{}
 		b.out[n] = out
-		lbuf, err := b.tc.Store(lspec.name)
+		lkv, err := lrows.open(b)
 		if err != nil {
 			return err
 		}
-		rbuf, err := b.tc.Store(rspec.name)
+		rkv, err := rrows.open(b)
 		if err != nil {
 			return err
 		}
-		lkv, rkv := lspec.view(lbuf, b.tc.StreamTime), rspec.view(rbuf, b.tc.StreamTime)
 		// result emits the key's join result after an update of one side,
 		// or a tombstone when the kind says the key has none now.
 		result := func(k K, ts int64, l VL, lok bool, r VR, rok bool, hs []Header) error {

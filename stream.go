@@ -55,8 +55,10 @@ func (s Stream[K, V]) Topology() *Topology { return s.t }
 //
 // A record's event time is its Kafka timestamp, or what the TimestampFrom
 // option extracts; it advances the task's stream time before the record is
-// processed. A negative event time is bad input, handled like a record that
-// fails to decode.
+// processed. A negative event time, one the Kafka client cannot represent
+// (after 2262) and one more than Config.MaxEventTimeAhead ahead of the wall
+// clock are bad input, handled like a record that fails to decode, with
+// stage "time".
 func Source[K, V any](t *Topology, topic string, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption) Stream[K, V] {
 	return source(t, topic, keys, values, opts...)
 }
@@ -87,7 +89,7 @@ func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values ser
 		b.out[n] = out
 		real := topicName(b.cfg.AppID, topic)
 		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: extract, table: sc.table,
-			wallClock: sc.wallClock, internal: real != topic}
+			wallClock: sc.wallClock, internal: real != topic, maxAhead: aheadMillis(b.cfg.MaxEventTimeAhead)}
 		return nil
 	}
 	return Stream[K, V]{t: t, n: n, values: values}
@@ -223,6 +225,8 @@ type sourceNode[K, V any] struct {
 	// internal marks a repartition topic: eddy wrote it, so a record
 	// that fails to decode there is a bug, never dead-lettered.
 	internal bool
+	// maxAhead is Config.MaxEventTimeAhead in ms (0: off).
+	maxAhead int64
 }
 
 func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
@@ -240,14 +244,8 @@ func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
 	} else if rec.Value, err = s.values.Deserialize(r.Value); err != nil {
 		return s.decodeFailed(r, fmt.Errorf("value: %w", err))
 	}
-	rec.Timestamp = r.Timestamp.UnixMilli()
-	if s.ts != nil {
-		rec.Timestamp = s.ts(rec.Key, rec.Value, rec.Timestamp)
-	} else if s.wallClock {
-		rec.Timestamp = s.b.tc.WallClock()
-	}
-	if rec.Timestamp < 0 {
-		return s.decodeFailed(r, fmt.Errorf("timestamp: %d is negative; an event time is ms since the Unix epoch", rec.Timestamp))
+	if rec.Timestamp, err = s.eventTime(r, rec.Key, rec.Value); err != nil {
+		return s.refused(r, stageTime, err)
 	}
 	s.b.tc.AdvanceStreamTime(rec.Timestamp)
 	if len(r.Headers) > 0 {
@@ -260,16 +258,28 @@ func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
 }
 
 func (s *sourceNode[K, V]) decodeFailed(r *kgo.Record, err error) error {
+	return s.refused(r, "decode", err)
+}
+
+// refused applies OnDecodeError to a record that failed at stage, "decode"
+// or stageTime (its event time).
+func (s *sourceNode[K, V]) refused(r *kgo.Record, stage string, err error) error {
 	switch {
 	case s.internal || s.b.cfg.OnDecodeError == Fail:
 		// A repartition topic holds what this app's serdes wrote: a
 		// record there that fails to decode is a bug, never bad input.
-		return &recordFault{stage: "decode", err: fmt.Errorf("eddy: decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
+		return &recordFault{stage: stage, err: fmt.Errorf("eddy: %s %s/%d@%d: %w", stage, r.Topic, r.Partition, r.Offset, err)}
 	case s.b.cfg.OnDecodeError == LogAndContinue:
-		s.b.countSkipped("decode", r, err)
-		return nil
+		s.b.countSkipped(stage, r, err)
+	default:
+		if err := s.b.deadLetter(r, stage, err); err != nil {
+			return err
+		}
 	}
-	return s.b.deadLetter(r, "decode", err)
+	if stage == stageTime {
+		s.b.timeRefused++
+	}
+	return nil
 }
 
 // attach adds a stateless operator after s: fn gets the output emitter of

@@ -39,13 +39,16 @@ type Table[K, V any] struct {
 	t     *Topology
 	n     *node
 	store string
-	// kv is the key-value store that holds the table, when it has one
-	// (windowed tables and join results have none): what joins read.
-	kv *KeyValueStoreSpec[K, V]
+	// rows reads the table's current rows, when a key-value store holds
+	// them (windowed tables and join results have none): what joins and
+	// GroupTableBy read. A view (FilterTable, MapTableValues without
+	// Materialize) reads its parent's store through its own function.
+	rows *tableRows[K, V]
 }
 
 // StoreName is the name of the table's state store ("" for a table that
-// is not materialised, such as a join's result).
+// is not materialised, such as a join's result or a FilterTable or
+// MapTableValues view).
 func (t Table[K, V]) StoreName() string { return t.store }
 
 // ToStream returns the table's updates as a stream: one record per update,
@@ -90,7 +93,7 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 		}))
 		return nil
 	}
-	return Table[K, A]{t: t, n: n, store: store, kv: &spec}
+	return Table[K, A]{t: t, n: n, store: store, rows: storeRows(spec)}
 }
 
 // Count counts each key's records.
@@ -117,7 +120,7 @@ func Reduce[K, V any](g GroupedStream[K, V], store string, fn func(agg, v V) V, 
 		// them only in memory): queries render them as V.
 		d.query = spec
 	}
-	return Table[K, V]{t: t.t, n: mapTableValues(t, func(r reduced) V { return r.v }), store: t.store, kv: &spec}
+	return Table[K, V]{t: t.t, n: mapUpdates(t, func(r reduced) V { return r.v }), store: t.store, rows: storeRows(spec)}
 }
 
 // reducedSerde stores a Reduce aggregate as the plain value, so the store
@@ -141,8 +144,8 @@ func (s reducedSerde[V, R]) Deserialize(b []byte) (R, error) {
 	return s.wrap(v), nil
 }
 
-// mapTableValues adds a node that maps a table's update values.
-func mapTableValues[K, A, B any](t Table[K, A], fn func(A) B) *node {
+// mapUpdates adds a node that maps a table's update values.
+func mapUpdates[K, A, B any](t Table[K, A], fn func(A) B) *node {
 	s := MapValues(Stream[K, A]{t: t.t, n: t.n}, func(_ K, a A) B { return fn(a) })
 	return s.n
 }
@@ -176,16 +179,17 @@ type tableChange[V any] struct {
 // row's last (new key, new value); an update whose new key and value
 // encode as the old ones sends nothing (Kafka Streams' emit-on-change), so
 // an aggregate that did not change costs no repartitioned records. tb must
-// be kept in a key-value store (an aggregation, TableFrom): its key serde
-// encodes the prior store's keys.
+// be kept in a key-value store (an aggregation, TableFrom, ToTable, or a
+// FilterTable or MapTableValues of one): its key serde encodes the prior
+// store's keys.
 func GroupTableBy[K, V, K2, V2 any](tb Table[K, V], fn func(K, V) (K2, V2), name string, keys serde.Serde[K2], values serde.Serde[V2]) GroupedTable[K2, V2] {
 	t := tb.t
 	changes := tableChangeSerde[V2]{values: values}
-	if tb.kv == nil {
+	if tb.rows == nil {
 		t.fail("eddy: GroupTableBy %s: the table is not kept in a key-value store (a windowed table or a join result); aggregate it or read it with TableFrom", name)
 		return GroupedTable[K2, V2]{s: Stream[K2, tableChange[V2]]{t: t, n: tb.n}, keys: keys}
 	}
-	prior := NewKeyValueStoreSpec(name+"-prior", tb.kv.keys, serde.Bytes())
+	prior := NewKeyValueStoreSpec(name+"-prior", tb.rows.keys, serde.Bytes())
 	n := t.add("group-table-by-"+name, tb.n)
 	t.addStore(prior.name, n, 0, prior)
 	n.build = func(b *taskBuild) error {

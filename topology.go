@@ -313,6 +313,9 @@ type taskBuild struct {
 	// deadLetters counts the records sent to a dead-letter topic since
 	// the task opened (those of aborted transactions too).
 	deadLetters int64
+	// timeRefused counts the source records refused for their event time
+	// (stage time), dead-lettered or skipped, since the task opened.
+	timeRefused int64
 	// skipped counts the records a log-and-continue policy skipped since
 	// the task opened; skippedLogged is when that was last logged.
 	skipped       int64
@@ -338,6 +341,10 @@ func (b *taskBuild) LateDropped() int64 { return b.lateDropped }
 // DeadLetters returns how many records the task sent to a dead-letter
 // topic since it opened.
 func (b *taskBuild) DeadLetters() int64 { return b.deadLetters }
+
+// TimeRefused returns how many source records the task refused for their
+// event time since it opened.
+func (b *taskBuild) TimeRefused() int64 { return b.timeRefused }
 
 func newTaskBuild(tc runtime.TaskContext, cfg *Config, nodes []*node) (_ *taskBuild, err error) {
 	b := &taskBuild{tc: tc, cfg: cfg, out: make(map[*node]any), sources: make(map[string]rawReceiver)}

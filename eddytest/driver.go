@@ -38,7 +38,9 @@ import (
 type Options struct {
 	// Config is passed to the topology as Run would: AppID names internal
 	// topics (default "eddytest"), OnDecodeError applies. Broker, state and
-	// commit settings are ignored.
+	// commit settings are ignored. MaxEventTimeAhead applies only when set
+	// (its default is off here): the driver's wall clock is the test's,
+	// often far from the times of the records it pipes.
 	Config eddy.Config
 	// WallClock is the initial wall-clock time. Default: 2026-01-01 UTC.
 	WallClock time.Time
@@ -68,6 +70,9 @@ func New(t *eddy.Topology, opts Options) (*Driver, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.MaxEventTimeAhead == 0 {
+		cfg.MaxEventTimeAhead = -1 // off
 	}
 	topo, err := plan.Build(t, cfg)
 	if err != nil {

@@ -42,12 +42,31 @@ func requireToken(token string, h http.Handler) http.Handler {
 			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/", HttpOnly: true,
 				Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, Expires: time.Now().Add(24 * time.Hour)})
 			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			w.Header().Set("Location", sameOrigin(r.URL.EscapedPath(), r.URL.Path, q.Encode()))
+			w.WriteHeader(http.StatusSeeOther)
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="eddy"`)
 		writeError(w, http.StatusUnauthorized, "this endpoint needs the app's token: send \"Authorization: Bearer TOKEN\" (eddy query reads it from "+TokenEnv+"), or open the page once with ?token=TOKEN")
 	})
+}
+
+// sameOrigin is the Location of the redirect after ?token=: the request's
+// path (escaped, as it came) and query, or "/" with the query when the
+// path, as sent or decoded, is not a plain absolute path. A browser reads
+// "//host/…" and "/\host/…" as another host; a link that carries a valid
+// token must not send the user there with the cookie just set. Only the
+// path is used, so an absolute request target (GET http://host/…)
+// redirects here too.
+func sameOrigin(escapedPath, path, query string) string {
+	loc := escapedPath
+	for _, p := range []string{escapedPath, path} {
+		if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, `/\`) {
+			loc = "/"
+		}
+	}
+	if query != "" {
+		loc += "?" + query
+	}
+	return loc
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -34,6 +35,10 @@ type Options struct {
 	Topology TopologyDescriber
 	// UI serves the web UI at GET / (and its assets under /ui/).
 	UI bool
+	// Logger receives the errors that an answer only summarizes (a
+	// corrupt store, an internal failure): they name files and types
+	// that a client has no use for. Nil discards them.
+	Logger *slog.Logger
 }
 
 // New returns the handler of an app's endpoints:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -87,7 +88,18 @@ var (
 	// ErrUnavailable means retry: the task that holds the key is moving
 	// or restoring, or the group's placement is not known yet.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrCorrupt means the state the query read is damaged on this
+	// instance's disk: retrying does not help until the instance rebuilds
+	// it. The answer is a 500 without Retry-After that says so and what
+	// the operator does; the error itself, which names files, goes to the
+	// log.
+	ErrCorrupt = errors.New("state corrupt")
 )
+
+// An error of Queries that is none of the above is answered with a 500
+// that says only that the query failed here (the error, which may name
+// files or Go types, goes to Options.Logger): a client can do nothing
+// with its text.
 
 // MovedError says that another instance owns the key.
 type MovedError struct {
@@ -111,6 +123,7 @@ const retryAfter = "1"
 
 type queryRoutes struct {
 	q      Queries
+	log    *slog.Logger
 	client *http.Client
 	// scheme and token are what a forwarded request uses to reach and
 	// authenticate to the other instances.
@@ -121,7 +134,10 @@ func (o Options) addQueryRoutes(mux *http.ServeMux) {
 	if o.Queries == nil {
 		return
 	}
-	qr := &queryRoutes{q: o.Queries, client: &http.Client{Timeout: 10 * time.Second}, scheme: "http", token: o.Token}
+	qr := &queryRoutes{q: o.Queries, log: o.Logger, client: &http.Client{Timeout: 10 * time.Second}, scheme: "http", token: o.Token}
+	if qr.log == nil {
+		qr.log = slog.New(slog.DiscardHandler)
+	}
 	if o.PeerTLS != nil {
 		qr.scheme = "https"
 		qr.client.Transport = &http.Transport{TLSClientConfig: o.PeerTLS}
@@ -163,6 +179,8 @@ func (qr *queryRoutes) get(w http.ResponseWriter, r *http.Request) {
 	if errors.Is(err, ErrNotFound) && !forwarded {
 		res, ferr := qr.fanOut(r.Context(), store, KeyRange{Key: key}, 1, url.Values{"key": {key}, "limit": {"1"}}.Encode())
 		switch {
+		case ferr != nil && !errors.Is(ferr, ErrUnavailable):
+			err = ferr // corrupt or failed somewhere: not a plain "not found"
 		case ferr != nil:
 			err = fmt.Errorf("%w; and not every instance could be asked whether another partition holds it: %w", err, ferr)
 		case len(res.Entries) > 0:
@@ -255,16 +273,7 @@ func (qr *queryRoutes) remoteWindows(ctx context.Context, owner, path, rawQuery 
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, owner, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		_ = json.Unmarshal(body, &e)
-		err := fmt.Errorf("%s answered %s: %s", owner, resp.Status, e.Error)
-		switch resp.StatusCode {
-		case http.StatusNotFound:
-			return nil, fmt.Errorf("%w: %w", ErrUnknownStore, err)
-		case http.StatusBadRequest:
-			return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, peerError(owner, resp, body)
 	}
 	var wire struct {
 		Windows []struct {
@@ -413,8 +422,8 @@ func (qr *queryRoutes) fanOut(ctx context.Context, store string, kr KeyRange, li
 	seen := map[string]bool{}
 	for i, res := range results {
 		if errs[i] != nil {
-			if errors.Is(errs[i], ErrUnknownStore) || errors.Is(errs[i], ErrBadRequest) {
-				return ScanResult{}, errs[i]
+			if !errors.Is(errs[i], ErrUnavailable) {
+				return ScanResult{}, errs[i] // retrying would not help
 			}
 			continue // its tasks are missing below: unavailable
 		}
@@ -462,6 +471,12 @@ func (qr *queryRoutes) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &moved):
 		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusServiceUnavailable, "the key's task moved while the request was forwarded; retry")
+	case errors.Is(err, ErrCorrupt):
+		qr.log.Error("query: state corrupt", "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("store %s: this instance's copy of the store's state is corrupt (a damaged file on its disk), so retrying will not help; "+
+			"the operator restarts the instance, which then rebuilds the damaged task database from its changelog; the instance's log has the details", r.PathValue("store")))
+	case errors.As(err, new(*failedPeer)):
+		writeError(w, http.StatusInternalServerError, err.Error())
 	case errors.Is(err, ErrUnknownStore), errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrBadRequest):
@@ -470,10 +485,40 @@ func (qr *queryRoutes) fail(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	case errors.Is(err, context.Canceled):
-		writeError(w, 499, err.Error())
+		writeError(w, 499, "the request was cancelled")
 	default:
-		writeError(w, http.StatusInternalServerError, err.Error())
+		qr.log.Error("query failed", "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "the query failed on this instance with an internal error; the instance's log has the details")
 	}
+}
+
+// failedPeer is another instance's answer that retrying will not change:
+// a 5xx without Retry-After (its state is corrupt, or it failed). Its
+// message is that instance's own answer, already free of its internals.
+type failedPeer struct {
+	owner, status, msg string
+}
+
+func (e *failedPeer) Error() string {
+	return fmt.Sprintf("the instance at %s answered %s: %s", e.owner, e.status, e.msg)
+}
+
+// peerError classifies another instance's answer that is not a 200: by
+// its status, and for a 5xx by whether it says to retry.
+func peerError(owner string, resp *http.Response, body []byte) error {
+	var e struct{ Error string }
+	_ = json.Unmarshal(body, &e)
+	msg := strings.TrimSpace(e.Error)
+	err := fmt.Errorf("%s answered %s: %s", owner, resp.Status, msg)
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return fmt.Errorf("%w: %w", ErrUnknownStore, err)
+	case resp.StatusCode == http.StatusBadRequest:
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	case resp.StatusCode >= 500 && resp.Header.Get("Retry-After") == "":
+		return &failedPeer{owner: owner, status: resp.Status, msg: msg}
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
 func (qr *queryRoutes) forwardRequest(ctx context.Context, owner, escapedPath, rawQuery string) (*http.Response, error) {
@@ -518,24 +563,15 @@ func relay(w http.ResponseWriter, resp *http.Response) {
 func (qr *queryRoutes) forwardJSON(ctx context.Context, owner, path, rawQuery string, out *ScanResult) error {
 	resp, err := qr.forwardRequest(ctx, owner, path, rawQuery)
 	if err != nil {
-		return fmt.Errorf("%s: %w", owner, err)
+		return fmt.Errorf("%w: %s: %v", ErrUnavailable, owner, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return fmt.Errorf("%s: %w", owner, err)
+		return fmt.Errorf("%w: %s: %v", ErrUnavailable, owner, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		_ = json.Unmarshal(body, &e)
-		err := fmt.Errorf("%s answered %s: %s", owner, resp.Status, strings.TrimSpace(e.Error))
-		switch resp.StatusCode {
-		case http.StatusNotFound:
-			return fmt.Errorf("%w: %w", ErrUnknownStore, err)
-		case http.StatusBadRequest:
-			return fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-		return err
+		return peerError(owner, resp, body)
 	}
 	// Keys and values stay as the owner rendered them (RawMessage: a
 	// float64 would round large integers).

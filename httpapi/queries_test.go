@@ -3,13 +3,17 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/eddy-streams/eddy/internal/testutil"
 )
 
 // instanceQueries is one instance of an app in these tests: it holds the
@@ -22,6 +26,9 @@ type instanceQueries struct {
 	data   map[string]int
 	owners func(key string) string // the endpoint this instance believes owns key
 	all    []string
+	// fail, when set, is the error of every read of this instance's
+	// state.
+	fail error
 }
 
 func (q *instanceQueries) Stores() []StoreInfo { return []StoreInfo{{Name: "s", Kind: "key-value"}} }
@@ -29,6 +36,9 @@ func (q *instanceQueries) Stores() []StoreInfo { return []StoreInfo{{Name: "s", 
 func (q *instanceQueries) Get(_ context.Context, store, key string) (any, error) {
 	if store != "s" {
 		return nil, fmt.Errorf("%w %q; the stores are [s]", ErrUnknownStore, store)
+	}
+	if q.fail != nil {
+		return nil, q.fail
 	}
 	if owner := q.owners(key); owner != q.self {
 		if owner == "" {
@@ -43,11 +53,20 @@ func (q *instanceQueries) Get(_ context.Context, store, key string) (any, error)
 	return map[string]any{"v": v, "at": q.self}, nil
 }
 
-func (q *instanceQueries) Windows(_ context.Context, _, key string, from, to int64, _ bool) ([]Window, error) {
+func (q *instanceQueries) Windows(_ context.Context, _, key string, from, to int64, everyTask bool) ([]Window, error) {
+	if q.fail != nil {
+		return nil, q.fail
+	}
+	if owner := q.owners(key); owner != q.self && !everyTask {
+		return nil, &MovedError{Owner: owner}
+	}
 	return []Window{{Start: from, End: to, Value: key}}, nil
 }
 
 func (q *instanceQueries) Scan(_ context.Context, _ string, r KeyRange, limit int) (ScanResult, error) {
+	if q.fail != nil {
+		return ScanResult{}, q.fail
+	}
 	res := ScanResult{Tasks: []string{q.task}, Total: 2, Entries: []Entry{}}
 	for k, v := range q.data {
 		if r.Key != "" && k == r.Key || r.Key == "" && strings.HasPrefix(k, r.Prefix) {
@@ -169,4 +188,76 @@ func TestQueryWindowTimes(t *testing.T) {
 			t.Errorf("windows ?%s: %d %s, want 400", q, status, body)
 		}
 	}
+}
+
+// TestQueryErrorBodies checks what a client is told when a read fails:
+// a transient failure (a task restoring) is a 503 with Retry-After; a
+// corrupt state or an internal failure is a 500 without it, whose body
+// says what happened without the files and Go types the error names,
+// which go to the log instead. Asked directly or through the other
+// instance (forwarded get, fanned-out scan, forwarded windows).
+func TestQueryErrorBodies(t *testing.T) {
+	const internal = "state/pebble: get /var/lib/eddy/ledger/0_0: pebble: checksum mismatch in 000012.sst; *sstable.Reader"
+	for _, tc := range []struct {
+		name      string
+		err       error
+		status    int
+		retry     bool
+		bodyWants string
+	}{
+		{"restoring", fmt.Errorf("%w: task 0_0 is restoring", ErrUnavailable), http.StatusServiceUnavailable, true, "restoring"},
+		{"corrupt", fmt.Errorf("%w: %s", ErrCorrupt, internal), http.StatusInternalServerError, false, "corrupt"},
+		{"internal", errors.New(internal), http.StatusInternalServerError, false, "log"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _, aURL, bURL := twoInstancesLogged(t)
+			a.fail = tc.err
+			for _, u := range []string{
+				aURL + "/v1/stores/s/keys/a1",       // read here
+				bURL + "/v1/stores/s/keys/a1",       // forwarded to a
+				aURL + "/v1/stores/s/keys?prefix=a", // a's part of a scan, here
+				bURL + "/v1/stores/s/keys?prefix=a", // a's part, through b
+				aURL + "/v1/stores/s/keys/a1/windows",
+				bURL + "/v1/stores/s/keys/a1/windows", // forwarded to a
+			} {
+				status, h, body := getBody(t, u)
+				if status != tc.status || (h.Get("Retry-After") != "") != tc.retry || !strings.Contains(body, tc.bodyWants) {
+					t.Errorf("GET %s: %d (Retry-After %q) %s; want %d, Retry-After %v, a body with %q", u, status, h.Get("Retry-After"), body, tc.status, tc.retry, tc.bodyWants)
+				}
+				for _, leak := range []string{"/var/lib", "sst", "pebble", "*"} {
+					if strings.Contains(body, leak) {
+						t.Errorf("GET %s: the body %s shows %q", u, body, leak)
+					}
+				}
+			}
+			if !tc.retry && !strings.Contains(a.log.String(), "/var/lib/eddy/ledger/0_0") {
+				t.Errorf("the full error is not in the instance's log: %q", a.log.String())
+			}
+		})
+	}
+}
+
+// twoInstancesLogged is twoInstances whose a logs to a.log.
+func twoInstancesLogged(t *testing.T) (a *loggedInstance, b *instanceQueries, aURL, bURL string) {
+	a = &loggedInstance{instanceQueries: &instanceQueries{task: "0_0", data: map[string]int{"a1": 1}}}
+	b = &instanceQueries{task: "0_1", data: map[string]int{"b1": 3}}
+	logger := slog.New(slog.NewTextHandler(&a.log, nil))
+	sa, sb := httptest.NewServer(New(Options{Queries: a, Logger: logger})), httptest.NewServer(New(Options{Queries: b}))
+	t.Cleanup(sa.Close)
+	t.Cleanup(sb.Close)
+	a.self, b.self = strings.TrimPrefix(sa.URL, "http://"), strings.TrimPrefix(sb.URL, "http://")
+	owners := func(key string) string {
+		if strings.HasPrefix(key, "a") {
+			return a.self
+		}
+		return b.self
+	}
+	a.owners, b.owners = owners, owners
+	a.all, b.all = []string{a.self, b.self}, []string{a.self, b.self}
+	return a, b, sa.URL, sb.URL
+}
+
+type loggedInstance struct {
+	*instanceQueries
+	log testutil.LogBuffer
 }

@@ -32,6 +32,7 @@ type Metrics struct {
 	changelog *prometheus.CounterVec
 	late      *prometheus.CounterVec
 	dlq       *prometheus.CounterVec
+	refused   *prometheus.CounterVec
 	forced    *prometheus.CounterVec
 	restore   *prometheus.GaugeVec
 	lag       *prometheus.GaugeVec
@@ -88,7 +89,11 @@ func New() *Metrics {
 		}, task),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_dlq_records_total",
-			Help: "Source records sent to the dead-letter topic <topic>.dlq (failed to decode, to process, or to produce their outputs; whole or truncated), per task.",
+			Help: "Source records sent to the dead-letter topic <topic>.dlq (failed to decode, refused for their event time, failed to process, or to produce their outputs; whole or truncated), per task.",
+		}, task),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_time_refused_records_total",
+			Help: "Source records refused for their event time (stage time: negative, after 2262, or more than Config.MaxEventTimeAhead ahead of the wall clock) and dead-lettered or skipped as Config.OnDecodeError says, per task. Dead-lettered ones count in eddy_dlq_records_total too.",
 		}, task),
 		forced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eddy_task_idle_forced_total",
@@ -124,7 +129,7 @@ func New() *Metrics {
 	m.committed = tx.WithLabelValues("committed")
 	m.aborted = tx.WithLabelValues("aborted")
 	m.dbs = newDBCollector()
-	reg.MustRegister(m.consumed, m.produced, m.changelog, m.late, m.dlq, m.forced, m.restore, m.lag,
+	reg.MustRegister(m.consumed, m.produced, m.changelog, m.late, m.dlq, m.refused, m.forced, m.restore, m.lag,
 		m.misplaced, m.latency, m.commit, tx, m.dbs,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -178,6 +183,7 @@ type Task struct {
 	Changelog        prometheus.Counter
 	LateDropped      prometheus.Counter
 	DeadLetters      prometheus.Counter
+	TimeRefused      prometheus.Counter
 	IdleForced       prometheus.Counter
 	RestoreRemaining prometheus.Gauge
 	Latency          *LatencyObserver
@@ -206,6 +212,7 @@ func (m *Metrics) Task(id string) *Task {
 		Changelog:        m.changelog.WithLabelValues(id),
 		LateDropped:      m.late.WithLabelValues(id),
 		DeadLetters:      m.dlq.WithLabelValues(id),
+		TimeRefused:      m.refused.WithLabelValues(id),
 		IdleForced:       m.forced.WithLabelValues(id),
 		RestoreRemaining: m.restore.WithLabelValues(id),
 		Latency:          m.latency.child(id),
@@ -240,7 +247,7 @@ func (t *Task) Close() {
 		return
 	}
 	delete(m.tasks, t.id)
-	for _, v := range []*prometheus.CounterVec{m.consumed, m.produced, m.changelog, m.late, m.dlq, m.forced} {
+	for _, v := range []*prometheus.CounterVec{m.consumed, m.produced, m.changelog, m.late, m.dlq, m.refused, m.forced} {
 		v.DeleteLabelValues(t.id)
 	}
 	m.restore.DeleteLabelValues(t.id)

@@ -71,6 +71,7 @@ func TestTaskSeries(t *testing.T) {
 	tk.Changelog.Add(2)
 	tk.LateDropped.Add(1)
 	tk.DeadLetters.Add(4)
+	tk.TimeRefused.Add(6)
 	tk.RestoreRemaining.Set(7)
 	tk.Lag("payments", 1).Set(9)
 	tk.Latency.ObserveBatch(10*time.Microsecond, 10)
@@ -82,6 +83,7 @@ func TestTaskSeries(t *testing.T) {
 		"eddy_changelog_records_produced_total": 2,
 		"eddy_late_records_dropped_total":       1,
 		"eddy_dlq_records_total":                4,
+		"eddy_time_refused_records_total":       6,
 		"eddy_restore_remaining_records":        7,
 	} {
 		if got := value(series(fams, name, "task", "0_1")); got != want {

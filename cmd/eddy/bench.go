@@ -15,7 +15,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/harness/versitygw"
 )
 
-const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failover|nexmark|state-memory [flags]
+const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failover|nexmark|state-memory|repartition [flags]
 
   ledger        the ledger exactly-once vs at-least-once vs the broker's raw rate
   windowed      the same for the windowed totals (examples/windowed)
@@ -29,6 +29,8 @@ const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failo
   state-memory  the ledger's RSS, in a process of its own, while its state grows to
                 10× its state memory budget (it re-executes eddy with
                 ` + bench.StateMemoryChildEnv + ` set to run the ledger)
+  repartition   an app's repartition topic size over a steady run (5 minutes),
+                with eddy's purge of consumed repartition records and without
 
 Run 'eddy bench <name> -h' for the flags.`
 
@@ -50,6 +52,8 @@ func runBench(ctx context.Context, args []string) error {
 		return runNexmark(ctx, args[1:])
 	case "state-memory":
 		return runStateMemory(ctx, args[1:])
+	case "repartition":
+		return runRepartition(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown benchmark %q\n%s", args[0], benchUsage)
 }

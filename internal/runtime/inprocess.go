@@ -289,6 +289,9 @@ func (t *InProcessTask) Produce(topic string, key, value []byte, timestamp int64
 	if read {
 		offset = p.Append(topic)
 	}
+	if timestamp < 0 {
+		timestamp = p.now // NoTimestamp: the producer's clock
+	}
 	if p.opts.Out != nil {
 		o := &p.out
 		o.Topic, o.Key, o.Value, o.Headers, o.Timestamp, o.Offset = topic, key, value, headers, time.UnixMilli(timestamp), offset

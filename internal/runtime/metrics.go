@@ -20,10 +20,10 @@ type taskMetrics struct {
 	lag []prometheus.Gauge
 	end []int64
 	// counts are the processor's own counters, if it keeps them (package
-	// eddy's count late and dead-lettered records); late and dlq their
-	// values at the last flush.
-	counts    processorCounts
-	late, dlq int64
+	// eddy's count late, dead-lettered and time-refused records); late,
+	// dlq and timeRefused their values at the last flush.
+	counts                 processorCounts
+	late, dlq, timeRefused int64
 	// produced counts Produce calls since the last flush.
 	produced int64
 	// removeDB stops reporting the database; it runs before the
@@ -33,10 +33,12 @@ type taskMetrics struct {
 
 // processorCounts is implemented by task processors that count what only
 // they see: records windowed operations dropped as late, records sent to
-// a dead-letter topic. The counts are since the task opened.
+// a dead-letter topic, source records refused for their event time. The
+// counts are since the task opened.
 type processorCounts interface {
 	LateDropped() int64
 	DeadLetters() int64
+	TimeRefused() int64
 }
 
 // openMetrics resolves the task's metric children. closeMetrics releases
@@ -103,6 +105,10 @@ func (t *task) flushMetrics(d time.Duration, n int) {
 		if v := m.counts.DeadLetters(); v > m.dlq {
 			m.h.DeadLetters.Add(float64(v - m.dlq))
 			m.dlq = v
+		}
+		if v := m.counts.TimeRefused(); v > m.timeRefused {
+			m.h.TimeRefused.Add(float64(v - m.timeRefused))
+			m.timeRefused = v
 		}
 	}
 	if a := t.align; a != nil && a.forcedCount > 0 {

@@ -12,6 +12,12 @@ import (
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
+// NoTimestamp is the timestamp of a record produced without one (Kafka's
+// -1), as is any negative one: the producer stamps it with its clock.
+// Event times are never negative (sources refuse them), so it cannot be
+// mistaken for one; 0 is the epoch, a time like any other.
+const NoTimestamp = -1
+
 // produceRecord copies key, value and headers into a recycled record and
 // produces it in the open transaction; partition < 0 means the partitioner
 // chooses from the key. A nil value stays nil (a tombstone).
@@ -31,8 +37,8 @@ func (w *worker) produceRecord(topic string, partition int32, key, value []byte,
 	r.Key = w.produced.copy(key)
 	r.Value = w.produced.copy(value)
 	r.Headers = w.produced.copyHeaders(headers)
-	if ts > 0 {
-		r.Timestamp = time.UnixMilli(ts)
+	if ts >= 0 {
+		r.Timestamp = time.UnixMilli(ts) // 0 too: the epoch is a time
 	}
 	// Not the run context: a shutdown must still be able to produce the
 	// changelog of its final commit. The transaction bounds the record.

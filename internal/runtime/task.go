@@ -253,7 +253,7 @@ func (t *task) logChangelog() error {
 	t.logged, t.loggedStore = t.logged[:0], t.loggedStore[:0]
 	// Changelog records carry the wall clock, not the records' event
 	// time: a changelog with a delete policy (a window store's) expires
-	// by it, and a zero timestamp would leave it to the client.
+	// by it, and an event time may be far in the past (or 0, the epoch).
 	now := time.Now().UnixMilli()
 	for i := range writes {
 		wr := &writes[i]

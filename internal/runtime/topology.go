@@ -116,6 +116,8 @@ type TaskContext interface {
 	WallClock() int64
 	// Produce sends a record to topic within the open transaction. It
 	// copies key, value and headers, so the caller may reuse its buffers.
+	// timestamp is ms since the epoch, 0 included; a negative one
+	// (NoTimestamp) leaves it to the producer's clock.
 	// The partition is Kafka's default partitioner of the key (or spread
 	// for a nil key).
 	Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/internal/failpoint"
+	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/state"
 )
 
@@ -225,6 +226,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 		// that missed a newly assigned partition hold it back for 5s.
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RetryBackoffFn(kafka.RetryBackoff),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { w.block.onBlocked() }),
 		kgo.Balancers(w.balancers()...),

@@ -74,13 +74,17 @@ func newCrashWorkload(seed uint64) crashWorkload {
 // the file system as a crash at that moment leaves it, keeping each
 // unsynced write with probability unsynced percent. It returns the clone
 // (nil if the run had fewer than k writes), how many Applies had returned
-// when the clone was taken, and the run's write count.
-func crashAt(t *testing.T, w crashWorkload, k int64, unsynced int, rng *rand.Rand) (clone *vfs.MemFS, acked int, writes int64) {
+// before the clone began and when it ended, and the run's write count. The
+// k-th write may come from Pebble's background work, and the clone does
+// not stop the goroutine that applies batches: on a loaded machine it
+// applied a dozen more while the clone was being taken, so the crash's
+// moment is only known to lie between the two counts.
+func crashAt(t *testing.T, w crashWorkload, k int64, unsynced int, rng *rand.Rand) (clone *vfs.MemFS, acked, ackedAfter int, writes int64) {
 	mem := vfs.NewCrashableMem()
 	var n atomic.Int64
 	var ackedNow atomic.Int64
 	var once sync.Once
-	var cloned int
+	var cloned, clonedAfter int
 	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
 			return nil
@@ -89,6 +93,7 @@ func crashAt(t *testing.T, w crashWorkload, k int64, unsynced int, rng *rand.Ran
 			once.Do(func() {
 				cloned = int(ackedNow.Load())
 				clone = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: unsynced, RNG: rand.New(rand.NewPCG(rng.Uint64(), 2))})
+				clonedAfter = int(ackedNow.Load())
 			})
 		}
 		return nil
@@ -108,7 +113,7 @@ func crashAt(t *testing.T, w crashWorkload, k int64, unsynced int, rng *rand.Ran
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return clone, cloned, n.Load()
+	return clone, cloned, clonedAfter, n.Load()
 }
 
 // TestCrashSweep is the crash sweep of issue 6: for increasing k, a crash
@@ -120,7 +125,7 @@ func crashAt(t *testing.T, w crashWorkload, k int64, unsynced int, rng *rand.Ran
 func TestCrashSweep(t *testing.T) {
 	w := newCrashWorkload(7)
 	rng := rand.New(rand.NewPCG(42, 42))
-	_, _, total := crashAt(t, w, -1, 0, rng)
+	_, _, _, total := crashAt(t, w, -1, 0, rng)
 	// Every write point takes ~30 s (~580 reopens); by default every 4th
 	// (every 20th under the race detector, which slows Pebble ~5×).
 	// EDDY_CRASH_SWEEP=all checks them all.
@@ -135,7 +140,7 @@ func TestCrashSweep(t *testing.T) {
 	var reopened, corrupt, extra int
 	for k := int64(1); k <= total; k += step {
 		for _, unsynced := range []int{0, 50, 100} {
-			clone, acked, _ := crashAt(t, w, k, unsynced, rng)
+			clone, acked, ackedAfter, _ := crashAt(t, w, k, unsynced, rng)
 			if clone == nil {
 				continue // this run made fewer writes (background work varies)
 			}
@@ -148,16 +153,16 @@ func TestCrashSweep(t *testing.T) {
 				t.Fatalf("crash at write %d (%d%% of unsynced data kept, %d batches acknowledged): reopen: %v", k, unsynced, acked, err)
 			case n < acked:
 				t.Fatalf("crash at write %d (%d%% unsynced kept): %d batches survive, %d were acknowledged", k, unsynced, n, acked)
-			case n > acked+1:
-				t.Fatalf("crash at write %d (%d%% unsynced kept): %d batches survive, only %d were acknowledged (+1 in flight)", k, unsynced, n, acked)
+			case n > ackedAfter+1:
+				t.Fatalf("crash at write %d (%d%% unsynced kept): %d batches survive, only %d were acknowledged when the crash's copy was taken (+1 in flight)", k, unsynced, n, ackedAfter)
 			}
-			if n == acked+1 {
+			if n > acked {
 				extra++
 			}
 			reopened++
 		}
 	}
-	t.Logf("%d crashes reopened with exactly their offsets' content (%d holding the batch in flight), %d reported corrupt", reopened, extra, corrupt)
+	t.Logf("%d crashes reopened with exactly their offsets' content (%d holding batches applied while the copy was taken), %d reported corrupt", reopened, extra, corrupt)
 	if reopened == 0 {
 		t.Fatal("no crash point was checked")
 	}

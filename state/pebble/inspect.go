@@ -48,8 +48,24 @@ var ErrInUse = errors.New("state/pebble: database in use by a running process")
 // whole database: a database of a million keys takes a fraction of a
 // second. A database that a running eddy holds is locked: Inspect returns
 // ErrInUse rather than wait (ask the running instance: its /v1/status).
-func Inspect(dir string) (Summary, error) {
-	var sum Summary
+//
+// A damaged database is an error wrapping state.ErrCorrupt: every table's
+// checksums are verified first, and Pebble's fatal errors (it reports
+// some corruption that way) are returned rather than a panic.
+func Inspect(dir string) (sum Summary, err error) {
+	defer func() {
+		// Read-only, Pebble writes nothing: what it finds fatal is in
+		// the files.
+		r := recover()
+		if r == nil {
+			return
+		}
+		f, ok := r.(state.Fatal)
+		if !ok {
+			panic(r)
+		}
+		sum, err = Summary{}, fmt.Errorf("state/pebble: inspect %s: %w: %s", dir, state.ErrCorrupt, f.Msg)
+	}()
 	if _, err := os.Stat(dir); err != nil {
 		return sum, fmt.Errorf("state/pebble: inspect: %w", err)
 	}
@@ -58,18 +74,26 @@ func Inspect(dir string) (Summary, error) {
 		return sum, fmt.Errorf("%w: %s: %w", ErrInUse, dir, err)
 	}
 	defer lock.Close()
-	pdb, err := pebbledb.Open(dir, &pebbledb.Options{
+	logger := &pebbleLogger{l: slog.New(slog.DiscardHandler)}
+	po := &pebbledb.Options{
 		ReadOnly:           true,
 		ErrorIfNotExists:   true,
 		Lock:               lock,
-		Logger:             &pebbleLogger{l: slog.New(slog.DiscardHandler)},
+		Logger:             logger,
 		FS:                 vfs.Default,
 		FormatMajorVersion: pebbledb.FormatNewest,
-	})
+		// Pebble's default handler of a damaged block is Logger.Fatalf;
+		// the read that met it returns the error as well.
+		EventListener: &pebbledb.EventListener{DataCorruption: func(pebbledb.DataCorruptionInfo) {}},
+	}
+	pdb, err := pebbledb.Open(dir, po)
 	if err != nil {
 		return sum, errs.Wrap("inspect", dir, err)
 	}
 	defer pdb.Close()
+	if err := verifyTables(pdb, po, dir); err != nil {
+		return sum, errs.Wrap("inspect: verify checksums", dir, err)
+	}
 
 	// Read-only: an older format is read as it is, not migrated.
 	if sum.Offsets, sum.Format, err = disk.ReadOffsets(engine{pdb}, dir); err != nil {

@@ -75,3 +75,16 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("Inspect of a missing directory: %v, want a not-exist error", err)
 	}
 }
+
+// TestInspectCorruptTable: a table with a flipped byte is reported as
+// state.ErrCorrupt, not a panic from Pebble's corruption handler.
+func TestInspectCorruptTable(t *testing.T) {
+	b := newBackend(t, Options{})
+	dir := filepath.Join(t.TempDir(), "0_1")
+	fill(t, b, dir)
+	flipTableByte(t, dir)
+	_, err := Inspect(dir)
+	if !errors.Is(err, state.ErrCorrupt) {
+		t.Fatalf("Inspect of a damaged table: %v; want state.ErrCorrupt", err)
+	}
+}

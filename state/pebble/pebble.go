@@ -133,8 +133,35 @@ func (b *Backend) PrepareCheckpoint(dir string) (state.Offsets, error) {
 }
 
 func (b *Backend) open1(dir string) (*db, error) {
-	logger := &pebbleLogger{l: b.opts.Logger.With("dir", dir)}
 	st := new(stalls)
+	po := b.pebbleOptions(dir)
+	st.listen(po.EventListener)
+	pdb, err := pebbledb.Open(dir, po)
+	if err != nil {
+		return nil, errs.Wrap("open", dir, err)
+	}
+	// Before the offsets: a table that fails its checksums makes the
+	// database corrupt, whatever its metadata says.
+	if !b.opts.SkipVerifyAtOpen {
+		if err := verifyTables(pdb, po, dir); err != nil {
+			_ = pdb.Close()
+			return nil, errs.Wrap("verify checksums", dir, err)
+		}
+	}
+	d := &db{Core: disk.Core{Dir: dir}, backend: b, pdb: pdb, stalls: st}
+	if err := d.Core.Open(engine{pdb}); err != nil {
+		// The format's error is the one worth returning; Close cannot
+		// make the database more usable.
+		_ = pdb.Close()
+		return nil, errs.Wrap("open", dir, err)
+	}
+	return d, nil
+}
+
+// pebbleOptions are the options of the database in dir: the Backend's
+// caches, tuning and logger.
+func (b *Backend) pebbleOptions(dir string) *pebbledb.Options {
+	logger := &pebbleLogger{l: b.opts.Logger.With("dir", dir)}
 	po := &pebbledb.Options{
 		Cache:              b.cache,
 		FileCache:          b.fileCache,
@@ -149,20 +176,8 @@ func (b *Backend) open1(dir string) (*db, error) {
 			DataCorruption: func(info pebbledb.DataCorruptionInfo) { logger.Errorf("data corruption: %s", info) },
 		},
 	}
-	st.listen(po.EventListener)
 	b.opts.apply(po, b.tune)
-	pdb, err := pebbledb.Open(dir, po)
-	if err != nil {
-		return nil, errs.Wrap("open", dir, err)
-	}
-	d := &db{Core: disk.Core{Dir: dir}, backend: b, pdb: pdb, stalls: st}
-	if err := d.Core.Open(engine{pdb}); err != nil {
-		// The format's error is the one worth returning; Close cannot
-		// make the database more usable.
-		_ = pdb.Close()
-		return nil, errs.Wrap("open", dir, err)
-	}
-	return d, nil
+	return po
 }
 
 // Destroy removes the database in dir (the whole directory), so the next

@@ -77,8 +77,9 @@ func TestDisk(t *testing.T) {
 		GetRaw: getRaw,
 		SetRaw: setRaw,
 		// The OPTIONS file is read at Open.
-		Damages: []statetest.Damage{{Name: "options overwritten", Affix: "OPTIONS-", Fn: statetest.Overwrite(func([]byte) []byte { return []byte("[Version]\n\x00\xff garbage\n") })}},
-		Format1: "testdata/format1",
+		Damages:        []statetest.Damage{{Name: "options overwritten", Affix: "OPTIONS-", Fn: statetest.Overwrite(func([]byte) []byte { return []byte("[Version]\n\x00\xff garbage\n") })}},
+		Format1:        "testdata/format1",
+		VerifiesAtOpen: true,
 	})
 }
 

@@ -54,7 +54,8 @@ func TestDisk(t *testing.T) {
 			{Name: "current removed", Affix: "CURRENT", Fn: statetest.Remove},
 			{Name: "current garbled", Affix: "CURRENT", Fn: statetest.Overwrite(func([]byte) []byte { return []byte("MANIFEST-999999\n") })},
 		},
-		Format1: "testdata/format1",
+		Format1:        "testdata/format1",
+		VerifiesAtOpen: true,
 	})
 }
 

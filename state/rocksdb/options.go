@@ -35,6 +35,13 @@ type Options struct {
 	// slow down from 20 files, or from this value if lower). It must not
 	// be below L0CompactionThreshold.
 	L0StopWritesThreshold int
+
+	// SkipVerifyAtOpen skips RocksDB's VerifyChecksum, which Open runs so
+	// that a damaged block is found before the task runs (state.ErrCorrupt:
+	// the runtime rebuilds the database) rather than by the first read
+	// that meets it. It reads every table once; skip it only for
+	// databases so large that this would slow every restart and task move.
+	SkipVerifyAtOpen bool
 }
 
 // Defaults of Options.

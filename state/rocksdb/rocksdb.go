@@ -24,6 +24,8 @@ type Backend struct {
 	dirs    *disk.Dirs
 	cache   *grocksdb.Cache // nil once closed
 	buffers writeBuffers
+	// skipVerify is Options.SkipVerifyAtOpen.
+	skipVerify bool
 }
 
 var _ state.Backend = (*Backend)(nil)
@@ -35,7 +37,7 @@ var errs = disk.Errors{Pkg: "state/rocksdb", IsCorruption: isCorruption}
 // New does not fail: options that Options.Validate rejects make every Open
 // fail with Validate's errors, so call Validate first to report them early.
 func New(opts Options) *Backend {
-	b := &Backend{tune: opts.tuning().WithDefaults(defaults), invalid: opts.Validate(), dirs: disk.NewDirs("state/rocksdb")}
+	b := &Backend{tune: opts.tuning().WithDefaults(defaults), invalid: opts.Validate(), dirs: disk.NewDirs("state/rocksdb"), skipVerify: opts.SkipVerifyAtOpen}
 	if opts.MemTableSize == 0 {
 		b.tune.MemTableSize = DefaultMemTableSize(b.tune.CacheSize)
 	}
@@ -207,6 +209,14 @@ func (b *Backend) open1(dir string, ro rocksOptions) (*db, error) {
 		return nil, errs.Wrap("open", dir, err)
 	}
 	d := newDB(b, dir, rdb, ro)
+	// Before the offsets, as state/pebble: a table that fails its
+	// checksums makes the database corrupt, whatever its metadata says.
+	if !b.skipVerify {
+		if err := verifyChecksum(rdb); err != nil {
+			d.release()
+			return nil, errs.Wrap("verify checksums", dir, err)
+		}
+	}
 	if err := d.Core.Open(engine{d}); err != nil {
 		// The format's error is the one worth returning; Close cannot
 		// make the database more usable.

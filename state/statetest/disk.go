@@ -34,6 +34,10 @@ type Disk struct {
 	// Damages are damages to the backend's own files that it must report
 	// as state.ErrCorrupt, beside the suite's (tables and MANIFEST).
 	Damages []Damage
+	// VerifiesAtOpen says that the backend's Open checks every table's
+	// checksums: every damage must then be reported by Open, not by the
+	// first read that meets it.
+	VerifiesAtOpen bool
 	// Format1 is a directory holding a database written by the
 	// unversioned format (format 1) of this backend, as Format1Want
 	// describes; the suite opens a copy of it.
@@ -191,6 +195,9 @@ func testCorruptFile(t *testing.T, d Disk, dm Damage) {
 	where, err := openAndRead(b, dir)
 	if !errors.Is(err, state.ErrCorrupt) {
 		t.Fatalf("%s: %v; want an error wrapping state.ErrCorrupt", where, err)
+	}
+	if d.VerifiesAtOpen && where != "open" {
+		t.Fatalf("reported by %s, not by Open, which verifies checksums: %v", where, err)
 	}
 	t.Logf("reported at %s: %v", where, err)
 	wantRebuilt(t, b, dir)

@@ -122,6 +122,8 @@ const (
 	lateTopic   = "payments.late"
 	dlqTopic    = "payments.dlq"
 	changelog   = "ledger-balances-changelog"
+	// windowedChangelog is the windowed app's store's changelog.
+	windowedChangelog = "windowed-totals-changelog"
 	// recoveryCap is how long the harness waits for the pipeline to work
 	// again after a fault before it counts the fault as unrecovered and
 	// goes on.

@@ -46,9 +46,12 @@ type Report struct {
 	// UnmarkedLateMissing are the late records, missing from the late
 	// topic, that sit there in such a transaction.
 	UnmarkedLateMissing int
-	Windows         *verify.WindowReport
-	State           StateReport
-	Hanging         []string
+	// TornLateDuplicates are the late records that repeat a copy written
+	// in a transaction the broker tore (tornLateDuplicates).
+	TornLateDuplicates int
+	Windows            *verify.WindowReport
+	State              StateReport
+	Hanging            []string
 	// DeadLetters are the records on payments.dlq; an exact run has one
 	// per malformed input record per app.
 	DeadLetters, WantDeadLetters int
@@ -100,7 +103,7 @@ func (r *Report) BrokerGapWindowDuplicates() int {
 func (r *Report) Duplicates() int {
 	n := r.Ledger.Duplicates - r.BrokerGapDuplicates() + max(r.DeadLetters-r.WantDeadLetters, 0)
 	if w := r.Windows; w != nil {
-		n += w.Duplicates - r.BrokerGapWindowDuplicates() + w.LateExtra
+		n += w.Duplicates - r.BrokerGapWindowDuplicates() + w.LateExtra - r.BrokerGapTornLate()
 	}
 	return n
 }
@@ -118,6 +121,17 @@ func (r *Report) BrokerGapUnmarked() int {
 		return 0
 	}
 	return min(r.UnmarkedMissing, r.Ledger.Missing)
+}
+
+// BrokerGapTornLate are the late records counted as duplicated by the
+// broker: copies of a record whose first copy's transaction the broker
+// tore, when no window is wrong, missing or early.
+func (r *Report) BrokerGapTornLate() int {
+	w := r.Windows
+	if r.BrokerKills == 0 || w == nil || w.Wrong > 0 || w.Missing > 0 || w.Early > 0 {
+		return 0
+	}
+	return min(r.TornLateDuplicates, w.LateExtra)
 }
 
 // BrokerGapUnmarkedLate is the same for the windowed app's late records.
@@ -206,8 +220,8 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "dead letters: %d (want %d: %d malformed payments in the input, one per app)\n", r.DeadLetters, r.WantDeadLetters, r.Invalid)
 	fmt.Fprintf(w, "final state: %d accounts, %d missing, %d wrong, %d extra\n", r.State.Accounts, r.State.Missing, r.State.Wrong, r.State.Extra)
-	fmt.Fprintf(w, "embedded broker's own gaps (docs/design.md §6, not eddy's): input duplicated by the broker %d, identical duplicate outputs after a broker SIGKILL %d (balances) + %d (totals), outputs in transactions the broker left unmarked %d (balances) + %d (late records)\n",
-		r.Ledger.InputDuplicates, r.BrokerGapDuplicates(), r.BrokerGapWindowDuplicates(), r.BrokerGapUnmarked(), r.BrokerGapUnmarkedLate())
+	fmt.Fprintf(w, "embedded broker's own gaps (docs/design.md §6, not eddy's): input duplicated by the broker %d, identical duplicate outputs after a broker SIGKILL %d (balances) + %d (totals) + %d (late records of torn transactions), outputs in transactions the broker left unmarked %d (balances) + %d (late records)\n",
+		r.Ledger.InputDuplicates, r.BrokerGapDuplicates(), r.BrokerGapWindowDuplicates(), r.BrokerGapTornLate(), r.BrokerGapUnmarked(), r.BrokerGapUnmarkedLate())
 	if r.ProduceFailures > 0 {
 		fmt.Fprintf(w, "generator: %d payments failed to produce (the broker was down); the input is what the broker holds\n", r.ProduceFailures)
 	}

@@ -14,24 +14,36 @@ import (
 
 // unmarkedIDs reads the raw log of topic (read_uncommitted, control
 // records kept) and returns the payment ids (idOf of the values) of the
-// records that their producer left without a marker: records followed by a record of a
-// higher epoch of the same producer before any marker. Kafka never leaves
+// records that their producer left without a marker: records followed by
+// a record of a higher epoch of the same producer before any marker. Kafka never leaves
 // that pattern (a bumped epoch first gets the open transaction marked
 // aborted); the embedded broker can after a SIGKILL inside an EndTxn
 // (docs/design.md §6, gap 1). eddy's reader takes such records for aborted,
 // the broker's read_committed takes them for committed when the
 // producer's next marker is a commit.
 func unmarkedIDs(ctx context.Context, opts []kgo.Opt, topic string, idOf func(value []byte) (string, bool)) (map[string]bool, error) {
+	ids := map[string]bool{}
+	err := scanUnmarked(ctx, opts, topic, func(r *kgo.Record) {
+		if id, ok := idOf(r.Value); ok {
+			ids[id] = true
+		}
+	})
+	return ids, err
+}
+
+// scanUnmarked reads topic's raw log to its end and calls each with every
+// record left without a marker.
+func scanUnmarked(ctx context.Context, opts []kgo.Opt, topic string, each func(*kgo.Record)) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
 		kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
-		return nil, fmt.Errorf("chaos: read %s: %w", topic, err)
+		return fmt.Errorf("chaos: read %s: %w", topic, err)
 	}
 	defer cl.Close()
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("chaos: end offsets of %s: %w", topic, err)
+		return fmt.Errorf("chaos: end offsets of %s: %w", topic, err)
 	}
 	left := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -46,7 +58,7 @@ func unmarkedIDs(ctx context.Context, opts []kgo.Opt, topic string, idOf func(va
 		expired := pollCtx.Err() != nil
 		cancel()
 		if expired {
-			return nil, fmt.Errorf("chaos: read %s: stopped before its end (%d partitions left)", topic, len(left))
+			return fmt.Errorf("chaos: read %s: stopped before its end (%d partitions left)", topic, len(left))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			scan.add(r)
@@ -55,13 +67,10 @@ func unmarkedIDs(ctx context.Context, opts []kgo.Opt, topic string, idOf func(va
 			}
 		})
 	}
-	ids := map[string]bool{}
 	for _, r := range scan.unmarked {
-		if id, ok := idOf(r.Value); ok {
-			ids[id] = true
-		}
+		each(r)
 	}
-	return ids, nil
+	return nil
 }
 
 // balanceID is the payment id of a balance; paymentID of a payment (what
@@ -106,4 +115,21 @@ func (s *unmarkedScan) add(r *kgo.Record) {
 	default:
 		byPID[r.ProducerID] = append(open, r)
 	}
+}
+
+// producerEpoch names one transactional producer's epoch.
+type producerEpoch struct {
+	id    int64
+	epoch int16
+}
+
+// tornEpochs reads the raw log of topic and returns the producer epochs
+// that left records there without a marker (see unmarkedIDs): the epochs
+// of transactions a broker SIGKILL tore.
+func tornEpochs(ctx context.Context, opts []kgo.Opt, topic string) (map[producerEpoch]bool, error) {
+	torn := map[producerEpoch]bool{}
+	err := scanUnmarked(ctx, opts, topic, func(r *kgo.Record) {
+		torn[producerEpoch{r.ProducerID, r.ProducerEpoch}] = true
+	})
+	return torn, err
 }

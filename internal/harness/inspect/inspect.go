@@ -36,7 +36,10 @@ type DB struct {
 	// is known (ask the instance: GET /v1/status).
 	InUse bool `json:"in_use,omitempty"`
 	// Err is why the database could not be read, if it could not.
-	Err        string                `json:"error,omitempty"`
+	Err string `json:"error,omitempty"`
+	// Corrupt: the database is damaged (Err says how). eddy discards it
+	// and rebuilds it when the task or global store next opens.
+	Corrupt    bool                  `json:"corrupt,omitempty"`
 	DiskBytes  uint64                `json:"disk_bytes"`
 	Tables     int64                 `json:"tables"`
 	Stores     []pebble.StoreSummary `json:"stores,omitempty"`
@@ -129,6 +132,7 @@ func inspectDB(dir, name string) DB {
 	sum, err := pebble.Inspect(dir)
 	if err != nil {
 		db.InUse = errors.Is(err, pebble.ErrInUse)
+		db.Corrupt = errors.Is(err, state.ErrCorrupt)
 		if !db.InUse {
 			db.Err = err.Error()
 		}
@@ -181,6 +185,9 @@ func WriteText(w io.Writer, apps []App) error {
 			case db.InUse:
 				fmt.Fprintf(tw, "%s\t(in use by a running instance: see its /v1/status)\t\t\t%s\t\t\t\n", db.Name, BytesText(db.DiskBytes))
 				continue
+			case db.Corrupt:
+				fmt.Fprintf(tw, "%s\t(corrupt: see the error below)\t\t\t%s\t\t\t\n", db.Name, BytesText(db.DiskBytes))
+				continue
 			case db.Err != "":
 				fmt.Fprintf(tw, "%s\t(unreadable: %s)\t\t\t%s\t\t\t\n", db.Name, db.Err, BytesText(db.DiskBytes))
 				continue
@@ -229,4 +236,18 @@ func BytesText(n uint64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// Corrupt returns the databases of apps that are corrupt, one line each:
+// "APP_ID/NAME: what is damaged".
+func Corrupt(apps []App) []string {
+	var lines []string
+	for _, app := range apps {
+		for _, db := range app.DBs {
+			if db.Corrupt {
+				lines = append(lines, app.ID+"/"+db.Name+": "+db.Err)
+			}
+		}
+	}
+	return lines
 }

@@ -1,0 +1,28 @@
+package kafka
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// RetryBackoff is the wait before a client's fails-th retry of a request,
+// as Kafka's Java clients wait (KIP-580: retry.backoff.ms 100,
+// retry.backoff.max.ms 1000, doubling, ±20 % jitter). franz-go's default
+// doubles from 250 ms up to 5 s: after a few seconds of refused
+// connections an app's next try could come 4–5 s after the broker was
+// back, which was most of the recovery `eddy chaos` measured after such a
+// fault (issue 15). A retry a second during an outage costs nothing that
+// matters.
+func RetryBackoff(fails int) time.Duration {
+	const (
+		first = 100 * time.Millisecond
+		most  = time.Second
+	)
+	d := most
+	if fails <= 1 {
+		d = first
+	} else if fails < 5 {
+		d = first << (fails - 1)
+	}
+	return time.Duration(float64(min(d, most)) * (0.8 + 0.4*rand.Float64()))
+}

@@ -1,0 +1,176 @@
+package eddy_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/failpoint"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// The environment of TestToTableChild, set by TestToTableThroughKills.
+const (
+	toTableChildBrokers = "EDDY_TEST_TOTABLE_BROKERS"
+	toTableChildState   = "EDDY_TEST_TOTABLE_STATE"
+)
+
+// Sizes of TestToTableThroughKills's input.
+const (
+	toTableReports  = 40_000
+	toTableVehicles = 200
+)
+
+// toTableTopology keeps the latest position of each vehicle from reports
+// whose value is "vehicle,position": Map re-keys them, so ToTable goes
+// through a repartition topic. Every update is written to "updates"; a
+// probe (key: vehicle) is answered with the vehicle's latest position.
+func toTableTopology() *eddy.Topology {
+	topo := eddy.NewTopology()
+	reports := eddy.Source(topo, "reports", serde.String(), serde.String())
+	byVehicle := eddy.Map(reports, func(_, r string) (string, string) {
+		vehicle, pos, _ := strings.Cut(r, ",")
+		return vehicle, pos
+	})
+	latest := eddy.ToTable(byVehicle, "latest", serde.String(), serde.String())
+	eddy.To(eddy.ToStream(latest), "updates", serde.String(), serde.String())
+	probes := eddy.Source(topo, "probes", serde.String(), serde.String())
+	answers := eddy.JoinStreamTable(probes, latest, eddy.LeftJoin, func(_, probe, pos string, ok bool) string {
+		return probe + "/" + opt(pos, ok)
+	})
+	eddy.To(answers, "answers", serde.String(), serde.String())
+	return topo
+}
+
+// TestToTableChild is the app of TestToTableThroughKills, run in a child
+// process (this test binary again) that the failpoints SIGKILL. Run alone
+// it skips.
+func TestToTableChild(t *testing.T) {
+	addr := os.Getenv(toTableChildBrokers)
+	if addr == "" {
+		t.Skip("the child process of TestToTableThroughKills")
+	}
+	err := eddy.Run(context.Background(), toTableTopology(), eddy.Config{
+		AppID: "to-table", Brokers: []string{addr}, StateDir: os.Getenv(toTableChildState), InstanceID: "child",
+		// Many transactions, so that the failpoints hit mid-stream.
+		CommitRecords: 1_000,
+	})
+	t.Fatalf("eddy.Run returned: %v", err)
+}
+
+// TestToTableThroughKills is ToTable's process test: reports loaded before
+// the app starts, the app SIGKILLed twice by failpoints (once after a
+// transaction committed and before the state applied it, once before the
+// commit) and restarted on the same state directory. Then every report
+// must have given exactly one update, in its vehicle's order; the store's
+// changelog must hold each vehicle's last position; and probes sent to the
+// last run must see that position, from the state the kills left.
+func TestToTableThroughKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the app as a process three times")
+	}
+	addr := startBroker(t)
+	createTopics(t, addr, 2, "reports", "probes", "updates", "answers")
+	// Keyed by vehicle, so one vehicle's reports are in one partition, in
+	// order: its last report is its latest position.
+	var reports []*kgo.Record
+	positions := map[string][]string{}
+	for i := 0; i < toTableReports; i++ {
+		vehicle, pos := fmt.Sprint("v", i*7%toTableVehicles), fmt.Sprint("p", i)
+		r := srec(vehicle, vehicle+","+pos)
+		r.Timestamp = time.UnixMilli(int64(i + 1))
+		reports = append(reports, r)
+		positions[vehicle] = append(positions[vehicle], pos)
+	}
+	produce(t, addr, "reports", reports...)
+
+	// Each record crosses two sub-topologies, so a run makes at least 80
+	// transactions of at most CommitRecords: the first run reaches its
+	// 55th, the next, with more than 25 left, its 10th. (As the worker
+	// schedules tasks now, the reports' part takes the first 40, so both
+	// kills land in the ToTable tasks' work: the next runs restore them
+	// from the changelog.)
+	state := t.TempDir()
+	for _, kill := range []string{"commit.after-end@55", "commit.before-end@10"} {
+		cmd, out := toTableChild(addr, state, kill)
+		if err := cmd.Run(); !killed(err) {
+			t.Fatalf("the app armed with %s ended with %v, not by its SIGKILL; its output:\n%s", kill, err, out)
+		}
+	}
+	cmd, out := toTableChild(addr, state, "")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("the last run's output:\n%s", out)
+		}
+	}()
+
+	updates := byKey(decode(t, waitRecords(t, addr, "updates", toTableReports, nil), serde.String(), serde.String()))
+	for vehicle, want := range positions {
+		if got := updates[vehicle]; !slices.Equal(got, want) {
+			t.Errorf("updates of %s: %d, want %d (every report once, in order); first %q, want %q",
+				vehicle, len(got), len(want), got[:min(len(got), 5)], want[:min(len(want), 5)])
+		}
+	}
+	if len(updates) != len(positions) {
+		t.Errorf("updates of %d vehicles, want %d", len(updates), len(positions))
+	}
+
+	stored := changelogState(t, addr, changelogTopic("to-table", "latest"))
+	if len(stored) != len(positions) {
+		t.Errorf("the changelog of latest holds %d keys, want %d", len(stored), len(positions))
+	}
+	var probes []*kgo.Record
+	want := map[string]string{}
+	for vehicle, ps := range positions {
+		if got := string(stored[vehicle]); got != ps[len(ps)-1] {
+			t.Errorf("changelog of latest: %s=%q, want %q", vehicle, got, ps[len(ps)-1])
+		}
+		probe := "probe-" + vehicle
+		want[probe] = probe + "/" + ps[len(ps)-1]
+		probes = append(probes, srec(vehicle, probe))
+	}
+	probes = append(probes, srec("no-such-vehicle", "probe-none"))
+	want["probe-none"] = "probe-none/-"
+	for _, p := range probes {
+		p.Timestamp = time.UnixMilli(toTableReports + 1)
+	}
+	produce(t, addr, "probes", probes...)
+	got := map[string][]string{}
+	for _, r := range waitRecords(t, addr, "answers", len(probes), nil) {
+		probe, _, _ := strings.Cut(string(r.Value), "/")
+		got[probe] = append(got[probe], string(r.Value))
+	}
+	for probe, w := range want {
+		if a := got[probe]; len(a) != 1 || a[0] != w {
+			t.Errorf("answers to %s: %q, want exactly %q", probe, a, w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("answers to %d probes, want %d", len(got), len(want))
+	}
+}
+
+// toTableChild is the command that runs TestToTableChild, with the
+// failpoints kill arms, and the buffer its output goes to (read it once
+// the command ended).
+func toTableChild(addr, state, kill string) (*exec.Cmd, *bytes.Buffer) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestToTableChild$", "-test.count=1", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), toTableChildBrokers+"="+addr, toTableChildState+"="+state, failpoint.Env+"="+kill)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	return cmd, &out
+}
