@@ -43,7 +43,10 @@ const (
 // NodeDescription is one node of a sub-topology.
 type NodeDescription struct {
 	Name string `json:"name"`
-	// Kind is NodeSource, NodeProcessor or NodeSink.
+	// Kind is NodeSource, NodeProcessor or NodeSink. Every operator
+	// between sources and sinks is a processor named after it ("filter-1",
+	// "split-<name>-2" with children "branch-<name>-<branch>-3", a
+	// childless "foreach-4"), as Kafka Streams describes them.
 	Kind string `json:"kind"`
 	// Topic is what a source reads or a sink writes; Internal marks a
 	// repartition topic.

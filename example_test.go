@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/eddytest"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -144,4 +146,185 @@ func ExampleTopology_Err() {
 func ExampleDeadLetterTopic() {
 	fmt.Println(eddy.DeadLetterTopic("payments"))
 	// Output: payments.dlq
+}
+
+// Route payments by amount: each record goes to the first branch whose
+// predicate holds, the rest to the default branch. Every branch is a typed
+// Stream to continue with.
+func ExampleSplit() {
+	t := eddy.NewTopology()
+	payments := eddy.Source(t, "payments", serde.String(), serde.Int64()) // id -> cents
+	route := eddy.Split(payments, "by-amount")
+	refunds := route.Branch("refund", func(_ string, cents int64) bool { return cents < 0 })
+	large := route.Branch("large", func(_ string, cents int64) bool { return cents >= 1_000_00 })
+	eddy.To(refunds, "refunds", serde.String(), serde.Int64())
+	eddy.To(large, "large-payments", serde.String(), serde.Int64())
+	eddy.To(route.Default(), "payments-to-settle", serde.String(), serde.Int64())
+
+	d, _ := eddytest.New(t, eddytest.Options{})
+	defer d.Close()
+	in := eddytest.Input(d, "payments", serde.String(), serde.Int64())
+	in.Pipe("p1", 250, 1)
+	in.Pipe("p2", -250, 2)
+	in.Pipe("p3", 5_000_00, 3)
+	for _, topic := range []string{"refunds", "large-payments", "payments-to-settle"} {
+		kvs, _ := eddytest.Output(d, topic, serde.String(), serde.Int64()).ReadKeyValues()
+		fmt.Println(topic, kvs)
+	}
+	// Output:
+	// refunds [{p2 -250}]
+	// large-payments [{p3 500000}]
+	// payments-to-settle [{p1 250}]
+}
+
+// Log the records that pass a point of the topology, unchanged.
+func ExamplePeek() {
+	t := eddy.NewTopology()
+	orders := eddy.Source(t, "orders", serde.String(), serde.Int64())
+	orders = eddy.Peek(orders, func(id string, cents int64) { fmt.Println("order", id, cents) })
+	eddy.To(orders, "orders-copy", serde.String(), serde.Int64())
+
+	d, _ := eddytest.New(t, eddytest.Options{})
+	defer d.Close()
+	eddytest.Input(d, "orders", serde.String(), serde.Int64()).Pipe("o1", 990, 1)
+	// Output: order o1 990
+}
+
+// Send each alert to an external system. The call is at least once: after
+// a crash the records of the aborted transaction are processed again.
+func ExampleForeach() {
+	t := eddy.NewTopology()
+	alerts := eddy.Source(t, "alerts", serde.String(), serde.String())
+	eddy.Foreach(alerts, func(host, msg string) { fmt.Printf("page on-call: %s: %s\n", host, msg) })
+
+	d, _ := eddytest.New(t, eddytest.Options{})
+	defer d.Close()
+	eddytest.Input(d, "alerts", serde.String(), serde.String()).Pipe("db1", "disk full", 1)
+	// Output: page on-call: db1: disk full
+}
+
+// Deliver each record to a system that drops repeats: the input record's
+// topic, partition and offset make an idempotency key, the same when a
+// record is processed again after a crash.
+func ExampleForeachWithContext() {
+	t := eddy.NewTopology()
+	emails := eddy.Source(t, "emails", serde.String(), serde.String())
+	eddy.ForeachWithContext(emails, func(rc eddy.RecordContext, to, body string) {
+		fmt.Printf("send %s-%d-%d: %s: %s\n", rc.Topic, rc.Partition, rc.Offset, to, body)
+	})
+
+	d, _ := eddytest.New(t, eddytest.Options{})
+	defer d.Close()
+	in := eddytest.Input(d, "emails", serde.String(), serde.String())
+	in.Pipe("ann@example.com", "welcome", 1)
+	in.Pipe("bob@example.com", "welcome", 2)
+	// Output:
+	// send emails-0-0: ann@example.com: welcome
+	// send emails-0-1: bob@example.com: welcome
+}
+
+// Split each order into its items, keyed by the order's customer still:
+// the grouping after it needs no repartition topic.
+func ExampleFlatMapValues() {
+	t := eddy.NewTopology()
+	orders := eddy.Source(t, "orders", serde.String(), serde.String()) // customer -> "item,item,..."
+	items := eddy.FlatMapValues(orders, func(dst []string, _ string, order string) []string {
+		return append(dst, strings.Split(order, ",")...)
+	})
+	counts := eddy.Count(eddy.GroupByKey(items, serde.String()), "items-per-customer")
+	eddy.To(eddy.ToStream(counts), "items-per-customer", serde.String(), serde.Int64())
+	fmt.Println("repartition topics:", t.Describe("shop").RepartitionTopics)
+
+	d, _ := eddytest.New(t, eddytest.Options{})
+	defer d.Close()
+	eddytest.Input(d, "orders", serde.String(), serde.String()).Pipe("ann", "tea,mug", 1)
+	kvs, _ := eddytest.Output(d, "items-per-customer", serde.String(), serde.Int64()).ReadKeyValues()
+	fmt.Println(kvs)
+	// Output:
+	// repartition topics: []
+	// [{ann 1} {ann 2}]
+}
+
+// Drop heartbeats, keep everything else.
+func ExampleFilterNot() {
+	t := eddy.NewTopology()
+	events := eddy.Source(t, "events", serde.String(), serde.String())
+	events = eddy.FilterNot(events, func(_, kind string) bool { return kind == "heartbeat" })
+	eddy.To(events, "events-without-heartbeats", serde.String(), serde.String())
+
+	d, _ := eddytest.New(t, eddytest.Options{})
+	defer d.Close()
+	in := eddytest.Input(d, "events", serde.String(), serde.String())
+	in.Pipe("a", "heartbeat", 1)
+	in.Pipe("a", "login", 2)
+	kvs, _ := eddytest.Output(d, "events-without-heartbeats", serde.String(), serde.String()).ReadKeyValues()
+	fmt.Println(kvs)
+	// Output: [{a login}]
+}
+
+// Tag each value with where it was read and a header of the record.
+func ExampleMapValuesWithContext() {
+	t := eddy.NewTopology()
+	logs := eddy.Source(t, "logs", serde.String(), serde.String())
+	tagged := eddy.MapValuesWithContext(logs, func(rc eddy.RecordContext, _, line string) string {
+		host, _ := rc.Header("host")
+		return fmt.Sprintf("%s@%d host=%s ts=%d: %s", rc.Topic, rc.Offset, host, rc.Timestamp, line)
+	})
+	eddy.To(tagged, "tagged-logs", serde.String(), serde.String())
+
+	d, _ := eddytest.New(t, eddytest.Options{})
+	defer d.Close()
+	d.PipeRaw("logs", []byte("app"), []byte("started"), 1_700_000_000_000, eddy.Header{Key: "host", Value: []byte("web-1")})
+	kvs, _ := eddytest.Output(d, "tagged-logs", serde.String(), serde.String()).ReadKeyValues()
+	fmt.Println(kvs[0].Value)
+	// Output: logs@0 host=web-1 ts=1700000000000: started
+}
+
+// Keep only the records that carry a tenant header.
+func ExampleFilterWithContext() {
+	t := eddy.NewTopology()
+	requests := eddy.Source(t, "requests", serde.String(), serde.String())
+	tenanted := eddy.FilterWithContext(requests, func(rc eddy.RecordContext, _, _ string) bool {
+		_, ok := rc.Header("tenant")
+		return ok
+	})
+	eddy.To(tenanted, "tenant-requests", serde.String(), serde.String())
+
+	d, _ := eddytest.New(t, eddytest.Options{})
+	defer d.Close()
+	d.PipeRaw("requests", []byte("r1"), []byte("GET /"), 1)
+	d.PipeRaw("requests", []byte("r2"), []byte("GET /a"), 2, eddy.Header{Key: "tenant", Value: []byte("acme")})
+	kvs, _ := eddytest.Output(d, "tenant-requests", serde.String(), serde.String()).ReadKeyValues()
+	fmt.Println(kvs)
+	// Output: [{r2 GET /a}]
+}
+
+// audit forwards each record with where it was read and when.
+type audit struct {
+	ctx *eddy.ProcessorContext[string, string]
+}
+
+func (a *audit) Init(ctx *eddy.ProcessorContext[string, string]) error { a.ctx = ctx; return nil }
+
+func (a *audit) Process(rec eddy.Record[string, string]) error {
+	rec.Value = fmt.Sprintf("%s read from %s/%d@%d at %d", rec.Value, a.ctx.Topic(), a.ctx.Partition(), a.ctx.Offset(), a.ctx.WallClock())
+	return a.ctx.Forward(rec)
+}
+
+func (a *audit) Close() error { return nil }
+
+// A processor reads the input record's topic, partition and offset, and the
+// wall clock, from its context.
+func ExampleProcessorContext_Topic() {
+	t := eddy.NewTopology()
+	events := eddy.Source(t, "events", serde.String(), serde.String())
+	audited := eddy.Process(events, "audit", func() eddy.Processor[string, string, string, string] { return &audit{} })
+	eddy.To(audited, "audited", serde.String(), serde.String())
+
+	d, _ := eddytest.New(t, eddytest.Options{WallClock: time.UnixMilli(1_800_000_000_000)})
+	defer d.Close()
+	eddytest.Input(d, "events", serde.String(), serde.String()).Pipe("e1", "signup", 1)
+	kvs, _ := eddytest.Output(d, "audited", serde.String(), serde.String()).ReadKeyValues()
+	fmt.Println(kvs[0].Value)
+	// Output: signup read from events/0@0 at 1800000000000
 }

@@ -42,8 +42,33 @@ func (c *ProcessorContext[K, V]) Forward(rec Record[K, V]) error { return c.out.
 // TaskID names the task, as "<subtopology>_<partition>".
 func (c *ProcessorContext[K, V]) TaskID() string { return c.b.tc.ID().String() }
 
-// Partition is the input partition the task processes.
+// Partition is the input partition the task processes: the partition of
+// every record it reads (its sources are co-partitioned).
 func (c *ProcessorContext[K, V]) Partition() int32 { return c.b.tc.ID().Partition }
+
+// Topic is the topic of the input record being processed (after a
+// repartition, the internal "<app-id>-<name>-repartition" topic), or ""
+// in a punctuator, which runs with no input record.
+func (c *ProcessorContext[K, V]) Topic() string {
+	if r := c.b.current; r != nil {
+		return r.Topic
+	}
+	return ""
+}
+
+// Offset is the offset in Topic of the input record being processed, or -1
+// in a punctuator.
+func (c *ProcessorContext[K, V]) Offset() int64 {
+	if r := c.b.current; r != nil {
+		return r.Offset
+	}
+	return -1
+}
+
+// WallClock is the system time in ms since the Unix epoch, read once per
+// poll (or punctuation) rather than per record, as Kafka Streams caches it;
+// the records of one poll see the same value.
+func (c *ProcessorContext[K, V]) WallClock() int64 { return c.b.tc.WallClock() }
 
 // Logger carries the app, instance and task attributes.
 func (c *ProcessorContext[K, V]) Logger() *slog.Logger { return c.b.tc.Logger() }

@@ -32,7 +32,10 @@ type Topology struct {
 	// writers are the nodes that write a topic (To, and the write side
 	// of a repartition), with the topic as the description names it.
 	writers map[*node]string
-	errs    []error
+	// sideEffects is set by Foreach: a terminal whose results are its
+	// function's effects, not a topic or a store.
+	sideEffects bool
+	errs        []error
 }
 
 // storeDecl is a declared store: the node that owns it decides its
@@ -243,10 +246,12 @@ func topicLabel(topic string) string {
 	return topic
 }
 
-// sinkless reports whether the topology writes no topic and keeps no
-// store: its results would go nowhere (Process nodes may still have side
-// effects, so it is a warning, not an error).
-func (t *Topology) sinkless() bool { return len(t.writers) == 0 && len(t.stores) == 0 }
+// sinkless reports whether the topology writes no topic, keeps no store
+// and has no Foreach: its results would go nowhere (Process nodes may still
+// have side effects, so it is a warning, not an error).
+func (t *Topology) sinkless() bool {
+	return len(t.writers) == 0 && len(t.stores) == 0 && !t.sideEffects
+}
 
 // RepartitionTopic is the internal topic that carries the re-keyed records
 // of the repartition named name.
@@ -286,9 +291,13 @@ func (t *Topology) components() map[*node]int {
 // taskBuild is one task's instance of its sub-topology: it routes source
 // records to the source nodes, runs punctuators and closes the processors.
 type taskBuild struct {
-	tc      runtime.TaskContext
-	cfg     *Config
-	out     map[*node]any // *emitter[K, V] of each node
+	tc  runtime.TaskContext
+	cfg *Config
+	out map[*node]any // *emitter[K, V] of each node
+	// current is the input record being processed, nil while punctuators
+	// run: the metadata of RecordContext and ProcessorContext.Topic. Set
+	// once per record, it costs no allocation.
+	current *kgo.Record
 	sources map[string]rawReceiver
 	// inits run once every node is built: processors' Init, which may
 	// schedule punctuators.
@@ -366,11 +375,16 @@ func (b *taskBuild) Process(r *kgo.Record) error {
 	if src == nil {
 		return fmt.Errorf("eddy: no source for topic %s", r.Topic)
 	}
+	b.current = r
 	if len(b.streamPunctuators) == 0 {
-		return b.processRecord(src, r) // the common case: nothing to punctuate
+		err := b.processRecord(src, r) // the common case: nothing to punctuate
+		b.current = nil
+		return err
 	}
 	prev := b.tc.StreamTime()
-	if err := b.processRecord(src, r); err != nil {
+	err := b.processRecord(src, r)
+	b.current = nil // what punctuators forward has no input record
+	if err != nil {
 		return err
 	}
 	return b.punctuateStreamTime(prev)
