@@ -28,7 +28,10 @@ type Generator struct {
 	// Events, when set, gives every payment an event time (its "ts" and
 	// its record timestamp); otherwise the record timestamp is the
 	// producer's clock and there is no "ts".
-	Events     *EventTime
+	Events *EventTime
+	// Hostile, when set, makes every Hostile.Every-th record a hostile
+	// one (see Hostile), which Produced counts and Invalid does not.
+	Hostile    *Hostile
 	ClientOpts []kgo.Opt
 
 	produced atomic.Int64
@@ -78,6 +81,13 @@ func (g *Generator) Run(ctx context.Context) error {
 	}
 	defer cl.Close()
 	rng := rand.New(rand.NewPCG(g.Seed, 0x5eed))
+	var hostile *hostileRun
+	if g.Hostile != nil && g.Hostile.Every > 0 {
+		if hostile, err = g.startHostile(ctx, cl); err != nil {
+			return err
+		}
+		defer hostile.close()
+	}
 	const tick = 10 * time.Millisecond
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
@@ -95,7 +105,16 @@ func (g *Generator) Run(ctx context.Context) error {
 		case now := <-ticker.C:
 			due := int64(now.Sub(start).Seconds() * float64(g.Rate))
 			for ; n < due; n++ {
+				if hostile != nil && !g.invalidAt(n) && n%int64(g.Hostile.Every) == int64(g.Hostile.Every-1) {
+					if err := hostile.write(ctx, cl); err != nil {
+						return err
+					}
+					continue
+				}
 				r := g.next(rng, n)
+				if hostile != nil {
+					hostile.note(r)
+				}
 				cl.Produce(context.Background(), r, g.promise)
 			}
 		}
@@ -105,7 +124,7 @@ func (g *Generator) Run(ctx context.Context) error {
 func (g *Generator) next(rng *rand.Rand, n int64) *kgo.Record {
 	account := fmt.Sprintf("acct-%04d", rng.IntN(g.Accounts))
 	r := &kgo.Record{Key: []byte(account)}
-	if g.InvalidEvery > 0 && n%int64(g.InvalidEvery) == int64(g.InvalidEvery-1) {
+	if g.invalidAt(n) {
 		r.Value = []byte(fmt.Sprintf(`{"id":"p%d","account":%q}`, n, account)) // no amount
 		return r
 	}
@@ -123,6 +142,11 @@ func (g *Generator) next(rng *rand.Rand, n int64) *kgo.Record {
 	}
 	r.Value, _ = json.Marshal(p)
 	return r
+}
+
+// invalidAt reports whether record n is a malformed payment.
+func (g *Generator) invalidAt(n int64) bool {
+	return g.InvalidEvery > 0 && n%int64(g.InvalidEvery) == int64(g.InvalidEvery-1)
 }
 
 // noteTS keeps the largest event time generated.
