@@ -30,7 +30,9 @@ type Generator struct {
 	// producer's clock and there is no "ts".
 	Events *EventTime
 	// Hostile, when set, makes every Hostile.Every-th record a hostile
-	// one (see Hostile), which Produced counts and Invalid does not.
+	// one (see Hostile), which Produced counts and Invalid does not; it
+	// takes the place of a malformed payment that falls on the same
+	// record.
 	Hostile    *Hostile
 	ClientOpts []kgo.Opt
 
@@ -69,6 +71,23 @@ func (g *Generator) Failed() int64 { return g.failed.Load() }
 // Invalid is the number of malformed payments acknowledged so far.
 func (g *Generator) Invalid() int64 { return g.invalid.Load() }
 
+// hostileRecords are the hostile records written (none without Hostile).
+func (g *Generator) hostileRecords() []HostileRecord {
+	if g.Hostile == nil {
+		return nil
+	}
+	return g.Hostile.Records()
+}
+
+// hostileBad is the number of hostile records written that the apps
+// refuse.
+func (g *Generator) hostileBad() int64 {
+	if g.Hostile == nil {
+		return 0
+	}
+	return g.Hostile.BadCount()
+}
+
 // Run produces until ctx is cancelled, then flushes.
 func (g *Generator) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{
@@ -105,7 +124,7 @@ func (g *Generator) Run(ctx context.Context) error {
 		case now := <-ticker.C:
 			due := int64(now.Sub(start).Seconds() * float64(g.Rate))
 			for ; n < due; n++ {
-				if hostile != nil && !g.invalidAt(n) && n%int64(g.Hostile.Every) == int64(g.Hostile.Every-1) {
+				if hostile != nil && n%int64(g.Hostile.Every) == int64(g.Hostile.Every-1) {
 					if err := hostile.write(ctx, cl); err != nil {
 						return err
 					}
