@@ -30,9 +30,8 @@ type Generator struct {
 	// producer's clock and there is no "ts".
 	Events *EventTime
 	// Hostile, when set, makes every Hostile.Every-th record a hostile
-	// one (see Hostile), which Produced counts and Invalid does not; it
-	// takes the place of a malformed payment that falls on the same
-	// record.
+	// one (see Hostile), which Produced counts and Invalid does not; one
+	// that falls on a malformed payment comes right after it.
 	Hostile    *Hostile
 	ClientOpts []kgo.Opt
 
@@ -112,6 +111,7 @@ func (g *Generator) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	start := time.Now()
 	var n int64
+	hostileDue := false // a malformed payment took a hostile record's place
 	for {
 		select {
 		case <-ctx.Done():
@@ -125,6 +125,10 @@ func (g *Generator) Run(ctx context.Context) error {
 			due := int64(now.Sub(start).Seconds() * float64(g.Rate))
 			for ; n < due; n++ {
 				if hostile != nil && n%int64(g.Hostile.Every) == int64(g.Hostile.Every-1) {
+					hostileDue = true
+				}
+				if hostileDue && !g.invalidAt(n) {
+					hostileDue = false
 					if err := hostile.write(ctx, cl); err != nil {
 						return err
 					}

@@ -216,3 +216,47 @@ func TestHostileStream(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckHostile: the dead-letter check finds each way a run can go
+// wrong, and passes a right one.
+func TestCheckHostile(t *testing.T) {
+	hostile := []HostileRecord{
+		{Kind: "garbage bytes", Partition: 0, Offset: 10, Ledger: StageDecode, Windowed: StageDecode},
+		{Kind: "forged headers, bad record", Partition: 1, Offset: 4, Ledger: StageDecode, Windowed: StageDecode, Forged: true},
+		{Kind: "timestamp 0", Partition: 1, Offset: 5},
+	}
+	const ledgerPID, windowedPID = 11, 22
+	producers := map[int64]string{ledgerPID: AppLedger, windowedPID: AppWindowed}
+	dl := func(pid int64, p int32, off int64, stage string, extra ...kgo.RecordHeader) *kgo.Record {
+		hs := append(extra, kgo.RecordHeader{Key: eddy.HeaderDLQStage, Value: []byte(stage)},
+			kgo.RecordHeader{Key: eddy.HeaderDLQTopic, Value: []byte(inputTopic)},
+			kgo.RecordHeader{Key: eddy.HeaderDLQPartition, Value: []byte(strconv.Itoa(int(p)))},
+			kgo.RecordHeader{Key: eddy.HeaderDLQOffset, Value: []byte(strconv.FormatInt(off, 10))})
+		return &kgo.Record{ProducerID: pid, Headers: hs}
+	}
+	forged := kgo.RecordHeader{Key: "original.eddy.offset", Value: []byte(forgedOffset)}
+	right := []*kgo.Record{
+		dl(ledgerPID, 0, 10, StageDecode), dl(windowedPID, 0, 10, StageDecode),
+		dl(ledgerPID, 1, 4, StageDecode, forged), dl(windowedPID, 1, 4, StageDecode, forged),
+	}
+	apps := []string{AppLedger, AppWindowed}
+	if rep := CheckHostile(inputTopic, hostile, right, producers, apps); !rep.OK() || rep.DeadLetters != 4 || rep.Other != 0 || rep.Bad != 2 {
+		t.Fatalf("a right run: %v %q", rep, rep.Examples)
+	}
+	for name, dead := range map[string][]*kgo.Record{
+		"missing":         right[1:],
+		"duplicate":       append(slices.Clone(right), dl(ledgerPID, 0, 10, StageDecode)),
+		"wrong stage":     append(slices.Clone(right[1:]), dl(ledgerPID, 0, 10, StageProcess)),
+		"good refused":    append(slices.Clone(right), dl(windowedPID, 1, 5, StageTime)),
+		"unknown app":     append(slices.Clone(right[1:]), dl(33, 0, 10, StageDecode)),
+		"forged lost":     append(slices.Clone(right[:3]), dl(windowedPID, 1, 4, StageDecode)),
+		"forged offset":   append(slices.Clone(right[:3]), dl(windowedPID, 1, 4, StageDecode, forged, kgo.RecordHeader{Key: eddy.HeaderDLQOffset, Value: []byte(forgedOffset)})),
+		"one app for two": append(slices.Clone(right[:3]), dl(ledgerPID, 1, 4, StageDecode, forged)),
+	} {
+		if rep := CheckHostile(inputTopic, hostile, dead, producers, apps); rep.OK() {
+			t.Errorf("%s: passed: %v", name, rep)
+		} else {
+			t.Logf("%s: %q", name, rep.Examples)
+		}
+	}
+}
