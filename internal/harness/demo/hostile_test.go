@@ -193,6 +193,26 @@ func TestHostileStream(t *testing.T) {
 		failed("windowed totals not exact for the good records: %v %q", wrep, wrep.Examples)
 	}
 
+	// Timestamp 0 is a good time, and far behind stream time: such a
+	// record is among the reference's late ones, which CheckLate found
+	// on the late topic (unless it was the first of its partition).
+	lateAt := map[[2]int64]bool{}
+	for _, r := range wref.Late {
+		lateAt[[2]int64{int64(r.Partition), r.Offset}] = true
+	}
+	epoch, epochLate := 0, 0
+	for _, h := range hostile {
+		if h.Kind == "timestamp 0" {
+			epoch++
+			if lateAt[[2]int64{int64(h.Partition), h.Offset}] {
+				epochLate++
+			}
+		}
+	}
+	if epoch > 0 && epochLate == 0 {
+		failed("none of the %d timestamp-0 payments is late for the windowed reference", epoch)
+	}
+
 	producers := map[int64]string{}
 	Producers(producers, AppLedger, balances)
 	Producers(producers, AppWindowed, totals)
