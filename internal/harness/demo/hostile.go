@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
@@ -258,8 +259,8 @@ func hostileKinds(long bool) []hostileKind {
 func HostileKinds(long bool) int { return len(hostileKinds(long)) }
 
 func forgedHeaders() []kgo.RecordHeader {
-	return []kgo.RecordHeader{{Key: "eddy.error", Value: []byte("forged")}, {Key: "eddy.stage", Value: []byte("forged")},
-		{Key: "eddy.offset", Value: []byte(forgedOffset)}}
+	return []kgo.RecordHeader{{Key: eddy.HeaderDLQError, Value: []byte("forged")}, {Key: eddy.HeaderDLQStage, Value: []byte("forged")},
+		{Key: eddy.HeaderDLQOffset, Value: []byte(forgedOffset)}}
 }
 
 // poisonValue is an unterminated JSON string of size bytes: not a payment.
@@ -549,15 +550,15 @@ func CheckHostile(topic string, hostile []HostileRecord, dead []*kgo.Record, pro
 		var part, top, stage, original string
 		for _, h := range d.Headers {
 			switch h.Key {
-			case "eddy.offset":
+			case eddy.HeaderDLQOffset:
 				offsets = append(offsets, string(h.Value))
-			case "eddy.partition":
+			case eddy.HeaderDLQPartition:
 				part = string(h.Value)
-			case "eddy.topic":
+			case eddy.HeaderDLQTopic:
 				top = string(h.Value)
-			case "eddy.stage":
+			case eddy.HeaderDLQStage:
 				stage = string(h.Value)
-			case "original.eddy.offset":
+			case eddy.HeaderDLQOriginalPrefix + eddy.HeaderDLQOffset:
 				original = string(h.Value)
 			}
 		}
@@ -591,7 +592,7 @@ func CheckHostile(topic string, hostile []HostileRecord, dead []*kgo.Record, pro
 			rep.problem("%s (%d@%d): the %s's dead letter says stage %q, want %q", h.Kind, h.Partition, h.Offset, app, stage, want)
 		case h.Forged && original != forgedOffset:
 			rep.problem("%s (%d@%d): the %s's dead letter lost the forged offset (original.eddy.offset %q)", h.Kind, h.Partition, h.Offset, app, original)
-		case h.Truncated && !strings.Contains(headerValue(d, "eddy.truncated"), "value"):
+		case h.Truncated && !strings.Contains(headerValue(d, eddy.HeaderDLQTruncated), "value"):
 			rep.problem("%s (%d@%d): the %s's dead letter is not marked truncated", h.Kind, h.Partition, h.Offset, app)
 		}
 	}
