@@ -32,6 +32,7 @@ func runDemo(ctx context.Context, args []string) (err error) {
 	withWindowed := fs.Bool("windowed", true, "also run examples/windowed on the same payments, killed with the ledger, and verify its windows")
 	window := fs.Duration("window", windowed.DefaultWindow, "window size of the windowed example")
 	grace := fs.Duration("grace", windowed.DefaultGrace, "grace period of the windowed example")
+	hostile := fs.Bool("hostile", true, "spread one hostile record of each kind over the run (bad keys, garbage, bad times, forged headers, an overflow...) and check that each app dead-letters each bad one exactly once and processes the odd good ones")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -107,6 +108,7 @@ func runDemo(ctx context.Context, args []string) (err error) {
 		CrashEvery:      *crashEvery,
 		Seed:            *seed,
 		Out:             os.Stdout,
+		Hostile:         *hostile,
 	})
 	if err != nil {
 		return err
@@ -117,7 +119,16 @@ func runDemo(ctx context.Context, args []string) (err error) {
 	fmt.Printf("  duplicates    %d\n", res.Report.Duplicates)
 	fmt.Printf("  missing       %d\n", res.Report.Missing)
 	fmt.Printf("  wrong         %d\n", res.Report.Wrong)
-	fmt.Printf("  dead letters  %d (malformed payments sent: %d, one dead letter each per app)\n", res.DeadLetters, res.Invalid)
+	fmt.Printf("  dead letters  %d (malformed payments sent: %d, bad hostile records: %d; one dead letter each per app)\n", res.DeadLetters, res.Invalid, res.Hostile.Bad)
+	if *hostile {
+		h := res.Hostile
+		fmt.Printf("  hostile       %d records, %d bad (each in the dead-letter topic once per app at its stage: problems %d), %d good and processed\n",
+			h.Records, h.Bad, h.Problems, h.Records-h.Bad)
+		fmt.Printf("                %s\n", h.KindList())
+		for _, e := range h.Examples {
+			fmt.Printf("  e.g. %s\n", e)
+		}
+	}
 	fmt.Printf("  crashes       %d SIGKILLs; slowest ledger recovery to first commit %.2fs\n", res.Crashes, slowest(res.Resumes).Seconds())
 	fmt.Printf("  ledger log    %s\n", res.LedgerLog)
 	for _, e := range res.Report.Examples {

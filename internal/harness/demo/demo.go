@@ -68,6 +68,10 @@ type Options struct {
 	// ClientOpts are added to the demo's own Kafka clients (generator,
 	// counters, verification), e.g. TLS and SASL.
 	ClientOpts []kgo.Opt
+	// Hostile spreads about one record of each cheap hostile kind (see
+	// Hostile) over the run, and the verification checks each one's
+	// outcome per app.
+	Hostile bool
 }
 
 func (o Options) stallTimeout() time.Duration {
@@ -117,6 +121,9 @@ type Result struct {
 	// there once (see WantDeadLetters).
 	DeadLetters int
 	Invalid     int
+	// Hostile checks the hostile records' dead letters (Options.Hostile);
+	// Hostile.Bad of them each have one dead letter per app.
+	Hostile HostileReport
 	// ProduceFailures are payments the generator gave up on (the broker
 	// was down); they may or may not be in the input.
 	ProduceFailures int
@@ -138,12 +145,12 @@ func (r Result) WantDeadLetters() int {
 			apps++
 		}
 	}
-	return r.Invalid * apps
+	return (r.Invalid + r.Hostile.Bad) * apps
 }
 
 // OK reports whether the run was exactly once.
 func (r Result) OK() bool {
-	return (!r.Ledger || r.Report.OK()) && (!r.Windowed || r.Windows.OK()) && r.DeadLetters == r.WantDeadLetters()
+	return (!r.Ledger || r.Report.OK()) && (!r.Windowed || r.Windows.OK()) && r.Hostile.OK() && r.DeadLetters == r.WantDeadLetters()
 }
 
 const (
@@ -297,6 +304,12 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 
 	gen := &Generator{Seeds: opts.Brokers, ClientOpts: opts.ClientOpts, Topic: inputTopic, Rate: opts.Rate, Accounts: opts.Accounts, InvalidEvery: 5000, Seed: opts.Seed}
+	if opts.Hostile {
+		// One round of the kinds over the run, the first a little after
+		// it starts.
+		records := float64(opts.Rate) * opts.Duration.Seconds()
+		gen.Hostile = &Hostile{Every: max(2, int(records)/(HostileKinds(false)+1))}
+	}
 	if res.Windowed {
 		w, g := opts.window().Milliseconds(), opts.grace().Milliseconds()
 		gen.Events = &EventTime{
@@ -374,7 +387,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			line := fmt.Sprintf("%5.0fs  payments %8d", now.Sub(start).Seconds(), gen.Produced())
 			if ledger != nil {
 				n := ledger.out.count()
-				want := gen.Produced() - gen.Invalid()
+				want := gen.Produced() - gen.Invalid() - gen.hostileBad()
 				line += fmt.Sprintf("  balances %8d  lag %6d", n, max(want-n, 0))
 				// While payments flow, a ledger that writes no balance
 				// although it has payments to process is stalled.
@@ -437,10 +450,11 @@ func setWants(ctx context.Context, opts Options, gen *Generator, ledger, win *ap
 		if err != nil {
 			return err
 		}
+		payments = GoodFor(AppWindowed, payments, gen.hostileRecords())
 		win.want = int64(verify.Windowed(payments, opts.window(), opts.grace()).ExpectedWindows())
 	}
 	if ledger != nil {
-		ledger.want = gen.Produced() - gen.Invalid()
+		ledger.want = gen.Produced() - gen.Invalid() - gen.hostileBad()
 	}
 	return nil
 }
@@ -472,12 +486,20 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 	if err != nil {
 		return res, err
 	}
+	// The references take the records each app processes: a hostile
+	// record the app refuses may look like a payment to them (a bad
+	// time, a key that differs from its account).
+	hostile := gen.hostileRecords()
+	producers := map[int64]string{}
+	var ran []string
 	if res.Ledger {
 		outputs, err := verify.ReadAll(ctx, opts.Brokers, outputTopic, opts.ClientOpts...)
 		if err != nil {
 			return res, err
 		}
-		res.Report = verify.Ledger(payments, outputs)
+		res.Report = verify.Ledger(GoodFor(AppLedger, payments, hostile), outputs)
+		Producers(producers, AppLedger, outputs)
+		ran = append(ran, AppLedger)
 	}
 	if res.Windowed {
 		totals, err := verify.ReadAll(ctx, opts.Brokers, totalsTopic, opts.ClientOpts...)
@@ -488,13 +510,16 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 		if err != nil {
 			return res, err
 		}
-		res.Windows = verify.Windowed(payments, opts.window(), opts.grace()).Compare(totals)
+		res.Windows = verify.Windowed(GoodFor(AppWindowed, payments, hostile), opts.window(), opts.grace()).Compare(totals)
 		res.Windows.CheckLate(late)
+		Producers(producers, AppWindowed, totals)
+		ran = append(ran, AppWindowed)
 	}
 	dead, err := verify.ReadAll(ctx, opts.Brokers, inputTopic+".dlq", opts.ClientOpts...)
 	if err != nil {
 		return res, err
 	}
+	res.Hostile = CheckHostile(inputTopic, hostile, dead, producers, ran)
 	res.DeadLetters, res.Invalid = len(dead), int(gen.Invalid())
 	res.ProduceFailures = int(gen.Failed())
 	return res, nil

@@ -28,7 +28,11 @@ type Generator struct {
 	// Events, when set, gives every payment an event time (its "ts" and
 	// its record timestamp); otherwise the record timestamp is the
 	// producer's clock and there is no "ts".
-	Events     *EventTime
+	Events *EventTime
+	// Hostile, when set, makes every Hostile.Every-th record a hostile
+	// one (see Hostile), which Produced counts and Invalid does not; one
+	// that falls on a malformed payment comes right after it.
+	Hostile    *Hostile
 	ClientOpts []kgo.Opt
 
 	produced atomic.Int64
@@ -66,6 +70,23 @@ func (g *Generator) Failed() int64 { return g.failed.Load() }
 // Invalid is the number of malformed payments acknowledged so far.
 func (g *Generator) Invalid() int64 { return g.invalid.Load() }
 
+// hostileRecords are the hostile records written (none without Hostile).
+func (g *Generator) hostileRecords() []HostileRecord {
+	if g.Hostile == nil {
+		return nil
+	}
+	return g.Hostile.Records()
+}
+
+// hostileBad is the number of hostile records written that the apps
+// refuse.
+func (g *Generator) hostileBad() int64 {
+	if g.Hostile == nil {
+		return 0
+	}
+	return g.Hostile.BadCount()
+}
+
 // Run produces until ctx is cancelled, then flushes.
 func (g *Generator) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{
@@ -78,11 +99,19 @@ func (g *Generator) Run(ctx context.Context) error {
 	}
 	defer cl.Close()
 	rng := rand.New(rand.NewPCG(g.Seed, 0x5eed))
+	var hostile *hostileRun
+	if g.Hostile != nil && g.Hostile.Every > 0 {
+		if hostile, err = g.startHostile(ctx, cl); err != nil {
+			return err
+		}
+		defer hostile.close()
+	}
 	const tick = 10 * time.Millisecond
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	start := time.Now()
 	var n int64
+	hostileDue := false // a malformed payment took a hostile record's place
 	for {
 		select {
 		case <-ctx.Done():
@@ -95,7 +124,20 @@ func (g *Generator) Run(ctx context.Context) error {
 		case now := <-ticker.C:
 			due := int64(now.Sub(start).Seconds() * float64(g.Rate))
 			for ; n < due; n++ {
+				if hostile != nil && n%int64(g.Hostile.Every) == int64(g.Hostile.Every-1) {
+					hostileDue = true
+				}
+				if hostileDue && !g.invalidAt(n) {
+					hostileDue = false
+					if err := hostile.write(ctx, cl); err != nil {
+						return err
+					}
+					continue
+				}
 				r := g.next(rng, n)
+				if hostile != nil {
+					hostile.note(r)
+				}
 				cl.Produce(context.Background(), r, g.promise)
 			}
 		}
@@ -105,7 +147,7 @@ func (g *Generator) Run(ctx context.Context) error {
 func (g *Generator) next(rng *rand.Rand, n int64) *kgo.Record {
 	account := fmt.Sprintf("acct-%04d", rng.IntN(g.Accounts))
 	r := &kgo.Record{Key: []byte(account)}
-	if g.InvalidEvery > 0 && n%int64(g.InvalidEvery) == int64(g.InvalidEvery-1) {
+	if g.invalidAt(n) {
 		r.Value = []byte(fmt.Sprintf(`{"id":"p%d","account":%q}`, n, account)) // no amount
 		return r
 	}
@@ -123,6 +165,11 @@ func (g *Generator) next(rng *rand.Rand, n int64) *kgo.Record {
 	}
 	r.Value, _ = json.Marshal(p)
 	return r
+}
+
+// invalidAt reports whether record n is a malformed payment.
+func (g *Generator) invalidAt(n int64) bool {
+	return g.InvalidEvery > 0 && n%int64(g.InvalidEvery) == int64(g.InvalidEvery-1)
 }
 
 // noteTS keeps the largest event time generated.
