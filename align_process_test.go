@@ -1,21 +1,16 @@
 package eddy_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
-	"github.com/eddy-streams/eddy/internal/failpoint"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -103,24 +98,8 @@ func TestStreamTableJoinAlignedThroughKills(t *testing.T) {
 	}
 	produce(t, addr, "orders", orders...)
 
-	state := t.TempDir()
-	for _, kill := range []string{"commit.after-end@3", "commit.before-end@2"} {
-		cmd, out := alignChild(addr, state, kill)
-		if err := cmd.Run(); !killed(err) {
-			t.Fatalf("the app armed with %s ended with %v, not by its SIGKILL; its output:\n%s", kill, err, out)
-		}
-	}
-	cmd, out := alignChild(addr, state, "")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("the last run's output:\n%s", out)
-		}
-	}()
+	runKilledThenLive(t, "TestAlignJoinChild", []string{"commit.after-end@3", "commit.before-end@2"},
+		alignChildBrokers+"="+addr, alignChildState+"="+t.TempDir())
 	got := renderStrings(t, waitRecords(t, addr, "joined", alignOrders, nil))
 	seen := map[string]bool{}
 	var wrong []string
@@ -138,25 +117,4 @@ func TestStreamTableJoinAlignedThroughKills(t *testing.T) {
 	if len(got) != alignOrders || len(wrong) > 0 {
 		t.Fatalf("%d results for %d orders; %d wrong, e.g. %q", len(got), alignOrders, len(wrong), wrong[:min(len(wrong), 10)])
 	}
-}
-
-// alignChild is the command that runs TestAlignJoinChild, with the
-// failpoints kill arms, and the buffer its output goes to (read it once
-// the command ended).
-func alignChild(addr, state, kill string) (*exec.Cmd, *bytes.Buffer) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestAlignJoinChild$", "-test.count=1", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), alignChildBrokers+"="+addr, alignChildState+"="+state, failpoint.Env+"="+kill)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	return cmd, &out
-}
-
-// killed reports whether err is a process's end by SIGKILL.
-func killed(err error) bool {
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		return false
-	}
-	ws, ok := exit.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }

@@ -1,14 +1,18 @@
 package eddy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/failpoint"
 	"github.com/eddy-streams/eddy/internal/harness/verify"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/serde"
@@ -347,4 +352,47 @@ func waitConsumed(t *testing.T, addr, group, topic string, n int, app *running) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runKilledThenLive runs the test named child of this test binary as an
+// app's process: once for each failpoint arm in kills, each run ending by
+// that arm's SIGKILL, then once unarmed, left running for the test (its
+// cleanup kills it, and shows its output if the test failed). env are the
+// child's variables besides the arm: its broker and state directory.
+func runKilledThenLive(t *testing.T, child string, kills []string, env ...string) {
+	t.Helper()
+	command := func(kill string) (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1", "-test.timeout=5m")
+		cmd.Env = append(append(os.Environ(), env...), failpoint.Env+"="+kill)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		return cmd, &out
+	}
+	for _, kill := range kills {
+		cmd, out := command(kill)
+		if err := cmd.Run(); !killed(err) {
+			t.Fatalf("the app armed with %s ended with %v, not by its SIGKILL; its output:\n%s", kill, err, out)
+		}
+	}
+	cmd, out := command("")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("the last run's output:\n%s", out)
+		}
+	})
+}
+
+// killed reports whether err is a process's end by SIGKILL.
+func killed(err error) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }

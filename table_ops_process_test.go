@@ -1,11 +1,9 @@
 package eddy_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
-	"github.com/eddy-streams/eddy/internal/failpoint"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -99,24 +96,8 @@ func TestToTableThroughKills(t *testing.T) {
 	// schedules tasks now, the reports' part takes the first 40, so both
 	// kills land in the ToTable tasks' work: the next runs restore them
 	// from the changelog.)
-	state := t.TempDir()
-	for _, kill := range []string{"commit.after-end@55", "commit.before-end@10"} {
-		cmd, out := toTableChild(addr, state, kill)
-		if err := cmd.Run(); !killed(err) {
-			t.Fatalf("the app armed with %s ended with %v, not by its SIGKILL; its output:\n%s", kill, err, out)
-		}
-	}
-	cmd, out := toTableChild(addr, state, "")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("the last run's output:\n%s", out)
-		}
-	}()
+	runKilledThenLive(t, "TestToTableChild", []string{"commit.after-end@55", "commit.before-end@10"},
+		toTableChildBrokers+"="+addr, toTableChildState+"="+t.TempDir())
 
 	updates := byKey(decode(t, waitRecords(t, addr, "updates", toTableReports, nil), serde.String(), serde.String()))
 	for vehicle, want := range positions {
@@ -162,15 +143,4 @@ func TestToTableThroughKills(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("answers to %d probes, want %d", len(got), len(want))
 	}
-}
-
-// toTableChild is the command that runs TestToTableChild, with the
-// failpoints kill arms, and the buffer its output goes to (read it once
-// the command ended).
-func toTableChild(addr, state, kill string) (*exec.Cmd, *bytes.Buffer) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestToTableChild$", "-test.count=1", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), toTableChildBrokers+"="+addr, toTableChildState+"="+state, failpoint.Env+"="+kill)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	return cmd, &out
 }
