@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // repartitionOrigin is a repartition topic of the topology and the
@@ -56,10 +58,15 @@ type orphanRepartition struct {
 	// on it: only then is it surely this app's (another app's id may
 	// start with this one's).
 	committed bool
-	// unconsumed is how many offsets are past the group's commits (or
-	// past the log start where it committed none), summed over the
-	// partitions. Like Kafka's lag it counts transaction markers.
+	// unconsumed is how many records are past the group's commits (past
+	// the log start where it committed none), over all partitions: the
+	// records a read_committed consumer would get, not counting the
+	// transaction markers that the offsets count (a drained topic written
+	// in transactions ends with a marker past the last commit). For a
+	// topic the group never consumed it is the offsets, not read.
 	unconsumed int64
+	// spans are the partitions' offsets past the group's commits.
+	spans map[int32]kafka.Span
 }
 
 // checkTopologyChange refuses to start an app whose topology lost a
@@ -69,9 +76,17 @@ type orphanRepartition struct {
 // the records in flight in the old topic would never be read. Kafka
 // Streams starts on the new name and loses them silently. With
 // allowChange it logs them instead; a drained orphan is only logged.
-func checkTopologyChange(ctx context.Context, cl *kgo.Client, appID string, origins []repartitionOrigin, allowChange bool, log *slog.Logger) error {
+func checkTopologyChange(ctx context.Context, opts []kgo.Opt, appID string, origins []repartitionOrigin, allowChange bool, log *slog.Logger) error {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("eddy: admin client: %w", err)
+	}
+	defer cl.Close()
 	orphans, existing, err := findOrphanRepartitions(ctx, kadm.NewClient(cl), appID, origins)
 	if err != nil {
+		return err
+	}
+	if err := countUnconsumed(ctx, opts, orphans); err != nil {
 		return err
 	}
 	var errs []error
@@ -176,7 +191,13 @@ func findOrphanRepartitions(ctx context.Context, adm *kadm.Client, appID string,
 			o.committed = true
 			from = max(from, c.At)
 		}
-		o.unconsumed += max(e.Offset-from, 0)
+		if e.Offset > from {
+			o.unconsumed += e.Offset - from
+			if o.spans == nil {
+				o.spans = map[int32]kafka.Span{}
+			}
+			o.spans[e.Partition] = kafka.Span{From: from, End: e.Offset}
+		}
 	})
 	if len(errs) > 0 {
 		return nil, nil, fmt.Errorf("eddy: end offsets: %w", errors.Join(errs...))
@@ -184,14 +205,32 @@ func findOrphanRepartitions(ctx context.Context, adm *kadm.Client, appID string,
 	return orphans, existing, nil
 }
 
-// checkTopologyChangeOnStart runs checkTopologyChange with a client of its
-// own: every Run, before the runtime creates the topology's repartition
-// topics (which the advice tells apart as new).
-func checkTopologyChangeOnStart(ctx context.Context, cfg Config, opts []kgo.Opt, origins []repartitionOrigin, log *slog.Logger) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, opts...)...)
-	if err != nil {
-		return fmt.Errorf("eddy: admin client: %w", err)
+// countUnconsumed replaces the offsets past the group's commits of the
+// orphans it consumed with the records there: reading them is the only way
+// to tell records from transaction markers. It reads only what is in
+// flight, usually little.
+func countUnconsumed(ctx context.Context, opts []kgo.Opt, orphans []orphanRepartition) error {
+	for i := range orphans {
+		o := &orphans[i]
+		if !o.committed || o.unconsumed == 0 {
+			continue
+		}
+		o.unconsumed = 0
+		err := kafka.ReadCommitted(ctx, opts, map[string]map[int32]kafka.Span{o.topic: o.spans}, func(*kgo.Record) error {
+			o.unconsumed++
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("eddy: read the unconsumed records of %s: %w", o.topic, err)
+		}
 	}
-	defer cl.Close()
-	return checkTopologyChange(ctx, cl, cfg.AppID, origins, cfg.AllowTopologyChange, log)
+	return nil
+}
+
+// checkTopologyChangeOnStart runs checkTopologyChange with the app's
+// client options: every Run, before the runtime creates the topology's
+// repartition topics (which the advice tells apart as new).
+func checkTopologyChangeOnStart(ctx context.Context, cfg Config, opts []kgo.Opt, origins []repartitionOrigin, log *slog.Logger) error {
+	opts = append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, opts...)
+	return checkTopologyChange(ctx, opts, cfg.AppID, origins, cfg.AllowTopologyChange, log)
 }
