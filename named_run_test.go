@@ -79,7 +79,7 @@ func TestNamedRunRepartitionMoved(t *testing.T) {
 	err := run(t, clicksTopology(true, ""), cfg).wait(t)
 	if missing := errLacks(err, "eddy: repartition topic "+oldTopic+" is not in the topology any more",
 		"holds 3 records the app has not consumed", newTopic+" (the records of operator select-key-2)",
-		`eddy.Named(stream, "rekey-1") on the stream operator select-key-2 produces`, "Config.AllowTopologyChange"); len(missing) > 0 {
+		`wrap the stream that operator select-key-2 produces in eddy.Named(stream, "rekey-1")`, "Config.AllowTopologyChange"); len(missing) > 0 {
 		t.Fatalf("Run: %v\nlacks %q", err, missing)
 	}
 

@@ -119,7 +119,7 @@ func orphanError(appID string, o orphanRepartition, origins []repartitionOrigin,
 		}
 		fresh = append(fresh, fmt.Sprintf("%s (the records of operator %s)", r.topic, r.operator))
 		if fix == "" && r.moves {
-			fix = fmt.Sprintf(" To keep reading it, name the operator eddy.Named(stream, %q) on the stream operator %s produces (its repartition is then named %q whatever its position; rename it later, once the topic is drained).", old, r.operator, old)
+			fix = fmt.Sprintf(" To keep reading it, wrap the stream that operator %s produces in eddy.Named(stream, %q): its repartition then keeps that name whatever its position (rename it once the topic is drained).", r.operator, old)
 		} else if fix == "" {
 			fix = fmt.Sprintf(" To keep reading it, give operator %s's repartition its old name %q back until the topic is drained.", r.operator, old)
 		}
@@ -132,7 +132,7 @@ func orphanError(appID string, o orphanRepartition, origins []repartitionOrigin,
 	default:
 		replaced = " One of the topology's new repartition topics most likely replaced it: " + strings.Join(fresh, ", ") + "."
 	}
-	return fmt.Errorf("eddy: repartition topic %s is not in the topology any more and holds %d records the app has not consumed (offsets past its group's commits): starting would leave them unread for good.%s%s Or set Config.AllowTopologyChange to start without them, and delete the topic",
+	return fmt.Errorf("eddy: repartition topic %s is not in the topology any more and holds %d records the app has not consumed (past its group's committed offsets): starting would leave them unread for good.%s%s Or set Config.AllowTopologyChange to start without them, and delete the topic",
 		o.topic, o.unconsumed, replaced, fix)
 }
 
