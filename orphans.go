@@ -82,7 +82,7 @@ func checkTopologyChange(ctx context.Context, opts []kgo.Opt, appID string, orig
 		return fmt.Errorf("eddy: admin client: %w", err)
 	}
 	defer cl.Close()
-	orphans, existing, err := findOrphanRepartitions(ctx, kadm.NewClient(cl), appID, origins)
+	orphans, existing, err := findOrphanRepartitions(ctx, cl, appID, origins)
 	if err != nil {
 		return err
 	}
@@ -139,23 +139,24 @@ func orphanError(appID string, o orphanRepartition, origins []repartitionOrigin,
 // findOrphanRepartitions lists the topics named "<appID>-...-repartition"
 // that origins do not hold, with what the app's group (its app id) left in
 // each; existing are all the brokers' topics.
-func findOrphanRepartitions(ctx context.Context, adm *kadm.Client, appID string, origins []repartitionOrigin) (_ []orphanRepartition, existing map[string]bool, _ error) {
-	topics, err := adm.ListTopics(ctx)
+func findOrphanRepartitions(ctx context.Context, cl *kgo.Client, appID string, origins []repartitionOrigin) (_ []orphanRepartition, existing map[string]bool, _ error) {
+	topics, err := kafka.ListTopics(ctx, cl)
 	if err != nil {
-		return nil, nil, fmt.Errorf("eddy: list topics: %w", err)
+		return nil, nil, fmt.Errorf("eddy: %w", err)
 	}
 	existing = map[string]bool{}
 	var names []string
-	for _, d := range topics.Sorted() {
-		existing[d.Topic] = true
-		if mid, ok := strings.CutPrefix(d.Topic, appID+"-"); ok && strings.HasSuffix(mid, "-repartition") && len(mid) > len("-repartition") &&
-			!slices.ContainsFunc(origins, func(o repartitionOrigin) bool { return o.topic == d.Topic }) {
-			names = append(names, d.Topic)
+	for _, topic := range topics {
+		existing[topic] = true
+		if mid, ok := strings.CutPrefix(topic, appID+"-"); ok && strings.HasSuffix(mid, "-repartition") && len(mid) > len("-repartition") &&
+			!slices.ContainsFunc(origins, func(o repartitionOrigin) bool { return o.topic == topic }) {
+			names = append(names, topic)
 		}
 	}
 	if len(names) == 0 {
 		return nil, existing, nil
 	}
+	adm := kadm.NewClient(cl)
 	committed, err := adm.FetchOffsets(ctx, appID)
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 		return nil, nil, fmt.Errorf("eddy: group %s: fetch offsets: %w", appID, err)
