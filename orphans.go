@@ -111,29 +111,32 @@ func checkTopologyChange(ctx context.Context, opts []kgo.Opt, appID string, orig
 // orphanError explains an orphan with records in flight and the fixes.
 func orphanError(appID string, o orphanRepartition, origins []repartitionOrigin, existing map[string]bool) error {
 	old := strings.TrimSuffix(strings.TrimPrefix(o.topic, appID+"-"), "-repartition")
-	var fresh []string // the topology's repartition topics the brokers do not have yet
-	fix := ""
+	var fresh []repartitionOrigin // the topology's repartition topics the brokers do not have yet
 	for _, r := range origins {
-		if existing[r.topic] {
-			continue
-		}
-		fresh = append(fresh, fmt.Sprintf("%s (the records of operator %s)", r.topic, r.operator))
-		if fix == "" && r.moves {
-			fix = fmt.Sprintf(" To keep reading it, wrap the stream that operator %s produces in eddy.Named(stream, %q): its repartition then keeps that name whatever its position (rename it once the topic is drained).", r.operator, old)
-		} else if fix == "" {
-			fix = fmt.Sprintf(" To keep reading it, give operator %s's repartition its old name %q back until the topic is drained.", r.operator, old)
+		if !existing[r.topic] {
+			fresh = append(fresh, r)
 		}
 	}
-	replaced := " No new repartition topic of the topology replaces it: run the previous topology until it has consumed the topic."
-	switch len(fresh) {
-	case 0:
-	case 1:
-		replaced = " The topology's new repartition topic " + fresh[0] + " most likely replaced it, because an operator was added or removed before that operator."
+	var advice string
+	switch {
+	case len(fresh) == 0:
+		advice = " No new repartition topic of the topology replaces it: run the previous topology until it has consumed the topic."
+	case len(fresh) == 1 && fresh[0].moves:
+		advice = fmt.Sprintf(" The topology's new repartition topic %s (the records of operator %s) most likely replaced it: an operator was added or removed before %s. To keep reading it, wrap the stream that operator %s produces in eddy.Named(stream, %q): its repartition then keeps that name whatever its position (rename it once the topic is drained).",
+			fresh[0].topic, fresh[0].operator, fresh[0].operator, fresh[0].operator, old)
+	case len(fresh) == 1:
+		advice = fmt.Sprintf(" The topology's new repartition topic %s (the records of operator %s) most likely replaced it. To keep reading it, give that repartition its old name %q back until the topic is drained.",
+			fresh[0].topic, fresh[0].operator, old)
 	default:
-		replaced = " One of the topology's new repartition topics most likely replaced it: " + strings.Join(fresh, ", ") + "."
+		var names []string
+		for _, r := range fresh {
+			names = append(names, fmt.Sprintf("%s (the records of operator %s)", r.topic, r.operator))
+		}
+		advice = fmt.Sprintf(" One of the topology's new repartition topics most likely replaced it: %s. To keep reading it, give the one that replaced it its old name %q back (eddy.Named(stream, %q) on the stream of an unnamed operator) until the topic is drained.",
+			strings.Join(names, ", "), old, old)
 	}
-	return fmt.Errorf("eddy: repartition topic %s is not in the topology any more and holds %d records the app has not consumed (past its group's committed offsets): starting would leave them unread for good.%s%s Or set Config.AllowTopologyChange to start without them, and delete the topic",
-		o.topic, o.unconsumed, replaced, fix)
+	return fmt.Errorf("eddy: repartition topic %s is not in the topology any more and holds %d records the app has not consumed (past its group's committed offsets): starting would leave them unread for good.%s Or set Config.AllowTopologyChange to start without them, and delete the topic",
+		o.topic, o.unconsumed, advice)
 }
 
 // findOrphanRepartitions lists the topics named "<appID>-...-repartition"
