@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // ListTopics returns the names of the cluster's topics (those the client
-// may describe), sorted. An unreachable broker is waited for, as by
+// may describe), sorted; a topic's error (a leader being elected) does not
+// hide its name. An unreachable broker is waited for, as by
 // Partitions: it is the first request of an app's start.
 func ListTopics(ctx context.Context, cl *kgo.Client) ([]string, error) {
 	req := kmsg.NewPtrMetadataRequest() // null topics: every topic
@@ -31,8 +33,10 @@ func ListTopics(ctx context.Context, cl *kgo.Client) ([]string, error) {
 		if t.Topic == nil {
 			continue
 		}
-		if t.ErrorCode != 0 {
-			return nil, fmt.Errorf("kafka: list topics: %s: %w", *t.Topic, kerr.ErrorForCode(t.ErrorCode))
+		// Kafka leaves out the topics the client may not describe; a
+		// broker that lists them with this error is followed.
+		if errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.TopicAuthorizationFailed) {
+			continue
 		}
 		names = append(names, *t.Topic)
 	}
