@@ -47,6 +47,9 @@ type App struct {
 	stores map[string]*storeDecl
 	// desc is the topology's description (GET /v1/topology).
 	desc TopologyDescription
+	// repartitions are the topology's repartition topics and the
+	// operators they carry, for the startup check (orphans.go).
+	repartitions []repartitionOrigin
 	// metrics are the app's Prometheus metrics (app_metrics.go).
 	metrics *metrics.Metrics
 	// failpoints are armed by EDDY_FAILPOINTS (crash tests).
@@ -72,7 +75,7 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if t.sinkless() {
 		cfg.Logger.Warn("the topology writes no topic and keeps no store: its results go nowhere; add eddy.To (or a store to query)")
 	}
-	return &App{cfg: cfg, rt: rt, stores: t.stores, desc: t.Describe(cfg.AppID), metrics: metrics.New(), failpoints: fail}, nil
+	return &App{cfg: cfg, rt: rt, stores: t.stores, desc: t.Describe(cfg.AppID), repartitions: t.repartitionOrigins(cfg.AppID), metrics: metrics.New(), failpoints: fail}, nil
 }
 
 // Run runs the app until ctx is cancelled (commit, close the stores,
@@ -149,6 +152,11 @@ func (a *App) Run(ctx context.Context) error {
 	defer a.metrics.SetStateCache(nil)
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, cfg.AppID), 0o700); err != nil {
 		return fmt.Errorf("eddy: state dir: %w", err)
+	}
+	// Before the runtime creates the repartition topics: a repartition
+	// topic the topology lost, still holding records, stops the app.
+	if err := checkTopologyChangeOnStart(ctx, cfg, clientOpts, a.repartitions, log); err != nil {
+		return unreachableOr(reach, err)
 	}
 	if external, internal := deadLetterSources(cfg, rt); len(external)+len(internal) > 0 {
 		if err := createDeadLetterTopics(ctx, cfg.Brokers, clientOpts, external, internal); err != nil {

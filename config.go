@@ -226,6 +226,13 @@ type Config struct {
 	// transactions. With ACLs on, the app's principal needs DELETE on its
 	// "<app-id>-" topics. Default 30s; negative: never.
 	RepartitionPurgeInterval time.Duration
+	// AllowTopologyChange lets the app start when a repartition topic of
+	// its (the "<app-id>-...-repartition" topics its group consumed) is no
+	// longer in the topology but still holds records the app has not
+	// consumed: they are then left unread, with a warning. By default Run
+	// refuses to start and names the topic and the fix, which is usually
+	// eddy.Named on the operator whose position changed (see Named).
+	AllowTopologyChange bool
 	// Logger receives the app's logs. Default slog.Default().
 	Logger *slog.Logger
 	// KafkaOptions are added to every Kafka client (TLS, SASL, ...).

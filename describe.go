@@ -42,7 +42,10 @@ const (
 
 // NodeDescription is one node of a sub-topology.
 type NodeDescription struct {
-	Name string `json:"name"`
+	// Name is "<kind>-<position>", which moves when an operator is added
+	// before the node, or the name eddy.Named gave it (then Named is set).
+	Name  string `json:"name"`
+	Named bool   `json:"named,omitempty"`
 	// Kind is NodeSource, NodeProcessor or NodeSink. Every operator
 	// between sources and sinks is a processor named after it ("filter-1",
 	// "split-<name>-2" with children "branch-<name>-<branch>-3", a
@@ -105,7 +108,7 @@ func (t *Topology) Describe(appID string) TopologyDescription {
 			d.Subtopologies = append(d.Subtopologies, SubtopologyDescription{ID: i, Sources: []string{}, Sinks: []string{}, Stores: []StoreDescription{}})
 		}
 		sub := &d.Subtopologies[i]
-		nd := NodeDescription{Name: displayName(n), Kind: NodeProcessor, Stores: slices.Clone(n.stores), Children: children[n]}
+		nd := NodeDescription{Name: displayName(n), Named: n.named, Kind: NodeProcessor, Stores: slices.Clone(n.stores), Children: children[n]}
 		for _, p := range n.parents {
 			nd.Parents = append(nd.Parents, displayName(p))
 		}
@@ -113,7 +116,7 @@ func (t *Topology) Describe(appID string) TopologyDescription {
 			nd.Kind, nd.Topic = NodeSource, topicName(appID, topic)
 			nd.Internal = strings.HasPrefix(topic, repartitionPrefix)
 			sub.Sources = append(sub.Sources, nd.Topic)
-		} else if topic, ok := sinkTopic(n); ok {
+		} else if topic, ok := t.writers[n]; ok {
 			nd.Kind, nd.Topic = NodeSink, topicName(appID, topic)
 			nd.Internal = strings.HasPrefix(topic, repartitionPrefix)
 			sub.Sinks = append(sub.Sinks, nd.Topic)
@@ -132,17 +135,4 @@ func (t *Topology) Describe(appID string) TopologyDescription {
 // (a control character): "sink-repartition-by-word-2".
 func displayName(n *node) string {
 	return strings.ReplaceAll(n.name, repartitionPrefix, "repartition-")
-}
-
-// sinkTopic returns the topic of a sink node, named "sink-<topic>-<n>" by
-// to (the topic may itself hold dashes; the number never does).
-func sinkTopic(n *node) (string, bool) {
-	rest, ok := strings.CutPrefix(n.name, "sink-")
-	if !ok {
-		return "", false
-	}
-	if i := strings.LastIndex(rest, "-"); i >= 0 {
-		rest = rest[:i]
-	}
-	return rest, true
 }

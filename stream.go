@@ -24,8 +24,8 @@ type Stream[K, V any] struct {
 	values serde.Serde[V]
 }
 
-// autoRepartition sends s through a repartition topic named after the
-// node that changed its key, when it may sit on the wrong partitions and
+// autoRepartition sends s through a repartition topic named after s's
+// node (see autoRepartitionName), when it may sit on the wrong partitions and
 // its values' serde is known; what says which operation needs it, for the
 // error when the serde is not known.
 func autoRepartition[K, V any](s Stream[K, V], keys serde.Serde[K], what string) Stream[K, V] {
@@ -40,10 +40,28 @@ func autoRepartition[K, V any](s Stream[K, V], keys serde.Serde[K], what string)
 	if r, ok := s.t.rekeyed[s.n]; ok {
 		return r.(Stream[K, V])
 	}
-	_, idx, _ := strings.Cut(s.n.name[strings.LastIndex(s.n.name, "-"):], "-")
-	r := Repartition(s, "rekey-"+idx, keys, s.values)
+	name := autoRepartitionName(s.n)
+	if s.n.named && slices.Contains(s.t.repartitions, name) {
+		s.t.failOn(what, s.n, "its repartition is named %q after the operator eddy.Named named, and a repartition of that name is already declared; give the operator or the repartition another name", name)
+		return s
+	}
+	r := Repartition(s, name, keys, s.values)
 	s.t.rekeyed[s.n] = r
+	s.t.autoRepartitions[name] = s.n
 	return r
+}
+
+// autoRepartitionName is the name of the repartition autoRepartition adds
+// after node n: n's own name if the user gave one (eddy.Named), which
+// keeps the topic whatever operators are added before n; else
+// "rekey-<position of n>", which moves when an operator is added before
+// n (the startup check refuses to lose the records left in the old topic:
+// see orphans.go).
+func autoRepartitionName(n *node) string {
+	if n.named {
+		return n.name
+	}
+	return "rekey-" + n.name[strings.LastIndex(n.name, "-")+1:]
 }
 
 // Topology returns the topology the stream belongs to.

@@ -25,7 +25,13 @@ type Topology struct {
 	// rekeyed are the automatic repartitions (Stream[K, V] values) of
 	// re-keyed streams, by the node that re-keyed them.
 	rekeyed map[*node]any
-	globals []runtime.GlobalStore
+	// named are the operators the user named (Named), by name.
+	named map[string]*node
+	// autoRepartitions are the repartitions autoRepartition added, by
+	// name, with the node whose key changed: what the startup check
+	// names when it finds a repartition topic the topology lost.
+	autoRepartitions map[string]*node
+	globals          []runtime.GlobalStore
 	// sinks are the external topics the topology writes (To), checked
 	// to exist when the app starts.
 	sinks []string
@@ -51,14 +57,19 @@ type storeDecl struct {
 
 // NewTopology returns an empty topology.
 func NewTopology() *Topology {
-	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl), rekeyed: make(map[*node]any), writers: make(map[*node]string)}
+	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl), rekeyed: make(map[*node]any), writers: make(map[*node]string),
+		named: make(map[string]*node), autoRepartitions: make(map[string]*node)}
 }
 
 // node is one vertex of the description. build instantiates it for a task:
 // it links the node's instance to its parents' outputs, typed, so records
 // flow between processors as Go values, never as bytes.
 type node struct {
-	name    string
+	// name is "<kind>-<position>", or what Named gave it.
+	name string
+	// named marks a name the user gave (Named): it does not depend on
+	// the node's position, nor do the names derived from it.
+	named   bool
 	parents []*node
 	// stores are the stores this node owns (declared for it).
 	stores []string
@@ -67,6 +78,9 @@ type node struct {
 
 func (t *Topology) add(name string, parents ...*node) *node {
 	n := &node{name: fmt.Sprintf("%s-%d", name, len(t.nodes)), parents: parents}
+	if _, dup := t.named[n.name]; dup {
+		t.fail("eddy: operator name %q given with eddy.Named is also the name of operator %d of the topology; choose a name that does not end in a position", n.name, len(t.nodes))
+	}
 	t.nodes = append(t.nodes, n)
 	return n
 }
