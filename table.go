@@ -17,7 +17,9 @@ type GroupedStream[K, V any] struct {
 // GroupByKey groups s by its current key; keys encodes the key in the
 // aggregation's store. The records must be on the partition of their key:
 // after SelectKey they go through a repartition topic by themselves
-// ("<app-id>-rekey-<n>-repartition"); after an operation that also changed
+// ("<app-id>-rekey-<n>-repartition", n the position of the operator that
+// changed the key, or "<app-id>-<name>-repartition" once eddy.Named named
+// it); after an operation that also changed
 // the value type (Map, FlatMap, Process) eddy cannot encode them, so that
 // is an error that names the fix: Repartition, or GroupBy, which re-keys
 // and repartitions in one step with the serdes it is given.
