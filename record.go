@@ -11,7 +11,12 @@ type Record[K, V any] struct {
 	Key   K
 	Value V
 	// Timestamp is the record's event time in milliseconds since the Unix
-	// epoch (the Kafka record timestamp at a source).
+	// epoch (the Kafka record timestamp at a source). 0 is a time like any
+	// other (the epoch), and a sink writes it as it is: a processor that
+	// forwards a record it builds sets it, usually to the input record's
+	// (as Kafka Streams' Record requires one), or to
+	// ProcessorContext.WallClock for processing time. Before issue 16 a
+	// 0 was replaced by the producer's clock.
 	Timestamp int64
 	Headers   []Header
 	// Tombstone marks the deletion of Key (Kafka's null value): in a
