@@ -115,8 +115,8 @@ func (t *Topology) Describe(appID string) TopologyDescription {
 		for _, p := range n.parents {
 			nd.Parents = append(nd.Parents, displayName(p))
 		}
-		if re, ok := t.patterns[n]; ok {
-			nd.Kind, nd.Pattern = NodeSource, re.String()
+		if pattern, ok := t.patternText[n]; ok {
+			nd.Kind, nd.Pattern = NodeSource, pattern
 			sub.Patterns = append(sub.Patterns, nd.Pattern)
 		} else if topic, ok := sourceOf[n]; ok {
 			nd.Kind, nd.Topic = NodeSource, topicName(appID, topic)

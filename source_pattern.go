@@ -33,7 +33,7 @@ func SourcePattern[K, V any](t *Topology, pattern *regexp.Regexp, keys serde.Ser
 	// Anchored, so a match is a whole name; a pattern that compiled once
 	// compiles inside a group too.
 	whole := regexp.MustCompile("^(?:" + pattern.String() + ")$")
-	t.patterns[n] = whole
+	t.patterns[n], t.patternText[n] = whole, pattern.String()
 	var sc sourceConfig
 	for _, o := range opts {
 		o(&sc)

@@ -19,9 +19,11 @@ import (
 type Topology struct {
 	nodes   []*node
 	sources map[string]*node
-	// patterns are the SourcePattern nodes and what they match.
+	// patterns are the SourcePattern nodes' patterns, anchored.
 	patterns map[*node]*regexp.Regexp
-	stores   map[string]*storeDecl
+	// patternText is each SourcePattern's pattern as given, to describe.
+	patternText map[*node]string
+	stores      map[string]*storeDecl
 	// repartitions are the internal topics the topology writes and reads
 	// back (a re-key before a grouping or a join), by short name.
 	repartitions []string
@@ -54,7 +56,7 @@ type storeDecl struct {
 
 // NewTopology returns an empty topology.
 func NewTopology() *Topology {
-	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl), rekeyed: make(map[*node]any), writers: make(map[*node]string), patterns: make(map[*node]*regexp.Regexp)}
+	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl), rekeyed: make(map[*node]any), writers: make(map[*node]string), patterns: make(map[*node]*regexp.Regexp), patternText: make(map[*node]string)}
 }
 
 // node is one vertex of the description. build instantiates it for a task:
