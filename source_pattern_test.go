@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/eddytest"
 	"github.com/eddy-streams/eddy/internal/harness/verify"
 	"github.com/eddy-streams/eddy/serde"
 )
@@ -86,5 +87,67 @@ func waitCounts(t *testing.T, addr string, want map[string]int64, app *running) 
 			t.Fatalf("counts %v after %v, want %v", got, hangGuard, want)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Count the orders of every region's topic ("orders-eu", "orders-us", and
+// those created later), per customer: the topics must have the same
+// partition count, as a task reads partition p of each.
+func ExampleSourcePattern() {
+	t := eddy.NewTopology()
+	orders := eddy.SourcePattern(t, regexp.MustCompile(`orders-[a-z]+`), serde.String(), serde.String())
+	counts := eddy.Count(eddy.GroupByKey(orders, serde.String()), "orders-per-customer")
+	eddy.To(eddy.ToStream(counts), "orders-per-customer", serde.String(), serde.Int64())
+
+	d, err := eddytest.New(t, eddytest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close()
+	eddytest.Input(d, "orders-eu", serde.String(), serde.String()).Pipe("ann", "book", 1_000)
+	eddytest.Input(d, "orders-us", serde.String(), serde.String()).Pipe("ann", "pen", 2_000)
+	eddytest.Input(d, "orders-us", serde.String(), serde.String()).Pipe("bob", "ink", 3_000)
+	recs, _ := eddytest.Output(d, "orders-per-customer", serde.String(), serde.Int64()).ReadAll()
+	for _, r := range recs {
+		fmt.Printf("%s: %d\n", r.Key, r.Value)
+	}
+	// Output:
+	// ann: 1
+	// ann: 2
+	// bob: 1
+}
+
+// TestSourcePatternDescribe: the pattern's node is a source that names the
+// pattern as given, listed among its sub-topology's patterns.
+func TestSourcePatternDescribe(t *testing.T) {
+	topo := eddy.NewTopology()
+	eddy.To(eddy.SourcePattern(topo, regexp.MustCompile(`clicks-.*`), serde.String(), serde.String()), "out", serde.String(), serde.String())
+	d := topo.Describe("app")
+	if len(d.Subtopologies) != 1 {
+		t.Fatalf("%d sub-topologies, want 1", len(d.Subtopologies))
+	}
+	sub := d.Subtopologies[0]
+	if got := sub.Nodes[0]; got.Kind != eddy.NodeSource || got.Pattern != "clicks-.*" || got.Topic != "" {
+		t.Errorf("first node %+v, want a source with pattern clicks-.*", got)
+	}
+	if len(sub.Patterns) != 1 || sub.Patterns[0] != "clicks-.*" || len(sub.Sources) != 0 {
+		t.Errorf("patterns %q, sources %q; want [clicks-.*] and none", sub.Patterns, sub.Sources)
+	}
+}
+
+// TestRunSourcePatternNotCopartitioned: matching topics with different
+// partition counts stop the app at start with an error naming both.
+func TestRunSourcePatternNotCopartitioned(t *testing.T) {
+	addr := startBroker(t)
+	createTopics(t, addr, 3, "clicks-a", "out")
+	createTopics(t, addr, 2, "clicks-b")
+	topo := eddy.NewTopology()
+	eddy.To(eddy.SourcePattern(topo, regexp.MustCompile(`clicks-.*`), serde.String(), serde.String()), "out", serde.String(), serde.String())
+	err := run(t, topo, config(t, addr)).wait(t)
+	if err == nil {
+		t.Fatal("Run started with matching topics of 3 and 2 partitions")
+	}
+	if missing := errLacks(err, "clicks-a (3 partitions)", "clicks-b (2 partitions)", "co-partitioned"); len(missing) > 0 {
+		t.Errorf("error %q lacks %q", err, missing)
 	}
 }
