@@ -114,21 +114,17 @@ func (in *Instance) runPatterns(ctx context.Context) error {
 		matched := patternTopics(in.cfg.AppID, &in.topo, topics)
 		in.cfg.Logger.Info("source patterns resolved", "topics", matched)
 		runCtx, stop := context.WithCancel(ctx)
-		changed := make(chan struct{})
+		changed := make(chan bool, 1)
 		go func() {
-			if in.watchPatterns(runCtx, cl, matched) {
-				close(changed)
+			c := in.watchPatterns(runCtx, cl, matched)
+			if c {
 				stop()
 			}
+			changed <- c
 		}()
 		err = in.runPlan(runCtx, topo, p)
 		stop()
-		select {
-		case <-changed:
-			if err != nil {
-				return err
-			}
-		default:
+		if !<-changed || err != nil {
 			return err // stopped, or failed
 		}
 	}
