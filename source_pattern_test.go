@@ -151,3 +151,23 @@ func TestRunSourcePatternNotCopartitioned(t *testing.T) {
 		t.Errorf("error %q lacks %q", err, missing)
 	}
 }
+
+// TestRunSourcePatternDeadLetter: a record of a matched topic that fails
+// to decode goes to that topic's dead-letter topic, which Run creates once
+// the pattern resolved (and which the pattern does not match in turn).
+func TestRunSourcePatternDeadLetter(t *testing.T) {
+	addr := startBroker(t)
+	createTopics(t, addr, 2, "clicks-a", "counts")
+	topo := eddy.NewTopology()
+	clicks := eddy.SourcePattern(topo, regexp.MustCompile(`clicks-.*`), serde.String(), serde.Int64())
+	eddy.To(eddy.ToStream(eddy.Count(eddy.GroupByKey(clicks, serde.String()), "counts")), "counts", serde.String(), serde.Int64())
+	produce(t, addr, "clicks-a", srec("k1", "bad"), rec([]byte("k1"), i64(1)))
+	cfg := config(t, addr)
+	cfg.OnDecodeError = eddy.DeadLetter
+	app := run(t, topo, cfg)
+	waitCounts(t, addr, map[string]int64{"k1": 1}, app)
+	dl := waitRecords(t, addr, "clicks-a.dlq", 1, app)
+	if len(dl) != 1 || string(dl[0].Value) != "bad" {
+		t.Errorf("dead letters %v, want the record with value bad", dl)
+	}
+}

@@ -113,6 +113,14 @@ func (in *Instance) runPatterns(ctx context.Context) error {
 		}
 		matched := patternTopics(in.cfg.AppID, &in.topo, topics)
 		in.cfg.Logger.Info("source patterns resolved", "topics", matched)
+		if prep := in.cfg.PrepareSources; prep != nil && len(matched) > 0 {
+			if err := prep(ctx, matched); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
 		runCtx, stop := context.WithCancel(ctx)
 		changed := make(chan bool, 1)
 		go func() {
