@@ -3,12 +3,16 @@ package eddy_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
@@ -169,5 +173,70 @@ func TestRunSourcePatternDeadLetter(t *testing.T) {
 	dl := waitRecords(t, addr, "clicks-a.dlq", 1, app)
 	if len(dl) != 1 || string(dl[0].Value) != "bad" {
 		t.Errorf("dead letters %v, want the record with value bad", dl)
+	}
+}
+
+// TestRunSourcePatternTopicDeleted: a matched topic deleted while the app
+// runs leaves the plan; the other topics' counts go on exactly.
+func TestRunSourcePatternTopicDeleted(t *testing.T) {
+	addr := startBroker(t)
+	createTopics(t, addr, 2, "clicks-a", "clicks-b", "counts")
+	topo := eddy.NewTopology()
+	clicks := eddy.SourcePattern(topo, regexp.MustCompile(`clicks-.*`), serde.String(), serde.String())
+	eddy.To(eddy.ToStream(eddy.Count(eddy.GroupByKey(clicks, serde.String()), "counts")), "counts", serde.String(), serde.Int64())
+	produce(t, addr, "clicks-a", srec("k", "a"), srec("k", "a"))
+	produce(t, addr, "clicks-b", srec("k", "b"))
+	logs := &logLines{}
+	cfg := config(t, addr)
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	app := run(t, topo, cfg)
+	waitCounts(t, addr, map[string]int64{"k": 3}, app)
+	cl := client(t, addr)
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).DeleteTopics(t.Context(), "clicks-b"); err != nil {
+		t.Fatal(err)
+	}
+	// The records written once the new plan runs reach it too.
+	logs.wait(t, `msg="source patterns resolved"`, "[clicks-a]", app)
+	produce(t, addr, "clicks-a", srec("k", "a"))
+	waitCounts(t, addr, map[string]int64{"k": 4}, app)
+	if err := app.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logLines keeps an app's log lines, for a test that waits for an event
+// only the log shows.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(p))
+	return len(p), nil
+}
+
+// wait waits for a line that holds both parts.
+func (l *logLines) wait(t *testing.T, part1, part2 string, app *running) {
+	t.Helper()
+	for deadline := time.Now().Add(hangGuard); ; {
+		l.mu.Lock()
+		found := slices.ContainsFunc(l.lines, func(line string) bool {
+			return strings.Contains(line, part1) && strings.Contains(line, part2)
+		})
+		l.mu.Unlock()
+		if found {
+			return
+		}
+		if done, err := app.exited(); done {
+			t.Fatalf("eddy.Run returned (err: %v) before logging %s %s", err, part1, part2)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %s and %s after %v", part1, part2, hangGuard)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
