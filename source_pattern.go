@@ -10,11 +10,11 @@ import (
 // Kafka Streams' pattern subscription, "orders-.*" matches "orders-eu" and
 // not "eu-orders-x"), decoding keys and values with the serdes, with the
 // options of Source. Topics created while the app runs are read too: Run
-// lists the cluster's topics every few seconds (runtime.PatternRefresh),
-// and when the matching set changes the instance commits, closes its tasks
-// and starts again with the new set, as Kafka Streams rebalances on a new
-// matching topic. A new topic is read from its start; the other topics'
-// state and offsets carry on.
+// lists the cluster's topics every 5 seconds, and when the matching set
+// changes the instance commits, closes its tasks and starts again with the
+// new set, as Kafka Streams rebalances on a new matching topic. A new
+// topic is read from its start; the other topics' state and offsets carry
+// on. Each matched topic gets its dead-letter topic as a Source's does.
 //
 // The matched topics end up in one task per partition number, as the
 // sources of a Merge do, so they must be co-partitioned: the same
@@ -22,8 +22,7 @@ import (
 // or merged with (Run says which topic differs). A pattern never matches a
 // topic the app names itself (a Source, a sink, a global table's topic),
 // Kafka's own topics ("__…"), the app's internal topics ("<app-id>-…":
-// changelogs, repartitions) nor dead-letter topics ("….dlq"). Records of
-// a pattern's topics that fail to decode go to "<topic>.dlq" as Source's do.
+// changelogs, repartitions) nor dead-letter topics ("….dlq").
 func SourcePattern[K, V any](t *Topology, pattern *regexp.Regexp, keys serde.Serde[K], values serde.Serde[V], opts ...SourceOption) Stream[K, V] {
 	n := t.add("source-pattern")
 	if pattern == nil {
