@@ -142,6 +142,12 @@ func (a *App) Run(ctx context.Context) error {
 		PartitionCheckEvery: max(cfg.PartitionCheckEvery, 0),
 		FailOnMisplaced:     cfg.OnMisplacedRecord == FailMisplaced,
 	}
+	if deadLetters := cfg.OnDecodeError == DeadLetter || cfg.OnProcessError == DeadLetter || cfg.OnProduceError == DeadLetter; deadLetters {
+		// The topics of source patterns are known once Run lists them.
+		rcfg.PrepareSources = func(ctx context.Context, topics []string) error {
+			return createDeadLetterTopics(ctx, cfg.Brokers, clientOpts, topics, nil)
+		}
+	}
 	inst, err := runtime.New(rcfg, rt)
 	if err != nil {
 		return err

@@ -28,9 +28,12 @@ type SubtopologyDescription struct {
 	// Nodes are in the order the topology declared them, parents first.
 	Nodes []NodeDescription `json:"nodes"`
 	// Sources and Sinks are the topics it reads and writes.
-	Sources []string           `json:"sources"`
-	Sinks   []string           `json:"sinks"`
-	Stores  []StoreDescription `json:"stores"`
+	Sources []string `json:"sources"`
+	// Patterns are the regular expressions of its SourcePatterns: it
+	// reads the topics they match too, resolved when the app runs.
+	Patterns []string           `json:"patterns,omitempty"`
+	Sinks    []string           `json:"sinks"`
+	Stores   []StoreDescription `json:"stores"`
 }
 
 // Node kinds.
@@ -55,6 +58,9 @@ type NodeDescription struct {
 	// repartition topic.
 	Topic    string `json:"topic,omitempty"`
 	Internal bool   `json:"internal,omitempty"`
+	// Pattern is what a SourcePattern's node ("source-pattern-3") reads:
+	// every topic whose whole name matches it.
+	Pattern string `json:"pattern,omitempty"`
 	// Stores are the stores the node owns.
 	Stores   []string `json:"stores,omitempty"`
 	Parents  []string `json:"parents,omitempty"`
@@ -112,7 +118,10 @@ func (t *Topology) Describe(appID string) TopologyDescription {
 		for _, p := range n.parents {
 			nd.Parents = append(nd.Parents, displayName(p))
 		}
-		if topic, ok := sourceOf[n]; ok {
+		if pattern, ok := t.patternText[n]; ok {
+			nd.Kind, nd.Pattern = NodeSource, pattern
+			sub.Patterns = append(sub.Patterns, nd.Pattern)
+		} else if topic, ok := sourceOf[n]; ok {
 			nd.Kind, nd.Topic = NodeSource, topicName(appID, topic)
 			nd.Internal = strings.HasPrefix(topic, repartitionPrefix)
 			sub.Sources = append(sub.Sources, nd.Topic)

@@ -3,6 +3,7 @@ package eddy
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -18,7 +19,11 @@ import (
 type Topology struct {
 	nodes   []*node
 	sources map[string]*node
-	stores  map[string]*storeDecl
+	// patterns are the SourcePattern nodes' patterns, anchored.
+	patterns map[*node]*regexp.Regexp
+	// patternText is each SourcePattern's pattern as given, to describe.
+	patternText map[*node]string
+	stores      map[string]*storeDecl
 	// repartitions are the internal topics the topology writes and reads
 	// back (a re-key before a grouping or a join), by short name.
 	repartitions []string
@@ -58,7 +63,8 @@ type storeDecl struct {
 // NewTopology returns an empty topology.
 func NewTopology() *Topology {
 	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl), rekeyed: make(map[*node]any), writers: make(map[*node]string),
-		named: make(map[string]*node), autoRepartitions: make(map[string]*node)}
+		named: make(map[string]*node), autoRepartitions: make(map[string]*node),
+		patterns: make(map[*node]*regexp.Regexp), patternText: make(map[*node]string)}
 }
 
 // node is one vertex of the description. build instantiates it for a task:
@@ -158,7 +164,7 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 	if err := t.Err(); err != nil {
 		return runtime.Topology{}, err
 	}
-	if len(t.sources) == 0 {
+	if len(t.sources) == 0 && len(t.patterns) == 0 {
 		return runtime.Topology{}, errors.New("eddy: the topology has no source; add one with eddy.Source")
 	}
 	if err := t.checkLoops(); err != nil {
@@ -183,12 +189,15 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 				subs[i].Sources = append(subs[i].Sources, topicName(cfg.AppID, topic))
 			}
 		}
+		if re, ok := t.patterns[n]; ok {
+			subs[i].Patterns = append(subs[i].Patterns, re)
+		}
 		for _, name := range n.stores {
 			subs[i].Stores = append(subs[i].Stores, runtime.Store{Name: name, Retention: t.stores[name].retention})
 		}
 	}
 	for i := range subs {
-		if len(subs[i].Sources) == 0 {
+		if len(subs[i].Sources) == 0 && len(subs[i].Patterns) == 0 {
 			return runtime.Topology{}, fmt.Errorf("eddy: part of the topology (%s) reads no topic", members[i][0].name)
 		}
 		nodes := members[i]
@@ -313,6 +322,9 @@ type taskBuild struct {
 	// once per record, it costs no allocation.
 	current *kgo.Record
 	sources map[string]rawReceiver
+	// patterns open the receiver of a topic that no Source names, in
+	// node order: the first whose pattern matches reads it.
+	patterns []patternReceiver
 	// inits run once every node is built: processors' Init, which may
 	// schedule punctuators.
 	inits             []func() error
@@ -387,7 +399,9 @@ type rawReceiver interface {
 func (b *taskBuild) Process(r *kgo.Record) error {
 	src := b.sources[r.Topic]
 	if src == nil {
-		return fmt.Errorf("eddy: no source for topic %s", r.Topic)
+		if src = b.patternSource(r.Topic); src == nil {
+			return fmt.Errorf("eddy: no source for topic %s", r.Topic)
+		}
 	}
 	b.current = r
 	if len(b.streamPunctuators) == 0 {

@@ -97,6 +97,7 @@ func New(t *eddy.Topology, opts Options) (*Driver, error) {
 		d.globals[g.Topic], byName[g.Name] = gs, gs
 	}
 	d.run, err = runtime.NewInProcess(topo, runtime.InProcessOptions{
+		AppID:          cfg.AppID,
 		Open:           func(id runtime.TaskID) (state.DB, error) { return d.backend.Open("task/" + id.String()) },
 		Globals:        byName,
 		Out:            d.produced,

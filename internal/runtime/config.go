@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -69,6 +70,11 @@ type Config struct {
 	// FailOnMisplaced makes a misplaced record stop the app, rather than
 	// being counted and logged.
 	FailOnMisplaced bool
+	// PrepareSources, when set, is called with the topics the source
+	// patterns matched before each plan runs with them (patterns.go): the
+	// app creates their dead-letter topics, as it does for named sources
+	// before Run.
+	PrepareSources func(ctx context.Context, topics []string) error
 	// MaxTaskIdle is how long a task with several sources waits for an
 	// empty one with nothing on the broker; 0: not at all, but a wait
 	// for records the broker holds still applies; negative: no wait of

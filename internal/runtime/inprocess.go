@@ -26,6 +26,9 @@ type InProcess struct {
 	tasks    []*InProcessTask
 	bySource map[string]*InProcessTask
 	byStore  map[string]*InProcessTask
+	// topo resolves a topic that no source names to the sub-topology
+	// whose pattern matches it (added to bySource when first met).
+	topo Topology
 	// offsets are the next offset of each topic's partition 0: records
 	// appended to a topic the topology reads get real, growing offsets.
 	offsets map[string]int64
@@ -53,6 +56,9 @@ type InProcessTask struct {
 
 // InProcessOptions configure an InProcess.
 type InProcessOptions struct {
+	// AppID keeps source patterns from matching the app's internal
+	// topics (Topology.PatternSub).
+	AppID string
 	// Open opens task id's database.
 	Open func(id TaskID) (state.DB, error)
 	// Input, when set, is an input partition each task records its
@@ -93,7 +99,7 @@ func NewInProcess(topo Topology, opts InProcessOptions) (*InProcess, error) {
 	}
 	// The arena starts non-nil: slices of a nil one are nil, and an empty
 	// key or value would come out as a null one (a tombstone).
-	p := &InProcess{opts: opts, bySource: make(map[string]*InProcessTask), byStore: make(map[string]*InProcessTask),
+	p := &InProcess{opts: opts, topo: topo, bySource: make(map[string]*InProcessTask), byStore: make(map[string]*InProcessTask),
 		offsets: make(map[string]int64), arena: make([]byte, 0, 4096)}
 	for i, sub := range topo.Subtopologies {
 		t, err := p.openTask(TaskID{Subtopology: i}, sub)
@@ -145,7 +151,22 @@ func (p *InProcess) StoreTask(store string) (*InProcessTask, bool) {
 }
 
 // Reads reports whether the topology reads topic.
-func (p *InProcess) Reads(topic string) bool { return p.bySource[topic] != nil }
+func (p *InProcess) Reads(topic string) bool { return p.reader(topic) != nil }
+
+// reader returns the task that reads topic, by name or by pattern; nil
+// if the topology does not read it.
+func (p *InProcess) reader(topic string) *InProcessTask {
+	if t := p.bySource[topic]; t != nil {
+		return t
+	}
+	i, ok := p.topo.PatternSub(p.opts.AppID, topic)
+	if !ok {
+		return nil
+	}
+	t := p.tasks[i]
+	p.bySource[topic] = t
+	return t
+}
 
 // Append takes the next offset of topic (partition 0), as a broker
 // appending a record would.
@@ -162,7 +183,7 @@ func (p *InProcess) SetWallClock(ms int64) { p.now = ms }
 // that leads to; a record of a topic the topology does not read is
 // ignored (see Reads). r.Offset is the caller's.
 func (p *InProcess) Process(r *kgo.Record) error {
-	t := p.bySource[r.Topic]
+	t := p.reader(r.Topic)
 	if t == nil {
 		return nil
 	}
@@ -192,7 +213,7 @@ func (p *InProcess) drain() error {
 	for k := 0; k < len(p.queue); k++ {
 		q := &p.queue[k]
 		q.fill(&p.qrec)
-		if err := p.bySource[q.topic].process(&p.qrec); err != nil {
+		if err := p.reader(q.topic).process(&p.qrec); err != nil {
 			return err
 		}
 	}
@@ -284,7 +305,7 @@ func (t *InProcessTask) Produce(topic string, key, value []byte, timestamp int64
 	if err := CheckRecordSize(topic, key, value, headers, p.opts.MaxRecordBytes); err != nil {
 		return err // as Run refuses it
 	}
-	read := p.bySource[topic] != nil
+	read := p.reader(topic) != nil
 	var offset int64
 	if read {
 		offset = p.Append(topic)

@@ -63,7 +63,7 @@ func newPlan(appID string, topo Topology) (*plan, error) {
 	for i := range topo.Subtopologies {
 		s := &topo.Subtopologies[i]
 		sp := subPlan{Subtopology: s, index: i, storeIndex: make(map[string]int)}
-		if len(s.Sources) == 0 {
+		if len(s.Sources) == 0 && len(s.Patterns) == 0 {
 			errs = append(errs, fmt.Errorf("eddy: sub-topology %d has no source topic", i))
 		}
 		if s.NewTask == nil {

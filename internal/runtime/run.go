@@ -75,10 +75,99 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 // Run runs the instance until ctx is cancelled, then commits, closes the
 // tasks and returns. An instance runs once.
 func (in *Instance) Run(ctx context.Context) error {
-	cfg, topo, p := in.cfg, in.topo, in.plan
 	now := time.Now()
 	in.started.Store(&now)
 	defer in.phase.Store(phaseStopped)
+	if !in.topo.hasPatterns() {
+		return in.runPlan(ctx, in.topo, in.plan)
+	}
+	return in.runPatterns(ctx)
+}
+
+// runPatterns runs a topology with source patterns: one plan after another,
+// each with the topics the patterns matched when it started. A watcher
+// lists the cluster's topics every PatternRefresh; when the matching set
+// changes it ends the plan's run as a stop does (the workers commit and
+// close their tasks), and the next plan reads the new set. Kafka Streams
+// rebalances likewise when a topic starts matching. A task keeps its state
+// and its offsets of the topics it read before: its offsets are per topic
+// partition, and a new topic is read from its start (no committed offset).
+func (in *Instance) runPatterns(ctx context.Context) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(in.cfg.Brokers...)}, in.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("eddy: admin client: %w", err)
+	}
+	defer cl.Close()
+	for {
+		topics, err := listTopics(ctx, cl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		topo := resolvePatterns(in.cfg.AppID, in.topo, topics)
+		p, err := newPlan(in.cfg.AppID, topo)
+		if err != nil {
+			return err
+		}
+		matched := patternTopics(in.cfg.AppID, &in.topo, topics)
+		in.cfg.Logger.Info("source patterns resolved", "topics", matched)
+		if prep := in.cfg.PrepareSources; prep != nil && len(matched) > 0 {
+			if err := prep(ctx, matched); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		changed := make(chan bool, 1)
+		go func() {
+			c := in.watchPatterns(runCtx, cl, matched)
+			if c {
+				stop()
+			}
+			changed <- c
+		}()
+		err = in.runPlan(runCtx, topo, p)
+		stop()
+		if !<-changed || err != nil {
+			return err // stopped, or failed
+		}
+	}
+}
+
+// watchPatterns lists the cluster's topics every PatternRefresh until ctx
+// ends, and reports true when the topics the patterns match are no longer
+// matched. A failed listing is logged and retried at the next tick.
+func (in *Instance) watchPatterns(ctx context.Context, cl *kgo.Client, matched []string) bool {
+	tick := time.NewTicker(PatternRefresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		topics, err := listTopics(ctx, cl)
+		if err != nil {
+			if ctx.Err() == nil {
+				in.cfg.Logger.Warn("could not list the topics for the source patterns; retrying", "err", err)
+			}
+			continue
+		}
+		if now := patternTopics(in.cfg.AppID, &in.topo, topics); !slices.Equal(now, matched) {
+			in.cfg.Logger.Info("the topics matching the source patterns changed; committing and starting again with them",
+				"before", matched, "now", now)
+			return true
+		}
+	}
+}
+
+// runPlan runs topo, planned as p, until ctx is cancelled.
+func (in *Instance) runPlan(ctx context.Context, topo Topology, p *plan) error {
+	cfg := in.cfg
 	if err := prepareTopics(ctx, cfg, p, topo.Repartitions, topo.Sinks); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing ran, nothing to commit
@@ -239,6 +328,9 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 
 	var specs []kafka.TopicSpec
 	for _, sub := range p.subs {
+		if len(sub.Sources) == 0 {
+			continue // a pattern that matches no topic yet: no task, no changelog
+		}
 		n := parts[sub.Sources[0]]
 		agree := true
 		for _, src := range sub.Sources[1:] {

@@ -7,6 +7,7 @@ package runtime
 import (
 	"fmt"
 	"log/slog"
+	"regexp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,7 +46,11 @@ type Topology struct {
 // and owns partition p of each store's changelog.
 type Subtopology struct {
 	Sources []string
-	Stores  []Store
+	// Patterns make every topic whose name matches one a source too
+	// (SourcePattern): Run resolves them against the cluster's topics when
+	// it starts and again whenever the matching set changes (patterns.go).
+	Patterns []*regexp.Regexp
+	Stores   []Store
 	// NewTask instantiates the processors of one task. It is called when
 	// the task is assigned, after its stores are restored.
 	NewTask func(tc TaskContext) (TaskProcessor, error)
