@@ -1,0 +1,191 @@
+package eddy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// The environment of TestCogroupChild, set by TestCogroupThroughKills.
+const (
+	cogroupChildBrokers = "EDDY_TEST_COGROUP_BROKERS"
+	cogroupChildState   = "EDDY_TEST_COGROUP_STATE"
+)
+
+// Sizes of TestCogroupThroughKills's input.
+const (
+	cogroupClicks = 30_000
+	cogroupOrders = 30_000
+	cogroupUsers  = 150
+)
+
+// cogroupTally is the aggregate of TestCogroupThroughKills: clicks and
+// orders counted, order amounts summed.
+type cogroupTally struct{ clicks, orders, spent int64 }
+
+func (c cogroupTally) String() string {
+	return fmt.Sprintf("c=%d o=%d s=%d", c.clicks, c.orders, c.spent)
+}
+
+func parseTally(s string) (cogroupTally, error) {
+	var c cogroupTally
+	_, err := fmt.Sscanf(s, "c=%d o=%d s=%d", &c.clicks, &c.orders, &c.spent)
+	return c, err
+}
+
+// cogroupProcessTopology cogroups clicks (keyed by user) with orders
+// (keyed by order id, value "user,amount"), which GroupBy re-keys through
+// the repartition topic "by-user": one tally per user in the store
+// "tallies", every update written to "tallies".
+func cogroupProcessTopology() *eddy.Topology {
+	topo := eddy.NewTopology()
+	clicks := eddy.GroupByKey(eddy.Source(topo, "clicks", serde.String(), serde.String()), serde.String())
+	orders := eddy.GroupBy(eddy.Source(topo, "orders", serde.String(), serde.String()),
+		func(_, v string) string { user, _, _ := strings.Cut(v, ","); return user },
+		"by-user", serde.String(), serde.String())
+	cg := eddy.Cogroup(clicks, func(_ string, _ string, agg string) string {
+		c, err := parseTally(agg)
+		if err != nil {
+			panic(err)
+		}
+		c.clicks++
+		return c.String()
+	})
+	cg = eddy.CogroupWith(cg, orders, func(_ string, v string, agg string) string {
+		c, err := parseTally(agg)
+		if err != nil {
+			panic(err)
+		}
+		_, amount, _ := strings.Cut(v, ",")
+		n, err := strconv.ParseInt(amount, 10, 64)
+		if err != nil {
+			panic(err)
+		}
+		c.orders++
+		c.spent += n
+		return c.String()
+	})
+	tallies := eddy.CogroupAggregate(cg, "tallies", func() string { return cogroupTally{}.String() }, serde.String())
+	eddy.To(eddy.ToStream(tallies), "tallies", serde.String(), serde.String())
+	return topo
+}
+
+// TestCogroupChild is the app of TestCogroupThroughKills, run in a child
+// process (this test binary again) that the failpoints SIGKILL. Run alone
+// it skips.
+func TestCogroupChild(t *testing.T) {
+	addr := os.Getenv(cogroupChildBrokers)
+	if addr == "" {
+		t.Skip("the child process of TestCogroupThroughKills")
+	}
+	err := eddy.Run(context.Background(), cogroupProcessTopology(), eddy.Config{
+		AppID: "cogroup", Brokers: []string{addr}, StateDir: os.Getenv(cogroupChildState), InstanceID: "child",
+		// Many transactions, so that the failpoints hit mid-stream.
+		CommitRecords: 1_000,
+	})
+	t.Fatalf("eddy.Run returned: %v", err)
+}
+
+// TestCogroupThroughKills is Cogroup's process test: clicks and orders
+// loaded before the app starts, the app SIGKILLed twice by failpoints
+// (once after a transaction committed and before the state applied it,
+// once before the commit) and restarted on the same state directory.
+// Then every input record must have made exactly one update of its user's
+// tally: each update is the previous one plus one click, or plus one
+// order of that user (each order's amount is unique, so which one shows),
+// every order of the user appears once, and the last update and the
+// store's changelog hold the user's totals.
+func TestCogroupThroughKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the app as a process three times")
+	}
+	addr := startBroker(t)
+	createTopics(t, addr, 2, "clicks", "orders", "tallies")
+	var clicks, orders []*kgo.Record
+	want := map[string]cogroupTally{}
+	amounts := map[string]map[int64]bool{} // user -> its orders' amounts
+	for i := 0; i < cogroupClicks; i++ {
+		user := fmt.Sprint("u", i*7%cogroupUsers)
+		r := srec(user, "page")
+		r.Timestamp = time.UnixMilli(int64(2*i + 1))
+		clicks = append(clicks, r)
+		c := want[user]
+		c.clicks++
+		want[user] = c
+	}
+	for i := 0; i < cogroupOrders; i++ {
+		user, amount := fmt.Sprint("u", i*11%cogroupUsers), int64(i+1)
+		r := srec(fmt.Sprint("order-", i), fmt.Sprint(user, ",", amount))
+		r.Timestamp = time.UnixMilli(int64(2*i + 2))
+		orders = append(orders, r)
+		c := want[user]
+		c.orders++
+		c.spent += amount
+		want[user] = c
+		if amounts[user] == nil {
+			amounts[user] = map[int64]bool{}
+		}
+		amounts[user][amount] = true
+	}
+	produce(t, addr, "clicks", clicks...)
+	produce(t, addr, "orders", orders...)
+
+	// The orders cross two sub-topologies, the clicks one: a run makes at
+	// least 90 transactions of at most CommitRecords, so the first run
+	// reaches its 55th and the next, with more than 35 left, its 10th.
+	runKilledThenLive(t, "TestCogroupChild", []string{"commit.after-end@55", "commit.before-end@10"},
+		cogroupChildBrokers+"="+addr, cogroupChildState+"="+t.TempDir())
+
+	total := cogroupClicks + cogroupOrders
+	recs := waitRecords(t, addr, "tallies", total, nil)
+	if len(recs) != total {
+		t.Errorf("%d updates, want %d: one per input record", len(recs), total)
+	}
+	updates := byKey(decode(t, recs, serde.String(), serde.String()))
+	for user, w := range want {
+		var prev cogroupTally
+		seen := map[int64]bool{}
+		for i, u := range updates[user] {
+			c, err := parseTally(u)
+			if err != nil {
+				t.Fatalf("update %d of %s: %q: %v", i, user, u, err)
+			}
+			click := c == cogroupTally{clicks: prev.clicks + 1, orders: prev.orders, spent: prev.spent}
+			amount := c.spent - prev.spent
+			order := c.clicks == prev.clicks && c.orders == prev.orders+1 && amounts[user][amount] && !seen[amount]
+			if !click && !order {
+				t.Errorf("update %d of %s: %v after %v: not one click nor one new order of the user", i, user, c, prev)
+				break
+			}
+			if order {
+				seen[amount] = true
+			}
+			prev = c
+		}
+		if prev != w {
+			t.Errorf("last update of %s: %v, want %v", user, prev, w)
+		}
+	}
+	if len(updates) != len(want) {
+		t.Errorf("updates of %d users, want %d", len(updates), len(want))
+	}
+
+	stored := changelogState(t, addr, changelogTopic("cogroup", "tallies"))
+	if len(stored) != len(want) {
+		t.Errorf("the changelog of tallies holds %d keys, want %d", len(stored), len(want))
+	}
+	for user, w := range want {
+		if got := string(stored[user]); got != w.String() {
+			t.Errorf("changelog of tallies: %s=%q, want %q", user, got, w)
+		}
+	}
+}
