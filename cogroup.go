@@ -66,11 +66,15 @@ func CogroupWith[K, V, A any](cg Cogrouped[K, A], g GroupedStream[K, V], add fun
 	}
 	in := cogroupInput[K, A]{n: g.s.n, connect: func(b *taskBuild, out *emitter[K, cogroupStep[K, A]]) {
 		src := output[K, V](b, g.s.n)
+		// One step per input and task, reading the record being passed
+		// on: the aggregation applies it within emit, before the next
+		// record, so no closure is made per record.
+		var v V
+		apply := cogroupStep[K, A](func(k K, agg A) A { return add(k, v, agg) })
 		src.children = append(src.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			step := Record[K, cogroupStep[K, A]]{Key: r.Key, Timestamp: r.Timestamp, Headers: r.Headers, Tombstone: r.Tombstone}
 			if !r.Tombstone { // the aggregation skips tombstones, as Aggregate does
-				v := r.Value
-				step.Value = func(k K, agg A) A { return add(k, v, agg) }
+				v, step.Value = r.Value, apply
 			}
 			return out.emit(step)
 		}))
