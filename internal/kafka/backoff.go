@@ -1,8 +1,12 @@
 package kafka
 
 import (
+	"math"
+
 	"math/rand/v2"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // RetryBackoff is the wait before a client's fails-th retry of a request,
@@ -12,7 +16,8 @@ import (
 // connections an app's next try could come 4–5 s after the broker was
 // back, which was most of the recovery `eddy chaos` measured after such a
 // fault (issue 15). A retry a second during an outage costs nothing that
-// matters.
+// matters. Use it with RetryOptions, not alone: franz-go also stops after
+// 20 retries, which at this pace is ~18 s instead of its 30 s RetryTimeout.
 func RetryBackoff(fails int) time.Duration {
 	const (
 		first = 100 * time.Millisecond
@@ -25,4 +30,12 @@ func RetryBackoff(fails int) time.Duration {
 		d = first << (fails - 1)
 	}
 	return time.Duration(float64(min(d, most)) * (0.8 + 0.4*rand.Float64()))
+}
+
+// RetryOptions make a client retry as Kafka's clients do: RetryBackoff
+// between tries, for as long as franz-go's RetryTimeout allows (30 s; the
+// session timeout for group requests) rather than a count of tries, as
+// Java's delivery.timeout.ms and default.api.timeout.ms bound them.
+func RetryOptions() []kgo.Opt {
+	return []kgo.Opt{kgo.RetryBackoffFn(RetryBackoff), kgo.RequestRetries(math.MaxInt32)}
 }

@@ -18,38 +18,59 @@ import (
 
 func TestGroupBlockCancelsOnlyAnEndThatABlockHolds(t *testing.T) {
 	var g groupBlock
-	g.reset(time.Millisecond)
+	gen := g.reset(time.Millisecond)
+	g.polled()
+	cancelled := func(ctx context.Context) bool {
+		t.Helper()
+		select {
+		case <-ctx.Done():
+			return true
+		case <-time.After(100 * time.Millisecond): // 100× the grace
+			return false
+		}
+	}
 
 	// No block: an End is never cancelled.
 	ctx, stop := g.watch(context.Background())
-	time.Sleep(20 * time.Millisecond)
-	if ctx.Err() != nil {
+	if cancelled(ctx) {
 		t.Fatalf("an End without a block was cancelled: %v", context.Cause(ctx))
 	}
 	stop()
 
-	// A block during an End cancels it, with errEndBlocked as the cause.
+	// A block during an End, and no heartbeat since: cancelled, with
+	// errEndBlocked as the cause.
 	ctx, stop = g.watch(context.Background())
-	g.onBlocked()
-	<-ctx.Done()
-	if !errors.Is(context.Cause(ctx), errEndBlocked) {
+	g.onBlocked(gen)
+	if !cancelled(ctx) || !errors.Is(context.Cause(ctx), errEndBlocked) {
 		t.Fatalf("cause %v, want errEndBlocked", context.Cause(ctx))
 	}
+	stop()
 	if err := endErr(ctx, context.Canceled); !errors.Is(err, errEndBlocked) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("endErr = %v, want both errEndBlocked and the End's own error", err)
 	}
-	stop()
 
 	// A block before an End, not yet allowed, cancels the End too.
 	ctx, stop = g.watch(context.Background())
-	<-ctx.Done()
+	if !cancelled(ctx) {
+		t.Fatal("an End that began while a rebalance was blocked was not cancelled")
+	}
+	stop()
+
+	// A heartbeat written since the block: the heartbeat loop is alive,
+	// so the End (a normal rebalance's) goes on.
+	g.onBlocked(gen)
+	g.heartbeatWritten(gen)
+	ctx, stop = g.watch(context.Background())
+	if cancelled(ctx) {
+		t.Fatalf("an End with a live heartbeat loop was cancelled: %v", context.Cause(ctx))
+	}
 	stop()
 
 	// Once the rebalance was allowed, the next End is free again.
+	g.onBlocked(gen)
 	g.allowed()
 	ctx, stop = g.watch(context.Background())
-	time.Sleep(20 * time.Millisecond)
-	if ctx.Err() != nil {
+	if cancelled(ctx) {
 		t.Fatalf("an End after AllowRebalance was cancelled: %v", context.Cause(ctx))
 	}
 	stop()
@@ -57,12 +78,26 @@ func TestGroupBlockCancelsOnlyAnEndThatABlockHolds(t *testing.T) {
 		t.Fatalf("endErr blames the group for an End it did not cancel: %v", err)
 	}
 
+	// Stale signals: one that comes after AllowRebalance (the worker no
+	// longer holds the poll), and one from the previous session's client.
+	g.onBlocked(gen)
+	old := gen
+	gen = g.reset(time.Millisecond)
+	g.polled()
+	g.onBlocked(old)
+	ctx, stop = g.watch(context.Background())
+	if cancelled(ctx) {
+		t.Fatalf("an End was cancelled by a stale signal: %v", context.Cause(ctx))
+	}
+	stop()
+
 	// A long grace: an End that returns in time is not cancelled.
 	g.reset(time.Hour)
-	g.onBlocked()
+	g.polled()
+	g.onBlocked(g.gen)
 	ctx, stop = g.watch(context.Background())
 	stop()
-	if !errors.Is(ctx.Err(), context.Canceled) || context.Cause(ctx) != context.Canceled {
+	if context.Cause(ctx) != context.Canceled {
 		t.Fatalf("a returned End's context: %v, cause %v", ctx.Err(), context.Cause(ctx))
 	}
 }

@@ -205,10 +205,10 @@ func permanent(err error) error { return permanentError{err} }
 
 func (w *worker) session(ctx context.Context) (err error) {
 	heartbeat := min(3*time.Second, w.cfg.SessionTimeout/3)
-	// A live heartbeat loop answers End's forced heartbeat within a round
+	// A live heartbeat loop writes End's forced heartbeat within a round
 	// trip; a second, at most a heartbeat interval, is far more than that
 	// and still a small part of the stall it ends (groupblock.go).
-	w.block.reset(min(time.Second, heartbeat))
+	gen := w.block.reset(min(time.Second, heartbeat))
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(w.cfg.Brokers...),
 		kgo.ConsumerGroup(w.cfg.AppID),
@@ -226,9 +226,9 @@ func (w *worker) session(ctx context.Context) (err error) {
 		// that missed a newly assigned partition hold it back for 5s.
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RetryBackoffFn(kafka.RetryBackoff),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { w.block.onBlocked() }),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { w.block.onBlocked(gen) }),
+		kgo.WithHooks(heartbeatHook{&w.block, gen}),
 		kgo.Balancers(w.balancers()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.OnPartitionsAssigned(w.onAssigned),
@@ -243,7 +243,8 @@ func (w *worker) session(ctx context.Context) (err error) {
 		// Room for one record of MaxRecordBytes and the batch's own
 		// framing; Kafka's max.message.bytes must allow as much.
 		kgo.ProducerBatchMaxBytes(int32(cmp.Or(w.cfg.MaxRecordBytes, DefaultMaxRecordBytes) + batchOverhead)),
-	}, w.cfg.ClientOpts...)
+	}, kafka.RetryOptions()...)
+	opts = append(opts, w.cfg.ClientOpts...)
 	if w.keepControl {
 		opts = append(opts, kgo.KeepControlRecords())
 	}
@@ -289,6 +290,7 @@ func (w *worker) session(ctx context.Context) (err error) {
 	for {
 		pollCtx, cancel := context.WithTimeout(ctx, w.pollWait())
 		fetches := w.cl.PollRecords(pollCtx, w.cfg.CommitRecords-w.txnRecords)
+		w.block.polled()
 		cancel()
 		err := w.step(fetches)
 		if err == nil && ctx.Err() != nil {
@@ -646,15 +648,17 @@ func (w *worker) punctuate(now time.Time) error {
 func (w *worker) end(ctx context.Context, try kgo.TransactionEndTry) (bool, error) {
 	ctx = w.commitHeldFrom(ctx)
 	if w.sess != nil {
-		ctx, stop := w.block.watch(ctx)
-		defer stop()
-		var committed bool
-		var err error
-		if try == kgo.TryCommit && len(w.cl.UncommittedOffsets()) == 0 {
-			committed, err = w.endWithoutOffsets(ctx)
-		} else {
-			committed, err = w.sess.End(ctx, try)
+		if try == kgo.TryAbort {
+			return w.sess.End(ctx, try)
 		}
+		if len(w.cl.UncommittedOffsets()) == 0 {
+			return w.endWithoutOffsets(ctx)
+		}
+		// Only a commit with offsets forces a heartbeat, which a group
+		// that waits for this worker can hold (groupblock.go).
+		ctx, stop := w.block.watch(ctx)
+		committed, err := w.sess.End(ctx, try)
+		stop()
 		return committed, endErr(ctx, err)
 	}
 	if try == kgo.TryAbort {
