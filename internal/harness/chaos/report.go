@@ -111,7 +111,7 @@ func (r *Report) Duplicates() int {
 // BrokerGapUnmarked are the missing balances counted as the embedded
 // broker's: balances of a transaction that a broker SIGKILL left without
 // its marker in their partition, followed by the producer's next epoch
-// (docs/design.md §6, gap 1; eddy's reader takes them for aborted, the broker's
+// (docs/design.md §6.5, gap 1; eddy's reader takes them for aborted, the broker's
 // read_committed for committed). Counted only after a broker SIGKILL and
 // when nothing else is wrong: every other output right and the final
 // state equal to the reference, which shows the transaction's state was
@@ -137,7 +137,7 @@ func (r *Report) BrokerGapTornLate() int {
 // BrokerGapUnmarkedLate is the same for the windowed app's late records.
 func (r *Report) BrokerGapUnmarkedLate() int {
 	w := r.Windows
-	if w == nil || r.BrokerKills == 0 || r.Wrong() > 0 || !r.State.OK() {
+	if w == nil || r.BrokerKills == 0 || w.Wrong > 0 || w.Missing > 0 || w.Early > 0 {
 		return 0
 	}
 	return min(r.UnmarkedLateMissing, w.LateMissing)

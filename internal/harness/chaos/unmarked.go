@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -18,32 +19,36 @@ import (
 // a record of a higher epoch of the same producer before any marker. Kafka never leaves
 // that pattern (a bumped epoch first gets the open transaction marked
 // aborted); the embedded broker can after a SIGKILL inside an EndTxn
-// (docs/design.md §6, gap 1). eddy's reader takes such records for aborted,
+// (docs/design.md §6.5, gap 1). eddy's reader takes such records for aborted,
 // the broker's read_committed takes them for committed when the
 // producer's next marker is a commit.
 func unmarkedIDs(ctx context.Context, opts []kgo.Opt, topic string, idOf func(value []byte) (string, bool)) (map[string]bool, error) {
+	scan, err := scanLog(ctx, opts, topic)
+	if err != nil {
+		return nil, err
+	}
 	ids := map[string]bool{}
-	err := scanUnmarked(ctx, opts, topic, func(r *kgo.Record) {
+	for _, r := range scan.unmarked {
 		if id, ok := idOf(r.Value); ok {
 			ids[id] = true
 		}
-	})
-	return ids, err
+	}
+	return ids, nil
 }
 
-// scanUnmarked reads topic's raw log to its end and calls each with every
-// record left without a marker.
-func scanUnmarked(ctx context.Context, opts []kgo.Opt, topic string, each func(*kgo.Record)) error {
+// scanLog reads topic's raw log to its end: the records left without a
+// marker, and the producer epochs that wrote a commit marker.
+func scanLog(ctx context.Context, opts []kgo.Opt, topic string) (*unmarkedScan, error) {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
 		kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
-		return fmt.Errorf("chaos: read %s: %w", topic, err)
+		return nil, fmt.Errorf("chaos: read %s: %w", topic, err)
 	}
 	defer cl.Close()
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("chaos: end offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("chaos: end offsets of %s: %w", topic, err)
 	}
 	left := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -58,7 +63,7 @@ func scanUnmarked(ctx context.Context, opts []kgo.Opt, topic string, each func(*
 		expired := pollCtx.Err() != nil
 		cancel()
 		if expired {
-			return fmt.Errorf("chaos: read %s: stopped before its end (%d partitions left)", topic, len(left))
+			return nil, fmt.Errorf("chaos: read %s: stopped before its end (%d partitions left)", topic, len(left))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			scan.add(r)
@@ -67,22 +72,21 @@ func scanUnmarked(ctx context.Context, opts []kgo.Opt, topic string, each func(*
 			}
 		})
 	}
-	for _, r := range scan.unmarked {
-		each(r)
-	}
-	return nil
+	return scan, nil
 }
 
 // balanceID is the payment id of a balance; paymentID of a payment (what
 // the late-records topic holds).
 func balanceID(v []byte) (string, bool) {
 	var b ledger.Balance
-	return b.ID, json.Unmarshal(v, &b) == nil
+	err := json.Unmarshal(v, &b)
+	return b.ID, err == nil
 }
 
 func paymentID(v []byte) (string, bool) {
 	var p ledger.Payment
-	return p.ID, json.Unmarshal(v, &p) == nil
+	err := json.Unmarshal(v, &p)
+	return p.ID, err == nil
 }
 
 // unmarkedScan finds, partition by partition, the transactional records
@@ -90,10 +94,21 @@ func paymentID(v []byte) (string, bool) {
 type unmarkedScan struct {
 	pending  map[int32]map[int64][]*kgo.Record // partition → producer → open records
 	unmarked []*kgo.Record
+	// committed are the producer epochs that wrote a commit marker.
+	committed map[producerEpoch]bool
 }
 
 func newUnmarkedScan() *unmarkedScan {
-	return &unmarkedScan{pending: map[int32]map[int64][]*kgo.Record{}}
+	return &unmarkedScan{pending: map[int32]map[int64][]*kgo.Record{}, committed: map[producerEpoch]bool{}}
+}
+
+// torn are the producer epochs of the records left without a marker.
+func (s *unmarkedScan) torn() map[producerEpoch]bool {
+	torn := map[producerEpoch]bool{}
+	for _, r := range s.unmarked {
+		torn[epochOf(r)] = true
+	}
+	return torn
 }
 
 func (s *unmarkedScan) add(r *kgo.Record) {
@@ -109,6 +124,11 @@ func (s *unmarkedScan) add(r *kgo.Record) {
 	switch {
 	case r.Attrs.IsControl():
 		delete(byPID, r.ProducerID)
+		// A control record's key is its version (2 bytes) and type
+		// (2 bytes): 1 is a commit, 0 an abort.
+		if len(r.Key) >= 4 && binary.BigEndian.Uint16(r.Key[2:4]) == 1 {
+			s.committed[epochOf(r)] = true
+		}
 	case len(open) > 0 && r.ProducerEpoch > open[0].ProducerEpoch:
 		s.unmarked = append(s.unmarked, open...)
 		byPID[r.ProducerID] = []*kgo.Record{r}
@@ -123,13 +143,4 @@ type producerEpoch struct {
 	epoch int16
 }
 
-// tornEpochs reads the raw log of topic and returns the producer epochs
-// that left records there without a marker (see unmarkedIDs): the epochs
-// of transactions a broker SIGKILL tore.
-func tornEpochs(ctx context.Context, opts []kgo.Opt, topic string) (map[producerEpoch]bool, error) {
-	torn := map[producerEpoch]bool{}
-	err := scanUnmarked(ctx, opts, topic, func(r *kgo.Record) {
-		torn[producerEpoch{r.ProducerID, r.ProducerEpoch}] = true
-	})
-	return torn, err
-}
+func epochOf(r *kgo.Record) producerEpoch { return producerEpoch{r.ProducerID, r.ProducerEpoch} }

@@ -130,6 +130,9 @@ type WindowReport struct {
 	// LateExtra (records there beyond the late payments of their id).
 	LateChecked                         bool
 	LateOutputs, LateMissing, LateExtra int
+	// LateMissingIDs and LateExtraIDs give LateMissing and LateExtra by
+	// payment id (an extra that is not a payment is not among them).
+	LateMissingIDs, LateExtraIDs map[string]int
 	// Examples describe the first problems found.
 	Examples []string
 
@@ -241,6 +244,7 @@ func (ref WindowReference) Compare(totals []*kgo.Record) WindowReport {
 // often as it was dropped.
 func (r *WindowReport) CheckLate(late []*kgo.Record) {
 	r.LateChecked = true
+	r.LateMissingIDs, r.LateExtraIDs = map[string]int{}, map[string]int{}
 	seen := map[string]int{}
 	for _, rec := range late {
 		r.LateOutputs++
@@ -253,6 +257,7 @@ func (r *WindowReport) CheckLate(late []*kgo.Record) {
 		seen[p.id]++
 		if seen[p.id] > r.lateIDs[p.id] {
 			r.LateExtra++
+			r.LateExtraIDs[p.id]++
 			r.note("payment %s is on the late-records topic %d times, dropped as late %d times", p.id, seen[p.id], r.lateIDs[p.id])
 		}
 	}
@@ -264,6 +269,7 @@ func (r *WindowReport) CheckLate(late []*kgo.Record) {
 	for _, id := range ids {
 		if n := r.lateIDs[id] - seen[id]; n > 0 {
 			r.LateMissing += n
+			r.LateMissingIDs[id] = n
 			r.note("payment %s was late and is missing from the late-records topic", id)
 		}
 	}
