@@ -15,8 +15,8 @@ type Record[K, V any] struct {
 	// other (the epoch), and a sink writes it as it is: a processor that
 	// forwards a record it builds sets it, usually to the input record's
 	// (as Kafka Streams' Record requires one), or to
-	// ProcessorContext.WallClock for processing time. Before issue 16 a
-	// 0 was replaced by the producer's clock.
+	// ProcessorContext.WallClock for processing time. (Earlier versions
+	// wrote the producer's clock in place of a 0.)
 	Timestamp int64
 	Headers   []Header
 	// Tombstone marks the deletion of Key (Kafka's null value): in a

@@ -29,9 +29,14 @@ func SourcePattern[K, V any](t *Topology, pattern *regexp.Regexp, keys serde.Ser
 		t.fail("eddy: SourcePattern %s: the pattern is nil", n.name)
 		return Stream[K, V]{t: t, n: n, values: values}
 	}
-	// Anchored, so a match is a whole name; a pattern that compiled once
-	// compiles inside a group too.
-	whole := regexp.MustCompile("^(?:" + pattern.String() + ")$")
+	// Anchored, so a match is a whole name. Not every pattern that
+	// compiled compiles inside a group (an unterminated \Q), so that is
+	// reported, not assumed.
+	whole, err := regexp.Compile("^(?:" + pattern.String() + ")$")
+	if err != nil {
+		t.fail("eddy: SourcePattern %q: %w; end a \\Q quote with \\E", pattern.String(), err)
+		return Stream[K, V]{t: t, n: n, values: values}
+	}
 	t.patterns[n], t.patternText[n] = whole, pattern.String()
 	var sc sourceConfig
 	for _, o := range opts {

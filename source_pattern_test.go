@@ -240,3 +240,15 @@ func (l *logLines) wait(t *testing.T, part1, part2 string, app *running) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestSourcePatternThatCannotBeAnchored: a pattern ending in an
+// unterminated \Q compiles alone but not inside the anchoring group; the
+// topology reports it instead of panicking.
+func TestSourcePatternThatCannotBeAnchored(t *testing.T) {
+	topo := eddy.NewTopology()
+	eddy.SourcePattern(topo, regexp.MustCompile(`\Qorders.`), serde.String(), serde.String())
+	err := topo.Err()
+	if err == nil || !strings.Contains(err.Error(), `eddy: SourcePattern "\\Qorders."`) || !strings.Contains(err.Error(), `\E`) {
+		t.Fatalf("error %v, want one naming the pattern and the fix", err)
+	}
+}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -76,13 +76,15 @@ func resolvePatterns(appID string, topo Topology, topics []string) Topology {
 	return out
 }
 
-// listTopics returns the names of the cluster's topics.
+// listTopics lists the cluster's topics for the patterns: waiting while
+// the brokers cannot be reached (a re-plan during an outage must not stop
+// the app), and without the topics the app may not describe.
 func listTopics(ctx context.Context, cl *kgo.Client) ([]string, error) {
-	td, err := kadm.NewClient(cl).ListTopics(ctx)
+	topics, err := kafka.ListTopics(ctx, cl)
 	if err != nil {
 		return nil, fmt.Errorf("eddy: list topics for the source patterns: %w", err)
 	}
-	return td.Names(), nil
+	return topics, nil
 }
 
 // patternTopics lists the topics topo's patterns match, flattened and
