@@ -134,7 +134,7 @@ func (g *globals) catchUp(ctx context.Context, first bool) error {
 	if len(g.list) == 0 {
 		return nil
 	}
-	opts := append([]kgo.Opt{kgo.SeedBrokers(g.cfg.Brokers...)}, g.cfg.ClientOpts...)
+	opts := append(append(kafka.RetryOptions(), kgo.SeedBrokers(g.cfg.Brokers...)), g.cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("eddy: global stores: client: %w", err)

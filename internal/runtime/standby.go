@@ -134,7 +134,7 @@ type standbyTask struct {
 // run catches the standbys up until ctx is done, then closes them.
 func (s *standbys) run(ctx context.Context) {
 	defer s.closeAll()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, s.cfg.ClientOpts...)...)
+	cl, err := kgo.NewClient(append(append(kafka.RetryOptions(), kgo.SeedBrokers(s.cfg.Brokers...)), s.cfg.ClientOpts...)...)
 	if err != nil {
 		// Only bad client options fail here, and the workers, which use
 		// the same, stop the app for them.
