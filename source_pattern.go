@@ -38,19 +38,7 @@ func SourcePattern[K, V any](t *Topology, pattern *regexp.Regexp, keys serde.Ser
 		return Stream[K, V]{t: t, n: n, values: values}
 	}
 	t.patterns[n], t.patternText[n] = whole, pattern.String()
-	var sc sourceConfig
-	for _, o := range opts {
-		o(&sc)
-	}
-	var extract func(K, V, int64) int64
-	if sc.timestamp != nil {
-		var ok bool
-		if extract, ok = sc.timestamp.(func(K, V, int64) int64); !ok {
-			var k K
-			var v V
-			t.fail("eddy: source pattern %s: TimestampFrom's function is a %T; this source's records need a func(%T, %T, int64) int64", pattern, sc.timestamp, k, v)
-		}
-	}
+	sc, extract := sourceOptions[K, V](t, "source pattern "+pattern.String(), opts)
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, V]{}
 		b.out[n] = out

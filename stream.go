@@ -89,6 +89,21 @@ func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values ser
 		t.fail("eddy: topic %s is a source twice; read it once and branch the stream", topic)
 	}
 	t.sources[topic] = n
+	sc, extract := sourceOptions[K, V](t, "source "+topic, opts)
+	n.build = func(b *taskBuild) error {
+		out := &emitter[K, V]{}
+		b.out[n] = out
+		real := topicName(b.cfg.AppID, topic)
+		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: extract, table: sc.table,
+			wallClock: sc.wallClock, internal: real != topic, maxAhead: aheadMillis(b.cfg.MaxEventTimeAhead)}
+		return nil
+	}
+	return Stream[K, V]{t: t, n: n, values: values}
+}
+
+// sourceOptions applies a source's options; what names the source in the
+// error when TimestampFrom's function does not fit its key and value types.
+func sourceOptions[K, V any](t *Topology, what string, opts []SourceOption) (sourceConfig, func(K, V, int64) int64) {
 	var sc sourceConfig
 	for _, o := range opts {
 		o(&sc)
@@ -99,18 +114,10 @@ func source[K, V any](t *Topology, topic string, keys serde.Serde[K], values ser
 		if extract, ok = sc.timestamp.(func(K, V, int64) int64); !ok {
 			var k K
 			var v V
-			t.fail("eddy: source %s: TimestampFrom's function is a %T; this source's records need a func(%T, %T, int64) int64", topic, sc.timestamp, k, v)
+			t.fail("eddy: %s: TimestampFrom's function is a %T; this source's records need a func(%T, %T, int64) int64", what, sc.timestamp, k, v)
 		}
 	}
-	n.build = func(b *taskBuild) error {
-		out := &emitter[K, V]{}
-		b.out[n] = out
-		real := topicName(b.cfg.AppID, topic)
-		b.sources[real] = &sourceNode[K, V]{b: b, topic: real, keys: keys, values: values, out: out, ts: extract, table: sc.table,
-			wallClock: sc.wallClock, internal: real != topic, maxAhead: aheadMillis(b.cfg.MaxEventTimeAhead)}
-		return nil
-	}
-	return Stream[K, V]{t: t, n: n, values: values}
+	return sc, extract
 }
 
 // repartitionPrefix marks a repartition topic in the description, where
