@@ -1,9 +1,7 @@
 package eddy_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +10,6 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/serde"
-)
-
-// The environment of alignJoinChild, set by TestStreamTableJoinAlignedThroughKills.
-const (
-	alignChildBrokers = "EDDY_TEST_ALIGN_BROKERS"
-	alignChildState   = "EDDY_TEST_ALIGN_STATE"
 )
 
 // Sizes of the aligned join's inputs: the stream is far larger than the
@@ -44,18 +36,7 @@ func alignJoinTopology() *eddy.Topology {
 // TestAlignJoinChild is the app of TestStreamTableJoinAlignedThroughKills,
 // run in a child process (this test binary again) that the failpoints
 // SIGKILL. Run alone it skips.
-func TestAlignJoinChild(t *testing.T) {
-	addr := os.Getenv(alignChildBrokers)
-	if addr == "" {
-		t.Skip("the child process of TestStreamTableJoinAlignedThroughKills")
-	}
-	err := eddy.Run(context.Background(), alignJoinTopology(), eddy.Config{
-		AppID: "align-join", Brokers: []string{addr}, StateDir: os.Getenv(alignChildState), InstanceID: "child",
-		// Many transactions, so that the failpoints hit mid-stream.
-		CommitRecords: 2_000,
-	})
-	t.Fatalf("eddy.Run returned: %v", err)
-}
+func TestAlignJoinChild(t *testing.T) { childApp(t, "align-join", alignJoinTopology, 2_000) }
 
 // TestStreamTableJoinAlignedThroughKills is the process test of issue 15:
 // a stream-table join over two topics loaded before the app starts, the
@@ -98,8 +79,7 @@ func TestStreamTableJoinAlignedThroughKills(t *testing.T) {
 	}
 	produce(t, addr, "orders", orders...)
 
-	runKilledThenLive(t, "TestAlignJoinChild", []string{"commit.after-end@3", "commit.before-end@2"},
-		alignChildBrokers+"="+addr, alignChildState+"="+t.TempDir())
+	runKilledThenLive(t, "TestAlignJoinChild", []string{"commit.after-end@3", "commit.before-end@2"}, addr)
 	got := renderStrings(t, waitRecords(t, addr, "joined", alignOrders, nil))
 	seen := map[string]bool{}
 	var wrong []string

@@ -1,9 +1,7 @@
 package eddy_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,12 +11,6 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/serde"
-)
-
-// The environment of TestCogroupChild, set by TestCogroupThroughKills.
-const (
-	cogroupChildBrokers = "EDDY_TEST_COGROUP_BROKERS"
-	cogroupChildState   = "EDDY_TEST_COGROUP_STATE"
 )
 
 // Sizes of TestCogroupThroughKills's input.
@@ -82,18 +74,7 @@ func cogroupProcessTopology() *eddy.Topology {
 // TestCogroupChild is the app of TestCogroupThroughKills, run in a child
 // process (this test binary again) that the failpoints SIGKILL. Run alone
 // it skips.
-func TestCogroupChild(t *testing.T) {
-	addr := os.Getenv(cogroupChildBrokers)
-	if addr == "" {
-		t.Skip("the child process of TestCogroupThroughKills")
-	}
-	err := eddy.Run(context.Background(), cogroupProcessTopology(), eddy.Config{
-		AppID: "cogroup", Brokers: []string{addr}, StateDir: os.Getenv(cogroupChildState), InstanceID: "child",
-		// Many transactions, so that the failpoints hit mid-stream.
-		CommitRecords: 1_000,
-	})
-	t.Fatalf("eddy.Run returned: %v", err)
-}
+func TestCogroupChild(t *testing.T) { childApp(t, "cogroup", cogroupProcessTopology, 1_000) }
 
 // TestCogroupThroughKills is Cogroup's process test: clicks and orders
 // loaded before the app starts, the app SIGKILLed twice by failpoints
@@ -142,8 +123,7 @@ func TestCogroupThroughKills(t *testing.T) {
 	// The orders cross two sub-topologies, the clicks one: a run makes at
 	// least 90 transactions of at most CommitRecords, so the first run
 	// reaches its 55th and the next, with more than 35 left, its 10th.
-	runKilledThenLive(t, "TestCogroupChild", []string{"commit.after-end@55", "commit.before-end@10"},
-		cogroupChildBrokers+"="+addr, cogroupChildState+"="+t.TempDir())
+	runKilledThenLive(t, "TestCogroupChild", []string{"commit.after-end@55", "commit.before-end@10"}, addr)
 
 	total := cogroupClicks + cogroupOrders
 	recs := waitRecords(t, addr, "tallies", total, nil)

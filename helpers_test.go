@@ -354,16 +354,40 @@ func waitConsumed(t *testing.T, addr, group, topic string, n int, app *running) 
 	}
 }
 
-// runKilledThenLive runs the test named child of this test binary as an
-// app's process: once for each failpoint arm in kills, each run ending by
-// that arm's SIGKILL, then once unarmed, left running for the test (its
-// cleanup kills it, and shows its output if the test failed). env are the
-// child's variables besides the arm: its broker and state directory.
-func runKilledThenLive(t *testing.T, child string, kills []string, env ...string) {
+// The environment of a process test's child app (childApp), set by
+// runKilledThenLive.
+const (
+	childBrokers = "EDDY_TEST_CHILD_BROKERS"
+	childState   = "EDDY_TEST_CHILD_STATE"
+)
+
+// childApp is the body of a process test's child, a test that runs this
+// test binary's app in its own process until a failpoint SIGKILLs it (or
+// the parent test kills the last, unarmed run). Run alone it skips.
+func childApp(t *testing.T, appID string, topo func() *eddy.Topology, commitRecords int) {
+	addr := os.Getenv(childBrokers)
+	if addr == "" {
+		t.Skip("the child process of a process test (runKilledThenLive)")
+	}
+	err := eddy.Run(context.Background(), topo(), eddy.Config{
+		AppID: appID, Brokers: []string{addr}, StateDir: os.Getenv(childState), InstanceID: "child",
+		// Many transactions, so that the failpoints hit mid-stream.
+		CommitRecords: commitRecords,
+	})
+	t.Fatalf("eddy.Run returned: %v", err)
+}
+
+// runKilledThenLive runs the test named child of this test binary (a
+// childApp) against the broker at addr: once for each failpoint arm in
+// kills, each run ending by that arm's SIGKILL, then once unarmed, left
+// running for the test (its cleanup kills it, and shows its output if the
+// test failed). Every run uses the same state directory.
+func runKilledThenLive(t *testing.T, child string, kills []string, addr string) {
 	t.Helper()
+	state := t.TempDir()
 	command := func(kill string) (*exec.Cmd, *bytes.Buffer) {
 		cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1", "-test.timeout=5m")
-		cmd.Env = append(append(os.Environ(), env...), failpoint.Env+"="+kill)
+		cmd.Env = append(os.Environ(), childBrokers+"="+addr, childState+"="+state, failpoint.Env+"="+kill)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		return cmd, &out

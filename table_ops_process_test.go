@@ -1,9 +1,7 @@
 package eddy_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -13,12 +11,6 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/serde"
-)
-
-// The environment of TestToTableChild, set by TestToTableThroughKills.
-const (
-	toTableChildBrokers = "EDDY_TEST_TOTABLE_BROKERS"
-	toTableChildState   = "EDDY_TEST_TOTABLE_STATE"
 )
 
 // Sizes of TestToTableThroughKills's input.
@@ -51,18 +43,7 @@ func toTableTopology() *eddy.Topology {
 // TestToTableChild is the app of TestToTableThroughKills, run in a child
 // process (this test binary again) that the failpoints SIGKILL. Run alone
 // it skips.
-func TestToTableChild(t *testing.T) {
-	addr := os.Getenv(toTableChildBrokers)
-	if addr == "" {
-		t.Skip("the child process of TestToTableThroughKills")
-	}
-	err := eddy.Run(context.Background(), toTableTopology(), eddy.Config{
-		AppID: "to-table", Brokers: []string{addr}, StateDir: os.Getenv(toTableChildState), InstanceID: "child",
-		// Many transactions, so that the failpoints hit mid-stream.
-		CommitRecords: 1_000,
-	})
-	t.Fatalf("eddy.Run returned: %v", err)
-}
+func TestToTableChild(t *testing.T) { childApp(t, "to-table", toTableTopology, 1_000) }
 
 // TestToTableThroughKills is ToTable's process test: reports loaded before
 // the app starts, the app SIGKILLed twice by failpoints (once after a
@@ -96,8 +77,7 @@ func TestToTableThroughKills(t *testing.T) {
 	// schedules tasks now, the reports' part takes the first 40, so both
 	// kills land in the ToTable tasks' work: the next runs restore them
 	// from the changelog.)
-	runKilledThenLive(t, "TestToTableChild", []string{"commit.after-end@55", "commit.before-end@10"},
-		toTableChildBrokers+"="+addr, toTableChildState+"="+t.TempDir())
+	runKilledThenLive(t, "TestToTableChild", []string{"commit.after-end@55", "commit.before-end@10"}, addr)
 
 	updates := byKey(decode(t, waitRecords(t, addr, "updates", toTableReports, nil), serde.String(), serde.String()))
 	for vehicle, want := range positions {
