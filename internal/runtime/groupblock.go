@@ -130,8 +130,11 @@ func (g *groupBlock) arm() {
 	}
 	cancel := g.cancel
 	var t *time.Timer
+	// The grace counts from the block: an End that begins when the
+	// heartbeat loop has been silent for longer is checked at once.
+	wait := max(g.grace-time.Since(g.blockedAt), 0)
 	// t is read under g.mu, which arm's caller holds until t is set.
-	t = time.AfterFunc(g.grace, func() {
+	t = time.AfterFunc(wait, func() {
 		g.mu.Lock()
 		alive := !g.heartbeatAt.Before(g.blockedAt)
 		if alive && g.timer == t {
