@@ -49,9 +49,12 @@ type Report struct {
 	// TornLateDuplicates are the late records that repeat a copy written
 	// in a transaction the broker tore (tornLateDuplicates).
 	TornLateDuplicates int
-	Windows            *verify.WindowReport
-	State              StateReport
-	Hanging            []string
+	// TornWindowDuplicates are the totals that repeat one written in a
+	// transaction the broker tore (tornTotalsDuplicates).
+	TornWindowDuplicates int
+	Windows              *verify.WindowReport
+	State                StateReport
+	Hanging              []string
 	// DeadLetters are the records on payments.dlq; an exact run has one
 	// per malformed input record per app.
 	DeadLetters, WantDeadLetters int
@@ -87,14 +90,15 @@ func (r *Report) BrokerGapDuplicates() int {
 }
 
 // BrokerGapWindowDuplicates are the windowed totals' duplicates counted as
-// the broker's: only after a broker SIGKILL, and only when every duplicate
-// window is otherwise right (no wrong, missing or early window).
+// the broker's: only after a broker SIGKILL, when every duplicate window is
+// otherwise right (no wrong, missing or early window), and only those that
+// repeat a total of a transaction the broker tore.
 func (r *Report) BrokerGapWindowDuplicates() int {
 	w := r.Windows
 	if r.BrokerKills == 0 || w == nil || w.Wrong > 0 || w.Missing > 0 || w.Early > 0 {
 		return 0
 	}
-	return w.Duplicates
+	return min(r.TornWindowDuplicates, w.Duplicates)
 }
 
 // Duplicates, Losses and Wrong are eddy's exactly-once violations over

@@ -81,4 +81,15 @@ func TestBrokerGapAccounting(t *testing.T) {
 	if n := tornLateDuplicates(committedLate, extra, changelog.torn()); n != 1 {
 		t.Fatalf("%d repeated late records excused, want 1 (p4 only)", n)
 	}
+
+	// Repeated totals: w1's first copy is of the torn epoch 3 (the
+	// broker's), w2's of the intact epoch 1 (eddy's), and w3's repeat
+	// differs from its first copy (not identical: eddy's).
+	total := func(epoch int16, key, value string) *kgo.Record {
+		return &kgo.Record{ProducerID: 7, ProducerEpoch: epoch, Attrs: txn, Key: []byte(key), Value: []byte(value)}
+	}
+	totals := []*kgo.Record{total(3, "w1", "2"), total(5, "w1", "2"), total(1, "w2", "4"), total(5, "w2", "4"), total(3, "w3", "1"), total(5, "w3", "9")}
+	if n := tornTotalsDuplicates(totals, changelog.torn()); n != 1 {
+		t.Fatalf("%d repeated totals excused, want 1 (w1 only)", n)
+	}
 }
