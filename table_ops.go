@@ -10,6 +10,10 @@ type tableRows[K, V any] struct {
 	// or, for a view, the store of the table it filters or maps.
 	store string
 	keys  serde.Serde[K]
+	// values encodes the rows when the table has a store of its own (nil
+	// for a view, whose values its store does not hold): what a
+	// foreign-key join hashes the left rows and sends the right ones with.
+	values serde.Serde[V]
 	// open returns a task's reader of the rows; the task must own store.
 	open func(b *taskBuild) (rowReader[K, V], error)
 }
@@ -21,7 +25,7 @@ type rowReader[K, V any] interface {
 
 // storeRows reads the rows held in the key-value store of spec.
 func storeRows[K, V any](spec KeyValueStoreSpec[K, V]) *tableRows[K, V] {
-	return &tableRows[K, V]{store: spec.name, keys: spec.keys, open: func(b *taskBuild) (rowReader[K, V], error) {
+	return &tableRows[K, V]{store: spec.name, keys: spec.keys, values: spec.values, open: func(b *taskBuild) (rowReader[K, V], error) {
 		buf, err := b.tc.Store(spec.name)
 		if err != nil {
 			return nil, err
