@@ -308,3 +308,49 @@ func TestForeignKeyJoinTopologyErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestForeignKeyJoinUnsubscribes: an order that moves to another customer,
+// names none, or is deleted, is unsubscribed from its customer, whose
+// updates then send it no response at all (the hash would make such a
+// response stale; the subscription store must not keep it either).
+func TestForeignKeyJoinUnsubscribes(t *testing.T) {
+	d := newDriver(t, fkJoinTopology(eddy.LeftJoin))
+	responses := eddytest.Output(d, "eddytest-fk-response-repartition", serde.Bytes(), serde.Bytes())
+	sent := func() []string {
+		recs, err := responses.ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, r := range recs {
+			keys = append(keys, string(r.Key))
+		}
+		return keys
+	}
+	pipeRecords(t, d, []pipe{
+		{"customers", "c1", val("north"), 1},
+		{"orders", "o1", val("c1,1"), 2},
+		{"orders", "o2", val("c1,2"), 3},
+		{"orders", "o3", val("c1,3"), 4},
+	})
+	sent()
+	pipeRecords(t, d, []pipe{{"customers", "c1", val("east"), 5}})
+	if got, want := sent(), []string{"o1", "o2", "o3"}; !slices.Equal(got, want) {
+		t.Fatalf("responses to c1's update: %q, want %q", got, want)
+	}
+	pipeRecords(t, d, []pipe{
+		{"orders", "o1", val("c2,1"), 6}, // moves
+		{"orders", "o2", val(",2"), 7},   // names none
+		{"orders", "o3", nil, 8},         // goes
+	})
+	sent()
+	pipeRecords(t, d, []pipe{{"customers", "c1", val("west"), 9}})
+	if got := sent(); len(got) != 0 {
+		t.Errorf("responses to c1's update after its orders left it: %q, want none", got)
+	}
+	pipeRecords(t, d, []pipe{{"customers", "c2", val("south"), 10}})
+	if got, want := sent(), []string{"o1"}; !slices.Equal(got, want) {
+		t.Errorf("responses to c2's update: %q, want %q", got, want)
+	}
+	readStrings(t, d, "out")
+}
