@@ -354,3 +354,43 @@ func TestForeignKeyJoinUnsubscribes(t *testing.T) {
 	}
 	readStrings(t, d, "out")
 }
+
+// TestForeignKeyJoinSelf joins a table with itself: employees (id →
+// "<manager id>,<name>") with their manager's row. Both sides live in one
+// sub-topology, which writes and reads both of the join's topics.
+func TestForeignKeyJoinSelf(t *testing.T) {
+	topo := eddy.NewTopology()
+	staff := eddy.TableFrom(topo, "staff", "staff", serde.String(), serde.String())
+	name := func(row string) string { _, n, _ := strings.Cut(row, ","); return n }
+	withManager := eddy.JoinTablesOnForeignKey(staff, staff, "manager", orderCustomer, eddy.LeftJoin,
+		func(_ string, row, manager string, ok bool) string {
+			if !ok {
+				return name(row) + " reports to nobody"
+			}
+			return name(row) + " reports to " + name(manager)
+		})
+	eddy.To(eddy.ToStream(withManager), "out", serde.String(), serde.String())
+	d := newDriver(t, topo)
+	pipeRecords(t, d, []pipe{
+		{"staff", "e1", val(",Ada"), 1},
+		{"staff", "e2", val("e1,Bob"), 2},
+		{"staff", "e3", val("e1,Cy"), 3},
+		{"staff", "e1", val(",Ada L."), 4}, // renamed: her reports' results follow
+		{"staff", "e3", val("e2,Cy"), 5},   // moves under Bob
+		{"staff", "e2", nil, 6},            // Bob leaves
+	})
+	want := []string{
+		"e1=Ada reports to nobody",
+		"e2=Bob reports to Ada",
+		"e3=Cy reports to Ada",
+		"e1=Ada L. reports to nobody",
+		"e2=Bob reports to Ada L.",
+		"e3=Cy reports to Ada L.",
+		"e3=Cy reports to Bob",
+		"e2=nil",
+		"e3=Cy reports to nobody",
+	}
+	if got := readStrings(t, d, "out"); !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
