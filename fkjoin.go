@@ -14,34 +14,37 @@ import (
 // foreign-key table join (KIP-213), e.g. orders keyed by order id with
 // the customer each names. The tables need not be co-partitioned: the
 // left side subscribes each row to its foreign key through the topic
-// "<app-id>-<name>-subscription-repartition", partitioned like right;
-// the right side keeps the subscriptions in the store
-// "<name>-subscriptions" and answers each subscription, and each update
-// of a right row to every row subscribed to it, through
-// "<app-id>-<name>-response-repartition", partitioned like left. The
-// left side keeps each row's current foreign key in the store
-// "<name>-foreign-keys", to unsubscribe it when the key changes or the
-// row goes. name keeps these topics and stores when the topology
-// changes around the join.
+// "<app-id>-<name>-subscription-repartition", keyed by the foreign key
+// and so partitioned like right; the right side keeps the subscriptions
+// in the store "<name>-subscriptions" and answers each subscription, and
+// each update of a right row to every row subscribed to it, through
+// "<app-id>-<name>-response-repartition", keyed by the left key and so
+// partitioned like left (both with Config.Partitioner, which the
+// tables' topics must use, as for any join). The left side keeps each
+// row's current foreign key in the store "<name>-foreign-keys", to
+// unsubscribe the row when its foreign key changes or the row goes, so
+// that the old right row's updates no longer reach it. name keeps these
+// topics and stores when the topology changes around the join.
 //
-// kind is InnerJoin or LeftJoin (OuterJoin is refused, as Kafka Streams
-// has none). The result is a table of updates keyed by the left key,
-// joiner(key, left row, right row, rok): rok is false only in a LeftJoin
-// whose row has no right row. A left row without a right row gives no
-// result in an InnerJoin (a tombstone, which removes its previous
-// result if it had one). A left tombstone gives a tombstone; a right
-// update updates the result of every left row that references it, and a
-// right tombstone turns them into tombstones (InnerJoin) or rok=false
-// results (LeftJoin). An fk that returns KO's zero value (compared by
-// its encoding: "" for a string key, 0 for an integer) means the row
-// references nothing, Kafka Streams' null foreign key: a LeftJoin result
-// with rok=false, an InnerJoin tombstone.
+// kind is InnerJoin or LeftJoin (OuterJoin is refused: Kafka Streams has
+// none either). The result is a table of updates keyed by the left key,
+// joiner(key, left row, right row, rok), with the timestamp of the update
+// that caused it: rok is false only in a LeftJoin whose row has no right
+// row. In an InnerJoin a left row without a right row gives a tombstone,
+// which removes its previous result if it had one. A left tombstone gives
+// a tombstone; a right update updates the result of every left row that
+// references it, and a right tombstone turns those into tombstones
+// (InnerJoin) or rok=false results (LeftJoin). An fk that returns KO's
+// zero value (compared by its encoding: "" for a string key, 0 for an
+// integer) means the row references nothing, Kafka Streams' null foreign
+// key: a LeftJoin result with rok=false, an InnerJoin tombstone.
 //
-// Responses race with updates of the left row: each carries a hash of
-// the left row it answers, and a response whose row has changed since
-// (a foreign key changed twice, an update in flight) is dropped; the
-// current row's own response follows. So, once the topics are drained,
-// each left key's last result is the join of the current rows.
+// Answers race with updates of the left row: each carries a hash of the
+// left row it answers, and one whose row has changed since (an update,
+// or a foreign key change, in flight) is dropped, as the current row's
+// own answer follows. So a left row updated faster than its answers come
+// back gives a result only for its latest value, and once the topics are
+// drained each left key's last result is the join of the current rows.
 //
 // Both tables must have a store of their own (TableFrom, an aggregation,
 // or Materialize): their serdes encode keys, foreign keys and rows. Like
@@ -254,7 +257,9 @@ func (s *fkSender[K, VL, KO, VR, VO]) receive(r Record[K, VL]) error {
 	}
 	if hadOld && (!subscribe || !bytes.Equal(old, s.fbuf)) {
 		// The new subscription, if any, may go to another partition:
-		// the old one must be dropped explicitly.
+		// the old one must be dropped explicitly. (The hash would drop
+		// its answers anyway; unsubscribing keeps them from being sent,
+		// and the store from keeping every foreign key a row ever had.)
 		if err := s.emit(old, fkUnsubscribe, sum, r); err != nil {
 			return err
 		}
