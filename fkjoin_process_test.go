@@ -14,6 +14,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/harness/verify"
+	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -61,6 +62,8 @@ func TestForeignKeyJoinChild(t *testing.T) { childApp(t, "fk-join", fkProcessTop
 //     older customer;
 //   - every result joins a value the order had with a region its customer
 //     had (or none);
+//   - the subscription topic has the customers' 2 partitions, the
+//     response topic the orders' 3;
 //   - no result follows an identical one of its order: every order value
 //     and region is unique, so a repeat would be a record processed twice.
 //     (Tombstones may repeat: each delete of an order gives one, and the
@@ -221,6 +224,23 @@ func TestForeignKeyJoinThroughKills(t *testing.T) {
 		}
 		if customer := orderCustomer(id, order); region != "-" && !regions[customer][region] {
 			t.Errorf("result %q of %s joins a region customer %q never had", r.Value, id, customer)
+		}
+	}
+
+	// The broker's default count is 4: each internal topic took its
+	// side's.
+	cl := client(t, addr)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	counts := map[string]int32{"fk-join-order-customer-subscription-repartition": 2, "fk-join-order-customer-response-repartition": 3}
+	for topic, want := range counts {
+		parts, err := kafka.Partitions(ctx, cl, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parts[topic] != want {
+			t.Errorf("%s has %d partitions, want %d", topic, parts[topic], want)
 		}
 	}
 
