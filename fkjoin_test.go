@@ -69,6 +69,10 @@ func TestForeignKeyJoin(t *testing.T) {
 		{pipe{"customers", "c2", val("back"), 14}, []string{"o1=c2,11@back"}, []string{"o1=c2,11@back"}},
 		// o2 names c1 again.
 		{pipe{"orders", "o2", val("c1,6"), 15}, []string{"o2=c1,6@up"}, []string{"o2=c1,6@up"}},
+		// o1 moves to c9, which does not exist: its result from c2 goes.
+		{pipe{"orders", "o1", val("c9,12"), 16}, []string{"o1=nil"}, []string{"o1=c9,12@-"}},
+		{pipe{"customers", "c2", val("gone"), 17}, nil, nil},
+		{pipe{"customers", "c9", val("far"), 18}, []string{"o1=c9,12@far"}, []string{"o1=c9,12@far"}},
 	}
 	for _, kind := range []eddy.JoinKind{eddy.InnerJoin, eddy.LeftJoin} {
 		t.Run(kind.String(), func(t *testing.T) {
