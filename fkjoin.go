@@ -5,7 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -18,9 +22,10 @@ import (
 // and so partitioned like right; the right side keeps the subscriptions
 // in the store "<name>-subscriptions" and answers each subscription, and
 // each update of a right row to every row subscribed to it, through
-// "<app-id>-<name>-response-repartition", keyed by the left key and so
-// partitioned like left (both with Config.Partitioner, which the
-// tables' topics must use, as for any join). The left side keeps each
+// "<app-id>-<name>-response-repartition", sized like left, on the
+// partition each subscribing row was read from. (The right table's topic
+// must be partitioned by its key with Config.Partitioner, as for any
+// join; the left table's need not.) The left side keeps each
 // row's current foreign key in the store "<name>-foreign-keys", to
 // unsubscribe the row when its foreign key changes or the row goes, so
 // that the old right row's updates no longer reach it. name keeps these
@@ -91,7 +96,9 @@ func JoinTablesOnForeignKey[K, VL, KO, VR, VO any](left Table[K, VL], right Tabl
 		if err != nil {
 			return err
 		}
-		s := &fkSender[K, VL, KO, VR, VO]{j: j, out: out, fks: foreignKeys.view(buf, b.tc.StreamTime)}
+		// Task p reads partition p of the left table's topic: the
+		// answers come back to it.
+		s := &fkSender[K, VL, KO, VR, VO]{j: j, out: out, fks: foreignKeys.view(buf, b.tc.StreamTime), partition: b.tc.ID().Partition}
 		if s.zero, err = j.zeroKey(); err != nil {
 			return err
 		}
@@ -107,7 +114,7 @@ func JoinTablesOnForeignKey[K, VL, KO, VR, VO any](left Table[K, VL], right Tabl
 	subStore := NewKeyValueStoreSpec(name+"-subscriptions", serde.Bytes(), serde.Bytes())
 	t.addStore(subStore.name, answer, 0, subStore)
 	answer.build = func(b *taskBuild) error {
-		out := &emitter[[]byte, []byte]{}
+		out := &emitter[int32, []byte]{}
 		b.out[answer] = out
 		buf, err := b.tc.Store(subStore.name)
 		if err != nil {
@@ -122,11 +129,14 @@ func JoinTablesOnForeignKey[K, VL, KO, VR, VO any](left Table[K, VL], right Tabl
 		output[KO, VR](b, right.n).children = append(output[KO, VR](b, right.n).children, receiverFunc[KO, VR](a.update))
 		return nil
 	}
-	responses := Repartition(Stream[[]byte, []byte]{t: t, n: answer}, name+"-response", serde.Bytes(), serde.Bytes())
+	responses := answerTopic(t, answer, name+"-response")
+	if responses == nil {
+		return Table[K, VO]{t: t, n: t.add("fk-join-"+name, left.n)}
+	}
 
 	// Left side again: join the responses that answer the current rows,
 	// and the rows that reference nothing.
-	n := t.add("fk-join-"+name, responses.n, left.n)
+	n := t.add("fk-join-"+name, responses, left.n)
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, VO]{}
 		b.out[n] = out
@@ -138,7 +148,7 @@ func JoinTablesOnForeignKey[K, VL, KO, VR, VO any](left Table[K, VL], right Tabl
 		if r.zero, err = j.zeroKey(); err != nil {
 			return err
 		}
-		output[[]byte, []byte](b, responses.n).children = append(output[[]byte, []byte](b, responses.n).children, receiverFunc[[]byte, []byte](r.response))
+		output[[]byte, []byte](b, responses).children = append(output[[]byte, []byte](b, responses).children, receiverFunc[[]byte, []byte](r.response))
 		output[K, VL](b, left.n).children = append(output[K, VL](b, left.n).children, receiverFunc[K, VL](r.row))
 		return nil
 	}
@@ -208,18 +218,60 @@ func (j *fkJoin[K, VL, KO, VR, VO]) hashRow(buf []byte, v VL) ([]byte, [rowHashL
 const rowHashLen = 16
 
 // The subscription and response records. A subscription is keyed by the
-// encoded foreign key, so it lands on the partition of the right row; its
-// value is a version byte (0), the instruction, the row hash and the
-// encoded left key. A response is keyed by the encoded left key, so it
-// lands on the partition of the left row; its value is a version byte, 1
-// when a right row follows (0 for none), the row hash, and the encoded
-// right row.
+// encoded foreign key, so it lands on the partition of the right row (as
+// a record of the right table's topic, by Config.Partitioner); its value
+// is a version byte (0), the instruction, the row hash, the partition of
+// the left row (4 bytes, big-endian) and the encoded left key. The
+// subscription store keeps the hash and the partition. A response goes
+// to the partition of the left row that subscribed, explicitly, so it
+// meets the row whatever partitioner wrote the left table's topic (Kafka
+// Streams carries the partition too); it has no key (the partition guard
+// checks none), and its value is a version byte, 1 when a right row
+// follows (0 for none), the row hash, the length of the encoded left key
+// (uvarint), the key, then the encoded right row.
 const (
 	fkVersion     = 0
 	fkSubscribe   = 1 // keep the subscription and answer it
 	fkUnsubscribe = 2 // drop the subscription: the row's foreign key changed or the row went
-	fkHeader      = 2 + rowHashLen
+	// fkSubscriber is a subscription store value: row hash, partition.
+	fkSubscriber = rowHashLen + 4
+	fkSubHeader  = 2 + fkSubscriber
+	fkRespHeader = 2 + rowHashLen
 )
+
+// answerTopic adds the response topic of a foreign-key join: a sink after
+// answer that writes each response to the partition its record's key
+// names, and the source that reads the topic back, returned (nil when the
+// name is refused). It is declared like Repartition's topics, so Run
+// creates and sizes it (like the left table's topic it is read with) and
+// purges it.
+func answerTopic(t *Topology, answer *node, name string) *node {
+	if !runtime.ValidName(name) {
+		t.fail("eddy: repartition name %q: use letters, digits, '.', '_' and '-' (it names a topic)", name)
+		return nil
+	}
+	if slices.Contains(t.repartitions, name) {
+		t.fail("eddy: repartition %q is declared twice; give each its own name", name)
+		return nil
+	}
+	t.repartitions = append(t.repartitions, name)
+	topic := repartitionPrefix + name
+	sink := t.add("sink-"+topic, answer)
+	t.writers[sink] = topic
+	sink.build = func(b *taskBuild) error {
+		real := topicName(b.cfg.AppID, topic)
+		in := output[int32, []byte](b, answer)
+		in.children = append(in.children, receiverFunc[int32, []byte](func(r Record[int32, []byte]) error {
+			var hs []kgo.RecordHeader
+			for _, h := range r.Headers {
+				hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			return b.tc.ProduceTo(real, r.Key, nil, r.Value, r.Timestamp, hs)
+		}))
+		return nil
+	}
+	return source(t, topic, serde.Bytes(), serde.Bytes()).n
+}
 
 // fkSender is a task's left side: it subscribes each left row to its
 // foreign key and unsubscribes it from the previous one.
@@ -232,6 +284,8 @@ type fkSender[K, VL, KO, VR, VO any] struct {
 	fbuf []byte // the foreign key's encoding, reused
 	vbuf []byte // the left row's encoding, reused
 	sbuf []byte // the subscription's encoding, reused
+	// partition is the task's: that of the left rows it reads.
+	partition int32
 }
 
 func (s *fkSender[K, VL, KO, VR, VO]) receive(r Record[K, VL]) error {
@@ -284,6 +338,7 @@ func (s *fkSender[K, VL, KO, VR, VO]) receive(r Record[K, VL]) error {
 func (s *fkSender[K, VL, KO, VR, VO]) emit(fk []byte, instruction byte, sum [rowHashLen]byte, r Record[K, VL]) error {
 	s.sbuf = append(s.sbuf[:0], fkVersion, instruction)
 	s.sbuf = append(s.sbuf, sum[:]...)
+	s.sbuf = binary.BigEndian.AppendUint32(s.sbuf, uint32(s.partition))
 	s.sbuf = append(s.sbuf, s.kbuf...)
 	return s.out.emit(Record[[]byte, []byte]{Key: fk, Value: s.sbuf, Timestamp: r.Timestamp, Headers: r.Headers})
 }
@@ -294,7 +349,7 @@ func (s *fkSender[K, VL, KO, VR, VO]) emit(fk []byte, instruction byte, sum [row
 // answers each subscription and each update.
 type fkAnswerer[K, VL, KO, VR, VO any] struct {
 	j    *fkJoin[K, VL, KO, VR, VO]
-	out  *emitter[[]byte, []byte]
+	out  *emitter[int32, []byte] // responses, keyed by the partition they go to
 	subs subscriptionBuffer
 	rows rowReader[KO, VR]
 	key  []byte // a subscription's store key, reused
@@ -321,17 +376,17 @@ func subscriptionKey(dst, fk, leftKey []byte) []byte {
 }
 
 func (a *fkAnswerer[K, VL, KO, VR, VO]) subscription(r Record[[]byte, []byte]) error {
-	if len(r.Value) < fkHeader || r.Value[0] != fkVersion {
+	if len(r.Value) < fkSubHeader || r.Value[0] != fkVersion {
 		return fmt.Errorf("eddy: foreign-key join %s: subscription of %d bytes is corrupt", a.j.name, len(r.Value))
 	}
-	instruction, sum, leftKey := r.Value[1], r.Value[2:fkHeader], r.Value[fkHeader:]
+	instruction, subscriber, leftKey := r.Value[1], r.Value[2:fkSubHeader], r.Value[fkSubHeader:]
 	a.key = subscriptionKey(a.key[:0], r.Key, leftKey)
 	switch instruction {
 	case fkUnsubscribe:
 		a.subs.Delete(a.key)
 		return nil
 	case fkSubscribe:
-		a.subs.Put(a.key, sum)
+		a.subs.Put(a.key, subscriber)
 	default:
 		return fmt.Errorf("eddy: foreign-key join %s: subscription with unknown instruction %d", a.j.name, instruction)
 	}
@@ -348,7 +403,7 @@ func (a *fkAnswerer[K, VL, KO, VR, VO]) subscription(r Record[[]byte, []byte]) e
 			return fmt.Errorf("eddy: foreign-key join %s: encode right row: %w", a.j.name, err)
 		}
 	}
-	return a.respond(leftKey, sum, found, r.Timestamp, r.Headers)
+	return a.respond(leftKey, subscriber, found, r.Timestamp, r.Headers)
 }
 
 // update answers every subscriber of a right row that changed or went.
@@ -363,24 +418,30 @@ func (a *fkAnswerer[K, VL, KO, VR, VO]) update(r Record[KO, VR]) error {
 		}
 	}
 	prefix := subscriptionKey(nil, a.fbuf, nil)
-	return a.subs.PrefixScan(prefix, func(key, sum []byte) error {
-		return a.respond(key[len(prefix):], sum, !r.Tombstone, r.Timestamp, r.Headers)
+	return a.subs.PrefixScan(prefix, func(key, subscriber []byte) error {
+		return a.respond(key[len(prefix):], subscriber, !r.Tombstone, r.Timestamp, r.Headers)
 	})
 }
 
-// respond answers leftKey's subscription of hash sum with the right row in
-// vbuf, if found.
-func (a *fkAnswerer[K, VL, KO, VR, VO]) respond(leftKey, sum []byte, found bool, ts int64, hs []Header) error {
+// respond answers leftKey's subscription (subscriber: its row hash and
+// partition) with the right row in vbuf, if found.
+func (a *fkAnswerer[K, VL, KO, VR, VO]) respond(leftKey, subscriber []byte, found bool, ts int64, hs []Header) error {
+	if len(subscriber) != fkSubscriber {
+		return fmt.Errorf("eddy: foreign-key join %s: subscription of %d bytes is corrupt", a.j.name, len(subscriber))
+	}
 	flag := byte(0)
 	if found {
 		flag = 1
 	}
 	a.rbuf = append(a.rbuf[:0], fkVersion, flag)
-	a.rbuf = append(a.rbuf, sum...)
+	a.rbuf = append(a.rbuf, subscriber[:rowHashLen]...)
+	a.rbuf = binary.AppendUvarint(a.rbuf, uint64(len(leftKey)))
+	a.rbuf = append(a.rbuf, leftKey...)
 	if found {
 		a.rbuf = append(a.rbuf, a.vbuf...)
 	}
-	return a.out.emit(Record[[]byte, []byte]{Key: leftKey, Value: a.rbuf, Timestamp: ts, Headers: hs})
+	partition := int32(binary.BigEndian.Uint32(subscriber[rowHashLen:]))
+	return a.out.emit(Record[int32, []byte]{Key: partition, Value: a.rbuf, Timestamp: ts, Headers: hs})
 }
 
 // fkResponder is a task's left side again: it joins the responses that
@@ -412,10 +473,18 @@ func (p *fkResponder[K, VL, KO, VR, VO]) row(r Record[K, VL]) error {
 }
 
 func (p *fkResponder[K, VL, KO, VR, VO]) response(r Record[[]byte, []byte]) error {
-	if len(r.Value) < fkHeader || r.Value[0] != fkVersion || r.Value[1] > 1 {
-		return fmt.Errorf("eddy: foreign-key join %s: response of %d bytes is corrupt", p.j.name, len(r.Value))
+	b := r.Value
+	if len(b) < fkRespHeader || b[0] != fkVersion || b[1] > 1 {
+		return fmt.Errorf("eddy: foreign-key join %s: response of %d bytes is corrupt", p.j.name, len(b))
 	}
-	k, err := p.j.keys.Deserialize(r.Key)
+	sum := b[2:fkRespHeader]
+	n, w := binary.Uvarint(b[fkRespHeader:])
+	if w <= 0 || uint64(len(b)-fkRespHeader-w) < n {
+		return fmt.Errorf("eddy: foreign-key join %s: response of %d bytes is corrupt", p.j.name, len(b))
+	}
+	leftKey := b[fkRespHeader+w : fkRespHeader+w+int(n)]
+	rightRow := b[fkRespHeader+w+int(n):]
+	k, err := p.j.keys.Deserialize(leftKey)
 	if err != nil {
 		return fmt.Errorf("eddy: foreign-key join %s: decode left key: %w", p.j.name, err)
 	}
@@ -423,17 +492,17 @@ func (p *fkResponder[K, VL, KO, VR, VO]) response(r Record[[]byte, []byte]) erro
 	if err != nil || !ok {
 		return err // the row went since: its tombstone was the result
 	}
-	var sum [rowHashLen]byte
-	if p.vbuf, sum, err = p.j.hashRow(p.vbuf, l); err != nil {
+	var current [rowHashLen]byte
+	if p.vbuf, current, err = p.j.hashRow(p.vbuf, l); err != nil {
 		return err
 	}
-	if !bytes.Equal(sum[:], r.Value[2:fkHeader]) {
+	if !bytes.Equal(current[:], sum) {
 		return nil // it answers an older row: the current row's response follows
 	}
 	var v VR
-	found := r.Value[1] == 1
+	found := b[1] == 1
 	if found {
-		if v, err = p.j.rvalues.Deserialize(r.Value[fkHeader:]); err != nil {
+		if v, err = p.j.rvalues.Deserialize(rightRow); err != nil {
 			return fmt.Errorf("eddy: foreign-key join %s: decode right row: %w", p.j.name, err)
 		}
 	}

@@ -2,6 +2,7 @@ package eddy_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/harness/verify"
+	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // TestRunForeignKeyJoinRestoresState: the join's stores come back from
@@ -54,19 +56,54 @@ func TestRunForeignKeyJoinRestoresState(t *testing.T) {
 		t.Errorf("results:\ngot  %q\nwant %q", got, want)
 	}
 	// 3 first subscriptions, o1's new one, c1's update to o2, c2's to o1
-	// and o3: an order still subscribed to c1 would get a seventh.
+	// and o3: o1, were it still subscribed to c1, would get an eighth.
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	responses, err := verify.ReadAll(ctx, []string{addr}, cfg.AppID+"-fk-response-repartition")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []string
-	for _, r := range responses {
-		keys = append(keys, string(r.Key))
+	if len(responses) != 7 {
+		t.Errorf("%d responses, want 7", len(responses))
 	}
-	slices.Sort(keys)
-	if want := []string{"o1", "o1", "o1", "o2", "o2", "o3", "o3"}; !slices.Equal(keys, want) {
-		t.Errorf("responses to %q, want %q", keys, want)
+}
+
+// TestRunForeignKeyJoinAnswersLeftPartition: every answer goes back to the
+// partition its order was read from, not to the one Config.Partitioner
+// would give the order's key: orders written to other partitions (a
+// producer with another partitioner; the partition guard warns about
+// them) still get their results, as they would in Kafka Streams.
+func TestRunForeignKeyJoinAnswersLeftPartition(t *testing.T) {
+	addr := startBroker(t)
+	createTopics(t, addr, 3, "orders", "out")
+	createTopics(t, addr, 2, "customers")
+	produce(t, addr, "customers", srec("c1", "north"), srec("c2", "south"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var orders []*kgo.Record
+	var want []string
+	for i := range 12 {
+		id, customer := fmt.Sprint("o", i), fmt.Sprint("c", 1+i%2)
+		r := srec(id, customer+","+fmt.Sprint(i))
+		r.Topic = "orders"
+		r.Partition = (kafka.Murmur2.Partition(r.Key, 3) + 1 + int32(i%2)) % 3 // never the key's
+		orders = append(orders, r)
+		want = append(want, fmt.Sprint(id, "=", customer, ",", i, "@", map[string]string{"c1": "north", "c2": "south"}[customer]))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, orders...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(t, addr)
+	app := run(t, fkJoinTopology(eddy.LeftJoin), cfg)
+	got := renderStrings(t, waitRecords(t, addr, "out", len(want), app))
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("results:\ngot  %q\nwant %q", got, want)
 	}
 }

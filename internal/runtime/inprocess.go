@@ -298,6 +298,11 @@ func (t *InProcessTask) GlobalStore(name string) (GlobalReader, error) {
 	return g, nil
 }
 
+// ProduceTo is Produce: every topic has one partition here.
+func (t *InProcessTask) ProduceTo(topic string, _ int32, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
+	return t.Produce(topic, key, value, timestamp, headers)
+}
+
 // Produce hands the record to Out and, for a topic the topology reads,
 // queues it with the topic's next offset.
 func (t *InProcessTask) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {

@@ -88,6 +88,15 @@ func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers
 	return err
 }
 
+func (t *task) ProduceTo(topic string, partition int32, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
+	if partition < 0 {
+		return fmt.Errorf("eddy: produce to %s: partition %d", topic, partition)
+	}
+	t.m.produced++
+	_, err := t.txn.produceRecord(topic, partition, key, value, timestamp, headers)
+	return err
+}
+
 // openTask opens (creating it if needed) the task's database, restores it
 // from the changelog and instantiates the processors.
 func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {

@@ -126,6 +126,10 @@ type TaskContext interface {
 	// The partition is Kafka's default partitioner of the key (or spread
 	// for a nil key).
 	Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error
+	// ProduceTo is Produce to an explicit partition of topic, whatever the
+	// key: a foreign-key join answers a left row on the partition it was
+	// read from. (The in-process runner has one partition per topic.)
+	ProduceTo(topic string, partition int32, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error
 	// Logger carries the app, instance and task attributes.
 	Logger() *slog.Logger
 }
