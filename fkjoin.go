@@ -125,8 +125,10 @@ func JoinTablesOnForeignKey[K, VL, KO, VR, VO any](left Table[K, VL], right Tabl
 			return err
 		}
 		a := &fkAnswerer[K, VL, KO, VR, VO]{j: j, out: out, subs: buf, rows: rows}
-		output[[]byte, []byte](b, subs.n).children = append(output[[]byte, []byte](b, subs.n).children, receiverFunc[[]byte, []byte](a.subscription))
-		output[KO, VR](b, right.n).children = append(output[KO, VR](b, right.n).children, receiverFunc[KO, VR](a.update))
+		in := output[[]byte, []byte](b, subs.n)
+		in.children = append(in.children, receiverFunc[[]byte, []byte](a.subscription))
+		rin := output[KO, VR](b, right.n)
+		rin.children = append(rin.children, receiverFunc[KO, VR](a.update))
 		return nil
 	}
 	responses := answerTopic(t, answer, name+"-response")
@@ -148,8 +150,10 @@ func JoinTablesOnForeignKey[K, VL, KO, VR, VO any](left Table[K, VL], right Tabl
 		if r.zero, err = j.zeroKey(); err != nil {
 			return err
 		}
-		output[[]byte, []byte](b, responses).children = append(output[[]byte, []byte](b, responses).children, receiverFunc[[]byte, []byte](r.response))
-		output[K, VL](b, left.n).children = append(output[K, VL](b, left.n).children, receiverFunc[K, VL](r.row))
+		in := output[[]byte, []byte](b, responses)
+		in.children = append(in.children, receiverFunc[[]byte, []byte](r.response))
+		lin := output[K, VL](b, left.n)
+		lin.children = append(lin.children, receiverFunc[K, VL](r.row))
 		return nil
 	}
 	return Table[K, VO]{t: t, n: n}
