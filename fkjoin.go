@@ -264,9 +264,10 @@ func answerTopic(t *Topology, answer *node, name string) *node {
 	t.writers[sink] = topic
 	sink.build = func(b *taskBuild) error {
 		real := topicName(b.cfg.AppID, topic)
+		var hs []kgo.RecordHeader // reused: the runtime copies what it is given
 		in := output[int32, []byte](b, answer)
 		in.children = append(in.children, receiverFunc[int32, []byte](func(r Record[int32, []byte]) error {
-			var hs []kgo.RecordHeader
+			hs = hs[:0]
 			for _, h := range r.Headers {
 				hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 			}
