@@ -3,6 +3,7 @@ package schemaregistry_test
 import (
 	"errors"
 	"net/http/httptest"
+	"os/exec"
 	"slices"
 	"testing"
 
@@ -146,5 +147,38 @@ func TestClientBasicAuth(t *testing.T) {
 		case want != 0 && (!errors.As(err, &re) || re.StatusCode != want):
 			t.Errorf("password %q: %v, want status %d", pass, err, want)
 		}
+	}
+}
+
+// TestClientConfluentPython runs testdata/confluent_client.py: Confluent's
+// own Python client (Debian's python3-confluent-kafka and python3-requests)
+// against the server. It is skipped where that client is not installed.
+func TestClientConfluentPython(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	// Debian's package is for Debian's python; a python3 earlier in PATH
+	// (pyenv) may not see it.
+	for _, p := range []string{"/usr/bin/python3", python} {
+		if exec.Command(p, "-c", "import confluent_kafka.schema_registry").Run() == nil {
+			python = p
+			break
+		}
+		python = ""
+	}
+	if python == "" {
+		t.Skip("confluent_kafka.schema_registry is not importable: apt-get install python3-confluent-kafka python3-requests")
+	}
+	reg, err := schemaregistry.NewServer("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	srv := httptest.NewServer(reg)
+	defer srv.Close()
+	out, err := exec.CommandContext(t.Context(), python, "testdata/confluent_client.py", srv.URL).CombinedOutput()
+	if err != nil {
+		t.Fatalf("confluent_client.py: %v\n%s", err, out)
 	}
 }
