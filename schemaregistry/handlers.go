@@ -113,6 +113,30 @@ func (s *Server) listSubjects(r *http.Request) (any, error) {
 	})
 }
 
+// listSchemas is GET /schemas: every live version of every subject
+// (?deleted=true: soft-deleted ones too), filtered by ?subjectPrefix= and,
+// with ?latestOnly=true, only each subject's latest.
+func (s *Server) listSchemas(r *http.Request) (any, error) {
+	prefix := r.URL.Query().Get("subjectPrefix")
+	latestOnly, _ := strconv.ParseBool(r.URL.Query().Get("latestOnly"))
+	return s.read(func(st *state) (any, error) {
+		out := []subjectSchema{}
+		for _, name := range st.subjectNames(deletedParam(r)) {
+			if !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			live := st.Subjects[name].live(deletedParam(r))
+			if latestOnly {
+				live = live[len(live)-1:]
+			}
+			for _, v := range live {
+				out = append(out, st.subjectSchema(name, v))
+			}
+		}
+		return out, nil
+	})
+}
+
 func (s *Server) listVersions(r *http.Request) (any, error) {
 	subject := r.PathValue("subject")
 	return s.read(func(st *state) (any, error) {
@@ -243,8 +267,9 @@ func permanentParam(r *http.Request) bool {
 }
 
 // deleteSubject is DELETE /subjects/{subject}: soft (the versions stay
-// readable with ?deleted=true and by id), or with ?permanent=true, after a
-// soft delete, hard. It answers the versions deleted.
+// readable with ?deleted=true and by id; the subject's own level goes), or
+// with ?permanent=true, after a soft delete, hard. It answers the versions
+// deleted.
 func (s *Server) deleteSubject(r *http.Request) (any, error) {
 	subject := r.PathValue("subject")
 	permanent := permanentParam(r)
@@ -264,6 +289,8 @@ func (s *Server) deleteSubject(r *http.Request) (any, error) {
 					return nil, errReferenceExists(subject, v.Version)
 				}
 			}
+			// As Confluent, deleting the subject deletes its level too.
+			subj.Compatibility = ""
 			for i := range subj.Versions {
 				if !subj.Versions[i].Deleted {
 					subj.Versions[i].Deleted = true

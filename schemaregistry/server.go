@@ -263,6 +263,7 @@ func (s *Server) routes() {
 	h("GET /schemas/types", func(*http.Request) (any, error) {
 		return []string{typeJSON, typeProtobuf, typeAvro}, nil
 	})
+	h("GET /schemas", s.listSchemas)
 	h("GET /schemas/ids/{id}", s.schemaByID)
 	h("GET /schemas/ids/{id}/schema", s.schemaTextByID)
 	h("GET /schemas/ids/{id}/versions", s.schemaVersionsByID)

@@ -129,6 +129,17 @@ func TestServerEndpoints(t *testing.T) {
 		{"old version still there", "POST", "/subjects/users-value", body(userV1), 200,
 			`{"subject":"users-value","version":1,"id":1,"schema":` + quote(userV1) + `}`},
 
+		{"all schemas", "GET", "/schemas", "", 200, `[` +
+			`{"subject":"other-value","version":1,"id":1,"schema":` + quote(userV1) + `},` +
+			`{"subject":"users-value","version":1,"id":1,"schema":` + quote(userV1) + `},` +
+			`{"subject":"users-value","version":2,"id":2,"schema":` + quote(userV2) + `}]`},
+		{"latest schemas of users", "GET", "/schemas?latestOnly=true&subjectPrefix=users", "", 200,
+			`[{"subject":"users-value","version":2,"id":2,"schema":` + quote(userV2) + `}]`},
+		{"subject with a slash", "POST", "/subjects/a%2Fb/versions", body(userV1), 200, `{"id":1}`},
+		{"subject with a slash read", "GET", "/subjects/a%2Fb/versions/1", "", 200,
+			`{"subject":"a/b","version":1,"id":1,"schema":` + quote(userV1) + `}`},
+		{"subject with a slash deleted", "DELETE", "/subjects/a%2Fb", "", 200, `[1]`},
+		{"subject with a slash gone", "DELETE", "/subjects/a%2Fb?permanent=true", "", 200, `[1]`},
 		{"check compatible", "POST", "/compatibility/subjects/users-value/versions/latest", body(userV2), 200, `{"is_compatible":true}`},
 		{"check compatible verbose", "POST", "/compatibility/subjects/users-value/versions/latest?verbose=true", body(userV2), 200,
 			`{"is_compatible":true,"messages":[]}`},
@@ -165,10 +176,13 @@ func TestServerEndpoints(t *testing.T) {
 		{"hard-deleted gone by id", "GET", "/schemas/ids/3", "", 404, `{"error_code":40403,"message":"Schema 3 not found"}`},
 		{"hard-deleted gone with deleted", "GET", "/subjects/users-value/versions/3?deleted=true", "", 404, `{"error_code":40402,"message":"Version 3 not found."}`},
 
+		{"other-value level", "PUT", "/config/other-value", `{"compatibility":"FULL"}`, 200, `{"compatibility":"FULL"}`},
 		{"hard delete live subject", "DELETE", "/subjects/other-value?permanent=true", "", 404,
 			`{"error_code":40405,"message":"Subject 'other-value' was not deleted first before being permanently deleted"}`},
 		{"soft delete subject", "DELETE", "/subjects/other-value", "", 200, `[1]`},
 		{"soft-deleted subject hidden", "GET", "/subjects", "", 200, `["users-value"]`},
+		{"soft-deleted subject's level gone", "GET", "/config/other-value", "", 404,
+			`{"error_code":40408,"message":"Subject 'other-value' does not have subject-level compatibility configured"}`},
 		{"soft-deleted subject listed with deleted", "GET", "/subjects?deleted=true", "", 200, `["other-value","users-value"]`},
 		{"soft-deleted subject versions", "GET", "/subjects/other-value/versions", "", 404, `{"error_code":40401,"message":"Subject 'other-value' not found."}`},
 		{"soft delete subject twice", "DELETE", "/subjects/other-value", "", 404,
