@@ -198,8 +198,7 @@ func (s *Server) register(r *http.Request) (any, error) {
 		return nil, err
 	}
 	return s.change(func(st *state) (any, error) {
-		st.resolveRefVersions(rec)
-		p, err := st.parse(rec)
+		p, err := st.prepare(rec)
 		if err != nil {
 			return nil, errInvalidSchema(rec.Type, err)
 		}
@@ -247,8 +246,7 @@ func (s *Server) lookup(r *http.Request) (any, error) {
 		if len(live) == 0 {
 			return nil, errSubjectNotFound(subject)
 		}
-		st.resolveRefVersions(rec)
-		if _, err := st.parse(rec); err != nil {
+		if _, err := st.prepare(rec); err != nil {
 			return nil, errInvalidSchema(rec.Type, err)
 		}
 		id := st.idFor(rec)
@@ -528,7 +526,6 @@ func (s *Server) checkCompatibility(r *http.Request) (any, error) {
 		return nil, err
 	}
 	return s.read(func(st *state) (any, error) {
-		st.resolveRefVersions(rec)
 		var versions []versionRecord
 		if vs != "" {
 			v, err := st.version(subject, vs, false)
@@ -539,6 +536,7 @@ func (s *Server) checkCompatibility(r *http.Request) (any, error) {
 		} else {
 			versions = st.Subjects[subject].live(false)
 		}
+		st.resolveRefVersions(rec)
 		p, err := st.parse(rec)
 		if err != nil {
 			return nil, errInvalidSchema(rec.Type, err)

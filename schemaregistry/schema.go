@@ -44,6 +44,35 @@ func canonical(typ, text string) string {
 	return b.String()
 }
 
+// prepare checks a schema received from a client: it fixes its references'
+// versions, parses it and sets its identity. The error is for 42201.
+func (st *state) prepare(rec *schemaRecord) (*parsed, error) {
+	st.resolveRefVersions(rec)
+	p, err := st.parse(rec)
+	if err != nil {
+		return nil, err
+	}
+	rec.Identity, err = identity(rec, p)
+	return p, err
+}
+
+// identity is the text two schemas must share to be the same schema (with
+// the same type and references): for Avro, the schema as hamba/avro writes
+// it back, so that key order, {"type":"string"} for "string" and
+// whitespace do not matter, as they do not to Confluent (which compares
+// Avro's Java form; the two forms differ, the equivalences they draw
+// are alike); for the others, the canonical text.
+func identity(rec *schemaRecord, p *parsed) (string, error) {
+	if p.avro == nil {
+		return rec.Schema, nil
+	}
+	b, err := json.Marshal(p.avro)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
 // refSource is a referenced schema, resolved to its record.
 type refSource struct {
 	name string

@@ -104,6 +104,7 @@ func TestServerEndpoints(t *testing.T) {
 
 		{"register", "POST", "/subjects/users-value/versions", body(userV1), 200, `{"id":1}`},
 		{"register again, whitespace differs", "POST", "/subjects/users-value/versions", body(userV1Spaced), 200, `{"id":1}`},
+		{"register again, keys reordered", "POST", "/subjects/users-value/versions", body(`{"name":"User","fields":[{"type":"long","name":"id"}],"type":"record"}`), 200, `{"id":1}`},
 		{"same schema, other subject: same id", "POST", "/subjects/other-value/versions", body(userV1), 200, `{"id":1}`},
 		{"subjects", "GET", "/subjects", "", 200, `["other-value","users-value"]`},
 		{"prefix", "GET", "/subjects?subjectPrefix=users", "", 200, `["users-value"]`},
@@ -468,6 +469,7 @@ func TestServerPersistence(t *testing.T) {
 		{"live", "GET", "/subjects", "", 200, `["s"]`},
 		// Ids continue: a new schema gets 4, not a reused number.
 		{"new id", "POST", "/subjects/n/versions", body(`"string"`), 200, `{"id":4}`},
+		{"same primitive spelled otherwise", "POST", "/subjects/n/versions", body(`{"type": "string"}`), 200, `{"id":4}`},
 	})
 }
 

@@ -39,6 +39,8 @@ type schemaRecord struct {
 	Type       string      `json:"type"`
 	Schema     string      `json:"schema"`
 	References []Reference `json:"references,omitempty"`
+	// Identity is what makes two schemas the same one (see identity).
+	Identity string `json:"identity"`
 }
 
 // Reference names another subject's version that a schema imports
@@ -165,7 +167,7 @@ func (st *state) subjectNames(deleted bool) []string {
 // idFor returns the id of an identical schema registered before, or 0.
 func (st *state) idFor(rec *schemaRecord) int {
 	for id, r := range st.Schemas {
-		if r.Type == rec.Type && r.Schema == rec.Schema && slices.Equal(r.References, rec.References) {
+		if r.Type == rec.Type && r.Identity == rec.Identity && slices.Equal(r.References, rec.References) {
 			return id
 		}
 	}
