@@ -14,7 +14,7 @@ import (
 // TestClientFranzGo drives the server with franz-go's pkg/sr client, which
 // encodes and decodes Confluent's JSON: a shape this server got wrong
 // would fail here even where the server's own tests agree with it.
-func TestClientFranzGo(t *testing.T) {
+func TestRegistryClientFranzGo(t *testing.T) {
 	reg, err := schemaregistry.NewServer(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestClientFranzGo(t *testing.T) {
 
 // TestClientBasicAuth: the client's basic auth opens the server
 // WithBasicAuth, and a wrong password is a 401 the client reports.
-func TestClientBasicAuth(t *testing.T) {
+func TestRegistryClientBasicAuth(t *testing.T) {
 	reg, err := schemaregistry.NewServer("", schemaregistry.WithBasicAuth(map[string]string{"app": "pw"}))
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestClientBasicAuth(t *testing.T) {
 // TestClientConfluentPython runs testdata/confluent_client.py: Confluent's
 // own Python client (Debian's python3-confluent-kafka and python3-requests)
 // against the server. It is skipped where that client is not installed.
-func TestClientConfluentPython(t *testing.T) {
+func TestRegistryClientConfluentPython(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")

@@ -94,7 +94,7 @@ func quote(s string) string {
 	return string(b)
 }
 
-func TestServerEndpoints(t *testing.T) {
+func TestRegistryEndpoints(t *testing.T) {
 	s := newServer(t, "")
 	run(t, s, []step{
 		{"types", "GET", "/schemas/types", "", 200, `["JSON","PROTOBUF","AVRO"]`},
@@ -203,7 +203,7 @@ func TestServerEndpoints(t *testing.T) {
 	})
 }
 
-func TestServerErrors(t *testing.T) {
+func TestRegistryErrors(t *testing.T) {
 	s := newServer(t, "")
 	run(t, s, []step{
 		{"setup", "POST", "/subjects/s/versions", body(userV1), 200, `{"id":1}`},
@@ -252,7 +252,7 @@ func TestServerErrors(t *testing.T) {
 // TestServerCompatibilityLevels registers a chain of Avro schemas under each
 // level: v1 {a}, v2 {a, b with default}, then a candidate, and checks which
 // candidates each level accepts.
-func TestServerCompatibilityLevels(t *testing.T) {
+func TestRegistryCompatibilityLevels(t *testing.T) {
 	const (
 		v1 = `{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}`
 		v2 = `{"type":"record","name":"R","fields":[{"name":"a","type":"int"},{"name":"b","type":"int","default":0}]}`
@@ -320,7 +320,7 @@ func TestServerCompatibilityLevels(t *testing.T) {
 
 // TestServerTransitive shows the difference between BACKWARD and
 // BACKWARD_TRANSITIVE: v3 can read v2's data but not v1's.
-func TestServerTransitive(t *testing.T) {
+func TestRegistryTransitive(t *testing.T) {
 	const (
 		v1 = `{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}`
 		v2 = `{"type":"record","name":"R","fields":[{"name":"a","type":"int"},{"name":"b","type":"int","default":0}]}`
@@ -341,7 +341,7 @@ func TestServerTransitive(t *testing.T) {
 	}
 }
 
-func TestServerReferences(t *testing.T) {
+func TestRegistryReferences(t *testing.T) {
 	const (
 		address = `{"type":"record","name":"Address","namespace":"shop","fields":[{"name":"city","type":"string"}]}`
 		order   = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"to","type":"shop.Address"}]}`
@@ -369,7 +369,7 @@ func TestServerReferences(t *testing.T) {
 	})
 }
 
-func TestServerProtobuf(t *testing.T) {
+func TestRegistryProtobuf(t *testing.T) {
 	const (
 		v1 = `syntax = "proto3"; package shop; message Order { string id = 1; int32 qty = 2; }`
 		// v2 adds a field and widens qty (varint to varint): compatible.
@@ -397,7 +397,7 @@ func TestServerProtobuf(t *testing.T) {
 	})
 }
 
-func TestServerJSONSchema(t *testing.T) {
+func TestRegistryJSONSchema(t *testing.T) {
 	const (
 		v1 = `{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}`
 		// v2 adds an optional property: compatible.
@@ -416,7 +416,7 @@ func TestServerJSONSchema(t *testing.T) {
 	})
 }
 
-func TestServerBasicAuth(t *testing.T) {
+func TestRegistryBasicAuth(t *testing.T) {
 	s := newServer(t, "", WithBasicAuth(map[string]string{"alice": "secret"}))
 	for _, tc := range []struct {
 		user, pass string
@@ -442,7 +442,7 @@ func TestServerBasicAuth(t *testing.T) {
 	}
 }
 
-func TestServerPersistence(t *testing.T) {
+func TestRegistryPersistence(t *testing.T) {
 	dir := t.TempDir()
 	s1, err := NewServer(dir)
 	if err != nil {
@@ -473,7 +473,7 @@ func TestServerPersistence(t *testing.T) {
 	})
 }
 
-func TestServerCorruptState(t *testing.T) {
+func TestRegistryCorruptState(t *testing.T) {
 	dir := t.TempDir()
 	if err := saveState(dir, []byte("{not json")); err != nil {
 		t.Fatal(err)
@@ -485,7 +485,7 @@ func TestServerCorruptState(t *testing.T) {
 
 // TestServerConcurrentRegistrations registers the same schemas from many
 // goroutines: every schema gets one id and one version.
-func TestServerConcurrentRegistrations(t *testing.T) {
+func TestRegistryConcurrentRegistrations(t *testing.T) {
 	s := newServer(t, t.TempDir())
 	s.mu.Lock()
 	s.st.Compatibility = compatNone
