@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"os"
@@ -169,5 +171,58 @@ func TestBrokerSchemaRegistryFlagError(t *testing.T) {
 	}
 	if stdout.Len() > 0 {
 		t.Errorf("stdout = %q: nothing may start", stdout.String())
+	}
+}
+
+// TestBrokerSchemaRegistryTLS: with --tls-cert the registry serves HTTPS
+// with the broker's certificate; a client trusting its CA registers, and a
+// plain-HTTP client is refused.
+func TestBrokerSchemaRegistryTLS(t *testing.T) {
+	certs, err := testutil.WriteCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithTimeout(t.Context(), time.Minute)
+	defer stop()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := brokerMain(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "none",
+			"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--schema-registry", "127.0.0.1:0"}, pw, io.Discard)
+		pw.Close()
+		done <- err
+	}()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() {
+		t.Fatalf("no output: %v", <-done)
+	}
+	m := registryLine.FindStringSubmatch(sc.Text())
+	if m == nil || !strings.HasPrefix(m[1], "https://") {
+		t.Fatalf("first line %q, want the registry's on https", sc.Text())
+	}
+	go io.Copy(io.Discard, pr)
+	pem, err := os.ReadFile(certs.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	cl, err := sr.NewClient(sr.URLs(m[1]), sr.DialTLSConfig(&tls.Config{RootCAs: pool}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateSchema(ctx, "s", sr.Schema{Schema: `"string"`}); err != nil {
+		t.Fatalf("over TLS: %v", err)
+	}
+	plain, err := sr.NewClient(sr.URLs("http://" + strings.TrimPrefix(m[1], "https://")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Subjects(ctx); err == nil {
+		t.Error("plain HTTP to the TLS registry succeeded")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
