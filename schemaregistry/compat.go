@@ -46,6 +46,11 @@ type oldSchema struct {
 // messages; nil means compatible. The transitive levels check every old
 // version, the others only the latest, as in Confluent.
 //
+// The errorType values are this registry's own (READER_INCOMPATIBLE,
+// WRITER_INCOMPATIBLE), not Confluent's finer ones (TYPE_MISMATCH,
+// READER_FIELD_MISSING_DEFAULT_VALUE, ...): the parsers report a reason,
+// which the description carries, not Confluent's classification.
+//
 // BACKWARD means the new schema reads data written with the old one
 // (consumers upgrade first); FORWARD that the old schema reads data written
 // with the new one (producers upgrade first); FULL both.
