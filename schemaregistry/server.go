@@ -359,12 +359,14 @@ func deletedParam(r *http.Request) bool {
 }
 
 // schemaRequest is the body of register, lookup and compatibility checks.
-// Unknown fields (metadata, ruleSet, id, version) are ignored, as Confluent
+// Unknown fields (metadata, ruleSet, version) are ignored, as Confluent
 // ignores what it does not use.
 type schemaRequest struct {
 	Schema     string      `json:"schema"`
 	SchemaType string      `json:"schemaType"`
 	References []Reference `json:"references"`
+	// ID asks for a given id, which only IMPORT mode allows.
+	ID int `json:"id,omitempty"`
 }
 
 // decodeSchema reads a schema request and returns its record, canonical.
@@ -372,6 +374,12 @@ func decodeSchema(r *http.Request) (*schemaRecord, error) {
 	var req schemaRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil {
 		return nil, errBadRequest(err)
+	}
+	if req.ID > 0 {
+		// Confluent's answer outside IMPORT mode, which this registry
+		// does not implement: a client asking for an id must not get
+		// another one silently.
+		return nil, &apiError{http.StatusUnprocessableEntity, 42205, fmt.Sprintf("Subject %s is not in import mode", r.PathValue("subject"))}
 	}
 	typ := req.SchemaType
 	if typ == "" {

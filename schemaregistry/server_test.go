@@ -235,6 +235,7 @@ func TestRegistryErrors(t *testing.T) {
 			`{"error_code":42201,"message":"Invalid schema of type AVRO, details: avro: unknown type: {\"type\":"}`},
 		{"empty schema", "POST", "/subjects/s/versions", body(``), 422,
 			`{"error_code":42201,"message":"Invalid schema of type AVRO, details: empty schema"}`},
+		{"id asked for", "POST", "/subjects/s/versions", `{"schema":"\"int\"","id":7}`, 422, `{"error_code":42205,"message":"Subject s is not in import mode"}`},
 		{"unknown type", "POST", "/subjects/s/versions", typedBody("XML", "<a/>"), 422, `{"error_code":422,"message":"Invalid schemaType XML"}`},
 		{"malformed body", "POST", "/subjects/s/versions", `{"schema":`, 400, `{"error_code":400,"message":"Malformed request: unexpected EOF"}`},
 		{"missing reference", "POST", "/subjects/t/versions", typedBody("AVRO", `{"type":"record","name":"T","fields":[{"name":"u","type":"User"}]}`, Reference{"User", "nope", 1}), 422,
