@@ -93,7 +93,7 @@ func (s *Server) Close() error {
 	}
 	// Wait for handlers holding the state.
 	s.mu.Lock()
-	s.mu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+	s.mu.Unlock() // an empty critical section: a barrier
 	return errors.Join(errs...)
 }
 
