@@ -326,3 +326,35 @@ func TestSuppressTopologyErrors(t *testing.T) {
 		t.Errorf("UntilWindowCloses on a FilterTable of a windowed count: %v", err)
 	}
 }
+
+// TestSuppressDescribe: Suppress is a node of its own, after the table it
+// suppresses, that owns the buffer's store.
+func TestSuppressDescribe(t *testing.T) {
+	topo := eddy.NewTopology()
+	counts := eddy.Count(eddy.GroupByKey(eddy.Source(topo, "in", serde.String(), serde.String()), serde.String()), "counts")
+	held := eddy.Suppress(counts, "held", eddy.UntilTimeLimit(time.Second, eddy.BufferConfig{}), serde.String(), serde.Int64())
+	eddy.To(eddy.ToStream(held), "out", serde.String(), serde.Int64())
+	d := topo.Describe("app")
+	if len(d.Subtopologies) != 1 {
+		t.Fatalf("%d sub-topologies, want 1", len(d.Subtopologies))
+	}
+	var count, suppress eddy.NodeDescription
+	for _, n := range d.Subtopologies[0].Nodes {
+		switch {
+		case strings.HasPrefix(n.Name, "aggregate-counts-"):
+			count = n
+		case strings.HasPrefix(n.Name, "suppress-held-"):
+			suppress = n
+		}
+	}
+	if suppress.Name == "" || len(suppress.Parents) != 1 || suppress.Parents[0] != count.Name || fmt.Sprint(suppress.Stores) != "[held]" {
+		t.Errorf("suppress node %+v: want the count %q as parent and the store held", suppress, count.Name)
+	}
+	var stores []string
+	for _, s := range d.Subtopologies[0].Stores {
+		stores = append(stores, s.Name+" "+s.Changelog)
+	}
+	if want := "[counts app-counts-changelog held app-held-changelog]"; fmt.Sprint(stores) != want {
+		t.Errorf("stores %v, want %s", stores, want)
+	}
+}
