@@ -143,9 +143,9 @@ func Suppress[K, V any](t Table[K, V], store string, s Suppressed, keys serde.Se
 		in := output[K, V](b, t.n)
 		in.children = append(in.children, p)
 		// Stream time may pass a held update's time on a record that
-		// never reaches Suppress (a late one its aggregation dropped, a
-		// key it filtered out): a punctuator at every advance forwards
-		// what is due then.
+		// never reaches Suppress (a tombstone its aggregation skipped, a
+		// record a Filter before it dropped): a punctuator at every
+		// advance forwards what is due then.
 		b.streamPunctuators = append(b.streamPunctuators, &punctuator{interval: 1, fn: p.evictDue})
 		return nil
 	}
