@@ -250,6 +250,24 @@ func (p *suppressor[K, V]) saveCounts() {
 // receive holds r as its key's latest update, then forwards what is due
 // and enforces the bounds, as Kafka Streams' suppress processor does.
 func (p *suppressor[K, V]) receive(r Record[K, V]) error {
+	ok := false
+	defer p.reloadUnless(&ok)
+	err := p.hold(r)
+	ok = err == nil
+	return err
+}
+
+// reloadUnless drops the cache unless *ok: the call it follows failed or
+// panicked (in a processor downstream) half-way, so the cache may be
+// ahead of or behind the store, and an error policy that goes on keeps
+// the store's writes without an abort.
+func (p *suppressor[K, V]) reloadUnless(ok *bool) {
+	if !*ok {
+		p.loaded = false
+	}
+}
+
+func (p *suppressor[K, V]) hold(r Record[K, V]) error {
 	if err := p.load(); err != nil {
 		return err
 	}
@@ -350,9 +368,13 @@ func (p *suppressor[K, V]) evictDue(now int64) error {
 	if p.minDue > now {
 		return nil // nothing due: the store is not read
 	}
-	return p.evict(func(e heldEntry) bool {
+	ok := false
+	defer p.reloadUnless(&ok)
+	err := p.evict(func(e heldEntry) bool {
 		return int64(binary.BigEndian.Uint64(e.timeKey[1:])^(1<<63)) <= now
 	})
+	ok = err == nil
+	return err
 }
 
 // evict removes and forwards the held updates, in time order, while take

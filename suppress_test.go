@@ -365,3 +365,31 @@ func TestSuppressDescribe(t *testing.T) {
 		t.Errorf("stores %v, want %s", stores, want)
 	}
 }
+
+// TestSuppressFailedForwardLogAndContinue: with LogAndContinue, a record
+// whose forward failed downstream is skipped without an abort: the update
+// whose forward failed is gone, and the others still held (b, and x,
+// held before the failure) are forwarded when due.
+func TestSuppressFailedForwardLogAndContinue(t *testing.T) {
+	topo := eddy.NewTopology()
+	src := eddy.Filter(eddy.Source(topo, "in", serde.String(), serde.String()), func(_, v string) bool { return v != "tick" })
+	counts := eddy.Count(eddy.GroupByKey(src, serde.String()), "counts")
+	held := eddy.Suppress(counts, "held", eddy.UntilTimeLimit(10*time.Second, eddy.BufferConfig{}), serde.String(), serde.Int64())
+	out := eddy.MapValues(eddy.ToStream(held), func(k string, n int64) int64 {
+		if k == "a" {
+			panic("downstream failure")
+		}
+		return n
+	})
+	eddy.To(out, "out", serde.String(), serde.Int64())
+	_, in, read := suppressDriverConfig(t, topo, eddy.Config{OnProcessError: eddy.LogAndContinue}, serde.String(), serde.Int64())
+
+	// x's record is skipped when a's forward fails; then the stream-time
+	// punctuation after it finds b, held too, due.
+	pipeAt(t, in, "a@0", "b@0", "x@10000")
+	expect(t, "a failed", read(), "b=1@0")
+	if err := in.Pipe("tick", "tick", 20000); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "a tick at 20 s", read(), "x=1@10000")
+}
