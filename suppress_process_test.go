@@ -1,7 +1,9 @@
 package eddy_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +143,39 @@ func TestSuppressRestart(t *testing.T) {
 	}
 	if err := app.stop(t); err != nil {
 		t.Fatalf("second run: %v", err)
+	}
+}
+
+// TestSuppressBoundThroughRestart: the buffer's record count survives a
+// restart, and ShutDownWhenFull stops the app: three keys held by the
+// first run fill a buffer of three, so the restarted app's fourth key
+// stops it with ErrSuppressBufferFull, having forwarded nothing.
+func TestSuppressBoundThroughRestart(t *testing.T) {
+	t.Parallel()
+	addr := startBroker(t)
+	createTopics(t, addr, 1, "clicks", "held")
+	build := func() *eddy.Topology {
+		topo := eddy.NewTopology()
+		counts := eddy.Count(eddy.GroupByKey(eddy.Source(topo, "clicks", serde.String(), serde.String()), serde.String()), "counts")
+		held := eddy.Suppress(counts, "held", eddy.UntilTimeLimit(time.Hour, eddy.BufferConfig{MaxRecords: 3}), serde.String(), serde.Int64())
+		eddy.To(eddy.ToStream(held), "held", serde.String(), serde.Int64())
+		return topo
+	}
+	cfg := config(t, addr)
+	app := run(t, build(), cfg)
+	first := produce(t, addr, "clicks", srec("a", "page"), srec("b", "page"), srec("c", "page"), srec("a", "page"))
+	waitConsumed(t, addr, cfg.AppID, "clicks", len(first), app)
+	if err := app.stop(t); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+
+	app = run(t, build(), cfg)
+	produce(t, addr, "clicks", srec("d", "page"))
+	err := app.wait(t)
+	if !errors.Is(err, eddy.ErrSuppressBufferFull) || !strings.Contains(err.Error(), "suppress store held") {
+		t.Errorf("second run ended with %v, want ErrSuppressBufferFull naming the store held", err)
+	}
+	if recs := waitRecords(t, addr, "held", 0, nil); len(recs) != 0 {
+		t.Errorf("%d records forwarded, want none", len(recs))
 	}
 }
