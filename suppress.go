@@ -459,20 +459,23 @@ func (p *suppressor[K, V]) encode(dst []byte, r Record[K, V]) ([]byte, error) {
 
 func (p *suppressor[K, V]) decode(kb, b []byte) (Record[K, V], error) {
 	var r Record[K, V]
-	corrupt := fmt.Errorf("eddy: suppress store %s: held entry of %d bytes is corrupt", p.buf.Name(), len(b))
+	size := len(b)
+	corrupt := func() error {
+		return fmt.Errorf("eddy: suppress store %s: held entry of %d bytes is corrupt", p.buf.Name(), size)
+	}
 	k, err := p.keys.Deserialize(kb)
 	if err != nil {
 		return r, fmt.Errorf("eddy: suppress store %s: decode key: %w", p.buf.Name(), err)
 	}
 	r.Key = k
 	if len(b) < 9 || b[8] > 1 {
-		return r, corrupt
+		return r, corrupt()
 	}
 	r.Timestamp, r.Tombstone = int64(binary.BigEndian.Uint64(b)), b[8] == 1
 	b = b[9:]
 	count, w := binary.Uvarint(b)
 	if w <= 0 || count > uint64(len(b)) {
-		return r, corrupt
+		return r, corrupt()
 	}
 	b = b[w:]
 	field := func() ([]byte, bool) {
@@ -487,11 +490,11 @@ func (p *suppressor[K, V]) decode(kb, b []byte) (Record[K, V], error) {
 	for range count {
 		hk, ok := field()
 		if !ok {
-			return r, corrupt
+			return r, corrupt()
 		}
 		hv, ok := field()
 		if !ok {
-			return r, corrupt
+			return r, corrupt()
 		}
 		r.Headers = append(r.Headers, Header{Key: string(hk), Value: append([]byte(nil), hv...)})
 	}
