@@ -21,4 +21,4 @@ type Serde[T any] interface {
 // not the record's fault: eddy never skips or dead-letters a record
 // because of it, it stops the app, which processes the record again once
 // restarted.
-var ErrUnavailable = errors.New("serde: service unavailable")
+var ErrUnavailable = errors.New("service unavailable")

@@ -150,7 +150,7 @@ func (s *Serde[T]) findWriter(ctx context.Context) (*writerSchema, error) {
 	case s.w.UseLatest:
 		latest, err := s.reg.Latest(ctx, s.subject)
 		if err != nil {
-			return nil, fmt.Errorf("eddy: avro: latest schema of subject %q: %w", s.subject, err)
+			return nil, fmt.Errorf("eddy: avro: %w", err)
 		}
 		schema, err := avro.ParseWithCache(latest.Schema.Schema, "", &avro.SchemaCache{})
 		if err != nil {
@@ -166,7 +166,7 @@ func (s *Serde[T]) findWriter(ctx context.Context) (*writerSchema, error) {
 	case s.w.AutoRegister:
 		id, err := s.reg.Register(ctx, s.subject, own)
 		if err != nil {
-			return nil, fmt.Errorf("eddy: avro: register the schema under subject %q: %w", s.subject, err)
+			return nil, fmt.Errorf("eddy: avro: %w", err)
 		}
 		return &writerSchema{id: id, schema: s.schema}, nil
 	default:
@@ -175,7 +175,7 @@ func (s *Serde[T]) findWriter(ctx context.Context) (*writerSchema, error) {
 			return nil, fmt.Errorf("eddy: avro: the schema is not registered under subject %q and auto-register is off: register it first: %w", s.subject, err)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("eddy: avro: look up the schema under subject %q: %w", s.subject, err)
+			return nil, fmt.Errorf("eddy: avro: %w", err)
 		}
 		return &writerSchema{id: id, schema: s.schema}, nil
 	}
@@ -269,14 +269,11 @@ func (s *Serde[T]) reader(id int) (*readerSchema, error) {
 // unknown id); a writer schema that cannot be read is cached as such.
 func (s *Serde[T]) resolve(id int) (*readerSchema, error) {
 	ws, err := s.reg.SchemaByID(context.Background(), id)
-	if errors.Is(err, serde.ErrUnavailable) {
-		return nil, fmt.Errorf("eddy: avro: writer schema id %d: %w", id, err)
-	}
 	if errors.Is(err, registry.ErrUnknownID) {
 		return nil, fmt.Errorf("eddy: avro: writer schema id %d unknown to the registry: %w", id, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("eddy: avro: writer schema id %d: %w", id, err)
+		return nil, fmt.Errorf("eddy: avro: %w", err)
 	}
 	if ws.Type != sr.TypeAvro {
 		return &readerSchema{err: fmt.Errorf("eddy: avro: writer schema id %d is %s, not Avro", id, ws.Type)}, nil

@@ -229,10 +229,10 @@ func (c *Client) retry(ctx context.Context, what string, req func(context.Contex
 		}
 		cause, unavailable := classify(err)
 		if !unavailable {
-			return fmt.Errorf("eddy: schema registry %s: %s: %w: %w", c.url, what, cause, err)
+			return fmt.Errorf("schema registry %s: %s: %w: %w", c.url, what, cause, err)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("eddy: schema registry %s: %s: %w", c.url, what, ctx.Err())
+			return fmt.Errorf("schema registry %s: %s: %w", c.url, what, ctx.Err())
 		}
 		now := time.Now()
 		if now.Sub(warned) >= warnEvery {
@@ -241,7 +241,7 @@ func (c *Client) retry(ctx context.Context, what string, req func(context.Contex
 				"for", now.Sub(start).Round(time.Millisecond), "bound", c.timeout, "err", err)
 		}
 		if now.Add(backoff).After(deadline) {
-			return fmt.Errorf("eddy: schema registry %s: %s: %w for %v (%d attempts): %w", c.url, what, serde.ErrUnavailable,
+			return fmt.Errorf("schema registry %s: %s: %w for %v (%d attempts): %w", c.url, what, serde.ErrUnavailable,
 				c.timeout, attempt, describe(err))
 		}
 		t := time.NewTimer(backoff)
@@ -249,7 +249,7 @@ func (c *Client) retry(ctx context.Context, what string, req func(context.Contex
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("eddy: schema registry %s: %s: %w", c.url, what, ctx.Err())
+			return fmt.Errorf("schema registry %s: %s: %w", c.url, what, ctx.Err())
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
