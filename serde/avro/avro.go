@@ -52,7 +52,7 @@ type Serde[T any] struct {
 	readers map[int]*readerSchema
 	fetch   sync.Mutex
 
-	readerPool, writerPool sync.Pool
+	readerPool, writerPool, valuePool sync.Pool
 }
 
 type writerSchema struct {
@@ -109,6 +109,7 @@ func newSerde[T any](reg *registry.Client, topic string, key bool, text string, 
 	s := &Serde[T]{reg: reg, w: w, subject: subject, text: text, schema: schema, api: avro.DefaultConfig, readers: map[int]*readerSchema{}}
 	s.readerPool.New = func() any { return avro.NewReader(nil, 0, avro.WithReaderConfig(s.api)) }
 	s.writerPool.New = func() any { return avro.NewWriter(nil, 512, avro.WithWriterConfig(s.api)) }
+	s.valuePool.New = func() any { return new(T) }
 	return s, nil
 }
 
@@ -224,16 +225,21 @@ func (s *Serde[T]) Deserialize(b []byte) (T, error) {
 	}()
 	r.Reset(payload)
 	r.Error = nil
-	r.ReadVal(rs.schema, &v)
+	// Decoded into a pooled *T and copied out: &v would escape to the
+	// heap, an allocation per record.
+	p := s.valuePool.Get().(*T)
+	defer func() {
+		*p = v // zero: the pool keeps nothing of the record
+		s.valuePool.Put(p)
+	}()
+	r.ReadVal(rs.schema, p)
 	if r.Error != nil {
-		var zero T
-		return zero, fmt.Errorf("eddy: avro: payload (%d bytes) does not match writer schema id %d: %w", len(payload), id, r.Error)
+		return v, fmt.Errorf("eddy: avro: payload (%d bytes) does not match writer schema id %d: %w", len(payload), id, r.Error)
 	}
 	if r.Peek(); r.Error == nil {
-		var zero T
-		return zero, fmt.Errorf("eddy: avro: payload (%d bytes) longer than writer schema id %d reads: it does not match its schema", len(payload), id)
+		return v, fmt.Errorf("eddy: avro: payload (%d bytes) longer than writer schema id %d reads: it does not match its schema", len(payload), id)
 	}
-	return v, nil
+	return *p, nil
 }
 
 // reader returns how records written with schema id decode: from the
