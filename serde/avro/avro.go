@@ -43,8 +43,13 @@ type Serde[T any] struct {
 
 	// writing is the id and the schema Serialize writes with, found by
 	// the first Serialize or by Check; mu serializes finding it.
-	writing atomic.Pointer[writerSchema]
-	mu      sync.Mutex
+	// writeErr is the registry's refusal (an incompatible schema, a
+	// missing subject with auto-register off), kept so that records
+	// failing because of it do not each ask the registry again; an
+	// unavailable registry is asked again.
+	writing  atomic.Pointer[writerSchema]
+	mu       sync.Mutex
+	writeErr error
 
 	// readers maps a writer schema id to its resolution to the reader
 	// schema; fetch serializes the misses.
@@ -122,7 +127,9 @@ func (s *Serde[T]) Subject() string { return s.subject }
 // registry refuses (incompatible with the subject's versions, or not
 // registered with auto-register off) stops the app at start with the
 // registry's message rather than at the first record. Without it, the
-// first Serialize does the same.
+// first Serialize does the same. A refusal is kept (every later Serialize
+// returns it without asking the registry again): after registering the
+// schema, restart the app.
 func (s *Serde[T]) Check(ctx context.Context) error {
 	_, err := s.writer(ctx)
 	return err
@@ -137,8 +144,14 @@ func (s *Serde[T]) writer(ctx context.Context) (*writerSchema, error) {
 	if w := s.writing.Load(); w != nil {
 		return w, nil
 	}
+	if s.writeErr != nil {
+		return nil, s.writeErr
+	}
 	w, err := s.findWriter(ctx)
 	if err != nil {
+		if !errors.Is(err, serde.ErrUnavailable) && ctx.Err() == nil {
+			s.writeErr = err
+		}
 		return nil, err
 	}
 	s.writing.Store(w)

@@ -213,11 +213,16 @@ func TestAutoRegisterOff(t *testing.T) {
 	if f.SubjectExists("payments-value") {
 		t.Fatal("auto-register off registered the schema")
 	}
-	// Registered by someone else: the lookup finds its id.
+	// Registered by someone else: the lookup finds its id (in a new
+	// serde: the refusal is kept, so that a record does not ask again).
 	id, _, err := f.RegisterSchema("payments-value", sr.Schema{Schema: paymentV1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Serialize(nil, PaymentV1{ID: "p"}); !errors.Is(err, registry.ErrNotRegistered) {
+		t.Fatalf("Serialize after the refusal = %v; want the refusal kept", err)
+	}
+	s = must(avro.Value[PaymentV1](reg, "payments", paymentV1, registry.WithoutAutoRegister()))(t)
 	b := must(s.Serialize(nil, PaymentV1{ID: "p"}))(t)
 	if got := int(b[4]); got != id {
 		t.Fatalf("framed id %d, registered %d", got, id)
@@ -270,8 +275,14 @@ func TestIncompatibleSchemaFailsCheck(t *testing.T) {
 	if !errors.Is(err, registry.ErrIncompatible) || errors.Is(err, serde.ErrUnavailable) || !strings.Contains(err.Error(), msg) {
 		t.Fatalf("Check of an incompatible schema = %v; want ErrIncompatible with the registry's message", err)
 	}
-	if _, serr := s.Serialize(nil, PaymentV1{ID: "p"}); !errors.Is(serr, registry.ErrIncompatible) {
-		t.Fatalf("Serialize with an incompatible schema = %v", serr)
+	before := f.requests.Load()
+	for range 10 {
+		if _, serr := s.Serialize(nil, PaymentV1{ID: "p"}); !errors.Is(serr, registry.ErrIncompatible) {
+			t.Fatalf("Serialize with an incompatible schema = %v", serr)
+		}
+	}
+	if n := f.requests.Load() - before; n != 0 {
+		t.Fatalf("10 Serialize calls after the refusal made %d registry requests, want 0", n)
 	}
 }
 
