@@ -450,3 +450,42 @@ func TestBasicAuth(t *testing.T) {
 		t.Fatalf("basic auth: %v", err)
 	}
 }
+
+// TestConcurrentDecode: records of a new id decoded at once by several
+// goroutines (the serde is shared by an app's tasks) ask the registry
+// once, and decode right.
+func TestConcurrentDecode(t *testing.T) {
+	f := newFake(t)
+	writer := must(avro.Value[PaymentV1](newClient(t, f.URL(), registry.Config{}), "payments", paymentV1))(t)
+	rec := must(writer.Serialize(nil, PaymentV1{ID: "p", Amount: 9}))(t)
+	reader := must(avro.Value[PaymentV2](newClient(t, f.URL(), registry.Config{}), "payments", paymentV2))(t)
+	before := f.requests.Load()
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 100 {
+				got, err := reader.Deserialize(rec)
+				if err == nil && got != (PaymentV2{ID: "p", Amount: 9, Currency: "EUR"}) {
+					err = fmt.Errorf("decoded %+v", got)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, err := writer.Serialize(nil, PaymentV1{ID: "q"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.requests.Load() - before; n != 1 {
+		t.Fatalf("%d registry requests, want 1", n)
+	}
+}

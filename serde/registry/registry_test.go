@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -116,5 +117,31 @@ func TestNotARegistry(t *testing.T) {
 	}
 	if _, err := c.SchemaByID(context.Background(), 1); !errors.Is(err, serde.ErrUnavailable) || !strings.Contains(err.Error(), "is the URL a schema registry") {
 		t.Fatalf("SchemaByID on a wrong path = %v", err)
+	}
+}
+
+// TestUnavailableWarns: an unreachable registry is retried within the
+// bound, warned about once (the next warning would come 30 s later)
+// naming the URL and the error, then reported as serde.ErrUnavailable.
+func TestUnavailableWarns(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	l.Close()
+	var logs strings.Builder
+	c, err := registry.New(registry.Config{URLs: []string{url}, Timeout: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.SchemaByID(context.Background(), 1)
+	if !errors.Is(err, serde.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("SchemaByID = %v; want ErrUnavailable with the cause", err)
+	}
+	warns := strings.Count(logs.String(), "level=WARN")
+	if warns != 1 || !strings.Contains(logs.String(), "url="+url) || !strings.Contains(logs.String(), "connection refused") {
+		t.Fatalf("%d warnings, want 1 naming %s and the error:\n%s", warns, url, logs.String())
 	}
 }
