@@ -2,12 +2,16 @@ package avro_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -487,5 +491,27 @@ func TestConcurrentDecode(t *testing.T) {
 	}
 	if n := f.requests.Load() - before; n != 1 {
 		t.Fatalf("%d registry requests, want 1", n)
+	}
+}
+
+// TestTLS: a registry served over TLS, trusted through Config.TLS; without
+// it the certificate is refused, which is unavailability (the app stops),
+// not the record's fault.
+func TestTLS(t *testing.T) {
+	srv := httptest.NewUnstartedServer(srfake.NewRegistry().Handler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	reg := newClient(t, srv.URL, registry.Config{TLS: &tls.Config{RootCAs: roots}})
+	s := must(avro.Value[PaymentV1](reg, "payments", paymentV1))(t)
+	if got := must(s.Deserialize(must(s.Serialize(nil, PaymentV1{ID: "tls"}))(t)))(t); got.ID != "tls" {
+		t.Fatalf("round trip over TLS: %+v", got)
+	}
+	untrusted := newClient(t, srv.URL, registry.Config{Timeout: 200 * time.Millisecond})
+	s = must(avro.Value[PaymentV1](untrusted, "payments", paymentV1))(t)
+	if err := s.Check(context.Background()); !errors.Is(err, serde.ErrUnavailable) || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("Check with an untrusted certificate = %v", err)
 	}
 }
