@@ -31,6 +31,11 @@ import (
 	"github.com/eddy-streams/eddy/serde/registry"
 )
 
+// maxRecordBytes bounds the items of an array and the bytes of a string
+// or bytes value that a record may claim: Kafka's default
+// message.max.bytes, eddy's DefaultMaxRecordBytes.
+const maxRecordBytes = 1_000_000
+
 // Serde is the Avro serde of one topic's keys or values. It is safe for
 // concurrent use.
 type Serde[T any] struct {
@@ -111,7 +116,13 @@ func newSerde[T any](reg *registry.Client, topic string, key bool, text string, 
 	if err != nil {
 		return nil, fmt.Errorf("eddy: avro: %s serde of %q: %w", side, topic, err)
 	}
-	s := &Serde[T]{reg: reg, w: w, subject: subject, text: text, schema: schema, api: avro.DefaultConfig, readers: map[int]*readerSchema{}}
+	// hamba allocates what a record's array block count or string length
+	// claims before it reads the items: unbounded, a 10-byte record can
+	// claim 2^40 items, and the process dies out of memory (not a
+	// panic: no policy could dead-letter it). Bound both by the largest
+	// record a broker accepts by default.
+	api := avro.Config{MaxByteSliceSize: maxRecordBytes, MaxSliceAllocSize: maxRecordBytes}.Freeze()
+	s := &Serde[T]{reg: reg, w: w, subject: subject, text: text, schema: schema, api: api, readers: map[int]*readerSchema{}}
 	s.readerPool.New = func() any { return avro.NewReader(nil, 0, avro.WithReaderConfig(s.api)) }
 	s.writerPool.New = func() any { return avro.NewWriter(nil, 512, avro.WithWriterConfig(s.api)) }
 	s.valuePool.New = func() any { return new(T) }

@@ -54,7 +54,9 @@ type fake struct {
 	requests atomic.Int64
 }
 
-func newFake(t *testing.T, opts ...srfake.Option) *fake {
+func newFake(t *testing.T, opts ...srfake.Option) *fake { return newFakeTB(t, opts...) }
+
+func newFakeTB(t testing.TB, opts ...srfake.Option) *fake {
 	t.Helper()
 	f := &fake{Registry: srfake.New(opts...)}
 	f.Intercept(func(http.ResponseWriter, *http.Request) bool {
