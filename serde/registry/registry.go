@@ -238,7 +238,7 @@ func (c *Client) retry(ctx context.Context, what string, req func(context.Contex
 		if now.Sub(warned) >= warnEvery {
 			warned = now
 			c.log.Warn("schema registry unavailable; retrying", "url", c.url, "request", what, "attempt", attempt,
-				"for", now.Sub(start).Round(time.Millisecond), "bound", c.timeout, "err", err)
+				"for", now.Sub(start).Round(time.Millisecond), "bound", c.timeout, "err", describe(err))
 		}
 		if now.Add(backoff).After(deadline) {
 			return fmt.Errorf("schema registry %s: %s: %w for %v (%d attempts): %w", c.url, what, serde.ErrUnavailable,
@@ -278,7 +278,7 @@ func classify(err error) (cause error, unavailable bool) {
 	case re.StatusCode == http.StatusConflict || re.StatusCode == http.StatusUnprocessableEntity:
 		return ErrIncompatible, false
 	}
-	return errors.New("refused"), false
+	return fmt.Errorf("refused (HTTP %d)", re.StatusCode), false
 }
 
 // describe makes refused credentials explicit: the registry's own message
