@@ -283,6 +283,11 @@ func (s *sourceNode[K, V]) receiveRaw(r *kgo.Record) error {
 }
 
 func (s *sourceNode[K, V]) decodeFailed(r *kgo.Record, err error) error {
+	if notTheRecords(err) {
+		// A serde's service unavailable (its schema registry): not the
+		// record's fault, so no policy applies and the app stops.
+		return fmt.Errorf("eddy: decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
 	return s.refused(r, "decode", err)
 }
 

@@ -1,0 +1,299 @@
+// Package registry is what every schema-registry-backed serde shares: a
+// client of a Confluent-compatible schema registry (built on franz-go's
+// sr.Client) that caches schemas by id and retries an unreachable
+// registry within a bound, the subject name strategies, the writer's
+// registration settings (auto-register, use-latest-version) and the
+// Confluent wire format (magic byte 0, a big-endian 4-byte schema id, the
+// payload).
+//
+// A format's serde (serde/avro) holds a *Client and asks it for a schema
+// only the first time it sees an id: the per-record path makes no
+// registry call.
+package registry
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// DefaultTimeout is Config.Timeout's default: as long as eddy waits for
+// unreachable brokers (eddy.DefaultBrokerTimeout).
+const DefaultTimeout = 2 * time.Minute
+
+// Config says how to reach a schema registry.
+type Config struct {
+	// URLs of the registry; each request tries them in order.
+	// Default http://localhost:8081, as Confluent's clients.
+	URLs []string
+	// Username and Password, if Username is set, authenticate with HTTP
+	// basic auth (Confluent Cloud's API key and secret).
+	Username, Password string
+	// BearerToken, if set, is sent as "Authorization: Bearer <token>".
+	BearerToken string
+	// TLS configures https URLs (a private CA, a client certificate).
+	TLS *tls.Config
+	// Logger receives the warnings about an unreachable registry.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// Timeout bounds how long a request is retried, with backoff, while
+	// the registry is unreachable, answers with a server error or refuses
+	// the credentials; then the serde's error wraps serde.ErrUnavailable
+	// and the app stops. Default DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Client is a schema registry client with an id → schema cache. It is
+// safe for concurrent use; share one between the serdes of an app.
+type Client struct {
+	sr      *sr.Client
+	url     string // the URLs, for messages
+	log     *slog.Logger
+	timeout time.Duration
+
+	mu  sync.RWMutex
+	ids map[int]sr.Schema
+	// fetch serializes the misses of the cache, so that records decoded
+	// at once with the same new id ask the registry once.
+	fetch sync.Mutex
+}
+
+// New returns a client of the registry cfg describes. It makes no
+// request: a registry down at start is found by the first call (or by a
+// serde's Check).
+func New(cfg Config) (*Client, error) {
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("eddy: registry: Timeout %v: must be positive (0 is the default, %v)", cfg.Timeout, DefaultTimeout)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	urls := cfg.URLs
+	if len(urls) == 0 {
+		urls = []string{"http://localhost:8081"}
+	}
+	urls = append([]string(nil), urls...) // sr.URLs rewrites its argument
+	opts := []sr.ClientOpt{sr.URLs(urls...), sr.UserAgent("eddy")}
+	if cfg.Username != "" {
+		opts = append(opts, sr.BasicAuth(cfg.Username, cfg.Password))
+	}
+	if cfg.BearerToken != "" {
+		opts = append(opts, sr.BearerToken(cfg.BearerToken))
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, sr.DialTLSConfig(cfg.TLS))
+	}
+	cl, err := sr.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("eddy: registry: %w", err)
+	}
+	return &Client{sr: cl, url: strings.Join(urls, ","), log: cfg.Logger, timeout: cfg.Timeout, ids: map[int]sr.Schema{}}, nil
+}
+
+// URL names the registry, as the errors do.
+func (c *Client) URL() string { return c.url }
+
+// SchemaByID returns the schema registered under id. Only the first call
+// for an id asks the registry; an id the registry does not know is an
+// error wrapping ErrUnknownID (the record's fault, not cached: a replica
+// of the registry that lags may know it later).
+func (c *Client) SchemaByID(ctx context.Context, id int) (sr.Schema, error) {
+	c.mu.RLock()
+	s, ok := c.ids[id]
+	c.mu.RUnlock()
+	if ok {
+		return s, nil
+	}
+	c.fetch.Lock()
+	defer c.fetch.Unlock()
+	c.mu.RLock()
+	s, ok = c.ids[id]
+	c.mu.RUnlock()
+	if ok {
+		return s, nil
+	}
+	err := c.retry(ctx, fmt.Sprintf("schema id %d", id), func(ctx context.Context) (err error) {
+		s, err = c.sr.SchemaByID(ctx, id)
+		return err
+	})
+	if err != nil {
+		return sr.Schema{}, err
+	}
+	c.cache(id, s)
+	return s, nil
+}
+
+func (c *Client) cache(id int, s sr.Schema) {
+	c.mu.Lock()
+	c.ids[id] = s
+	c.mu.Unlock()
+}
+
+// Register registers s under subject (or finds it there) and returns its
+// id. A schema the subject's compatibility rules refuse is an error
+// wrapping ErrIncompatible with the registry's message.
+func (c *Client) Register(ctx context.Context, subject string, s sr.Schema) (int, error) {
+	var id int
+	err := c.retry(ctx, fmt.Sprintf("register a schema under subject %q", subject), func(ctx context.Context) (err error) {
+		id, err = c.sr.RegisterSchema(ctx, subject, s, -1, -1)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	c.cache(id, s)
+	return id, nil
+}
+
+// Lookup returns the id of s under subject, which must hold it already:
+// otherwise the error wraps ErrNotRegistered.
+func (c *Client) Lookup(ctx context.Context, subject string, s sr.Schema) (int, error) {
+	var ss sr.SubjectSchema
+	err := c.retry(ctx, fmt.Sprintf("look up a schema under subject %q", subject), func(ctx context.Context) (err error) {
+		ss, err = c.sr.LookupSchema(ctx, subject, s)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	c.cache(ss.ID, s)
+	return ss.ID, nil
+}
+
+// Latest returns the latest version of subject's schema (Confluent's
+// use.latest.version); a subject that does not exist wraps
+// ErrNotRegistered.
+func (c *Client) Latest(ctx context.Context, subject string) (sr.SubjectSchema, error) {
+	var ss sr.SubjectSchema
+	err := c.retry(ctx, fmt.Sprintf("latest schema of subject %q", subject), func(ctx context.Context) (err error) {
+		ss, err = c.sr.SchemaByVersion(ctx, subject, -1)
+		return err
+	})
+	if err != nil {
+		return sr.SubjectSchema{}, err
+	}
+	c.cache(ss.ID, ss.Schema)
+	return ss, nil
+}
+
+// Errors of the registry that are answers, not unavailability: they are
+// returned at once, wrapped with the registry's message.
+var (
+	// ErrUnknownID: the registry has no schema of that id (40403). A
+	// record carrying it is bad input.
+	ErrUnknownID = errors.New("schema id unknown to the registry")
+	// ErrNotRegistered: the subject, or the schema under it, is not
+	// registered (40401, 40402, 40403 on a lookup).
+	ErrNotRegistered = errors.New("schema not registered")
+	// ErrIncompatible: the registry refused to register a schema that
+	// breaks the subject's compatibility rules (409) or is invalid (422).
+	ErrIncompatible = errors.New("schema refused by the registry")
+)
+
+// Backoff between the attempts of a request to an unavailable registry.
+const (
+	firstBackoff = 100 * time.Millisecond
+	maxBackoff   = 5 * time.Second
+	warnEvery    = 30 * time.Second
+)
+
+// retry runs req until it succeeds, fails with an answer of the registry
+// (returned at once, classified), or the registry stays unavailable for
+// c.timeout (an error wrapping serde.ErrUnavailable and the last cause).
+// It warns at the first failure and every warnEvery.
+func (c *Client) retry(ctx context.Context, what string, req func(context.Context) error) error {
+	start := time.Now()
+	deadline := start.Add(c.timeout)
+	backoff := firstBackoff
+	var warned time.Time
+	for attempt := 1; ; attempt++ {
+		err := req(ctx)
+		if err == nil {
+			if !warned.IsZero() {
+				c.log.Info("schema registry reachable again", "url", c.url, "request", what, "after", time.Since(start).Round(time.Millisecond))
+			}
+			return nil
+		}
+		cause, unavailable := classify(err)
+		if !unavailable {
+			return fmt.Errorf("schema registry %s: %s: %w: %w", c.url, what, cause, err)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("schema registry %s: %s: %w", c.url, what, ctx.Err())
+		}
+		now := time.Now()
+		if now.Sub(warned) >= warnEvery {
+			warned = now
+			c.log.Warn("schema registry unavailable; retrying", "url", c.url, "request", what, "attempt", attempt,
+				"for", now.Sub(start).Round(time.Millisecond), "bound", c.timeout, "err", describe(err))
+		}
+		if now.Add(backoff).After(deadline) {
+			return fmt.Errorf("schema registry %s: %s: %w for %v (%d attempts): %w", c.url, what, serde.ErrUnavailable,
+				c.timeout, attempt, describe(err))
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("schema registry %s: %s: %w", c.url, what, ctx.Err())
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// classify says whether err is the registry being unavailable (no answer,
+// a server error, a timeout, credentials refused) or an answer (cause
+// says which).
+func classify(err error) (cause error, unavailable bool) {
+	var re *sr.ResponseError
+	if !errors.As(err, &re) {
+		return nil, true // no answer: connection refused, DNS, timeout
+	}
+	switch {
+	case re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden ||
+		re.StatusCode >= 500 || re.StatusCode == http.StatusTooManyRequests || re.StatusCode == http.StatusRequestTimeout:
+		return nil, true
+	case re.StatusCode == http.StatusNotFound && re.ErrorCode/100 != 404:
+		// Not a registry's answer (a wrong URL path, a proxy): taking it
+		// for "unknown id" would dead-letter every record.
+		return nil, true
+	case re.ErrorCode == sr.ErrSchemaNotFound.Code && strings.Contains(re.URL, "/schemas/ids/"):
+		return ErrUnknownID, false
+	case re.StatusCode == http.StatusNotFound:
+		return ErrNotRegistered, false
+	case re.StatusCode == http.StatusConflict || re.StatusCode == http.StatusUnprocessableEntity:
+		return ErrIncompatible, false
+	}
+	return fmt.Errorf("refused (HTTP %d)", re.StatusCode), false
+}
+
+// describe makes refused credentials explicit: the registry's own message
+// ("Unauthorized") rarely says they are the problem.
+func describe(err error) error {
+	var re *sr.ResponseError
+	if errors.As(err, &re) {
+		switch re.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return fmt.Errorf("the registry refused the credentials (HTTP %d; check Username/Password or BearerToken): %w", re.StatusCode, err)
+		}
+		if re.StatusCode == http.StatusNotFound {
+			return fmt.Errorf("HTTP 404 without a registry error code (is the URL a schema registry?): %w", err)
+		}
+		return fmt.Errorf("HTTP %d: %w", re.StatusCode, err)
+	}
+	return err
+}
