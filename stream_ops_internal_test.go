@@ -29,6 +29,7 @@ func (*allocTask) Produce(string, []byte, []byte, int64, []kgo.RecordHeader) err
 	return nil
 }
 func (*allocTask) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (*allocTask) TableCache() *runtime.TableCacheBudget { return nil }
 
 // TestStreamOpsAllocs: the operators of stream_ops.go, the metadata ones
 // included, allocate nothing per record once warm (RecordContext is built
