@@ -28,7 +28,7 @@ func (*allocTask) WallClock() int64                                 { return 0 }
 func (*allocTask) Produce(string, []byte, []byte, int64, []kgo.RecordHeader) error {
 	return nil
 }
-func (*allocTask) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (*allocTask) Logger() *slog.Logger                  { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 func (*allocTask) TableCache() *runtime.TableCacheBudget { return nil }
 
 // TestStreamOpsAllocs: the operators of stream_ops.go, the metadata ones
