@@ -211,8 +211,8 @@ type Config struct {
 	// DefaultTableCacheBytes (10 MiB, as Kafka Streams'). 0 means the
 	// default, so turning it off takes a negative value, NoTableCache:
 	// every update is forwarded at once (eddy before the cache). eddytest
-	// commits after every piped record, so the cache shows there only in
-	// Driver.Transaction.
+	// applies it only when set (its default is off there), and commits
+	// after every piped record unless in Driver.Transaction.
 	TableCacheBytes int64
 	// CheckpointURL turns on remote incremental checkpoints of the task
 	// databases (docs/design.md §4): "file:///absolute/path" (a directory,

@@ -709,6 +709,7 @@ func TestRestartContinuesAggregate(t *testing.T) {
 		return topo
 	}
 	cfg := config(t, addr)
+	cfg.TableCacheBytes = eddy.NoTableCache // every count's update, one per click
 
 	app := run(t, build(), cfg)
 	produce(t, addr, in, srec("a", "1"), srec("b", "1"), srec("a", "2"), srec("a", "3"), srec("b", "2"))

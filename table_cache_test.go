@@ -87,7 +87,7 @@ func checkUpdates[V any](t *testing.T, out *eddytest.OutputTopic[string, V], wan
 // forwards one update per key, the latest (its value and timestamp), in
 // the order the keys were first updated; the store holds the same.
 func TestTableCacheCollapsesWithinCommit(t *testing.T) {
-	w := newWordCounts(t, 0) // the default: on
+	w := newWordCounts(t, eddy.DefaultTableCacheBytes)
 	if err := w.d.Transaction(func() error { return w.pipeKeys(t, "a", "b", "a", "a", "c", "b") }); err != nil {
 		t.Fatal(err)
 	}
@@ -143,13 +143,13 @@ func TestTableCacheEvictsOldestWhenFull(t *testing.T) {
 }
 
 // TestTableCacheTombstone: a tombstone is held like a value: it replaces
-// the key's held update, and an update after it replaces it.
+// the key's held update, and an update after it replaces it (TableFrom,
+// whose source's null values are tombstones).
 func TestTableCacheTombstone(t *testing.T) {
 	topo := eddy.NewTopology()
-	in := eddy.Source(topo, "in", serde.String(), serde.String())
-	latest := eddy.ToTable(in, "latest", serde.String(), serde.String())
+	latest := eddy.TableFrom(topo, "in", "latest", serde.String(), serde.String())
 	eddy.To(eddy.ToStream(latest), "out", serde.String(), serde.String())
-	d := cacheDriver(t, topo, 0)
+	d := cacheDriver(t, topo, eddy.DefaultTableCacheBytes)
 	input := eddytest.Input(d, "in", serde.String(), serde.String())
 	out := eddytest.Output(d, "out", serde.String(), serde.String())
 	err := d.Transaction(func() error {
@@ -182,7 +182,7 @@ func TestTableCacheTombstone(t *testing.T) {
 // TestTableCacheRollbackDropsHeld: a transaction that fails drops the
 // updates its table cache held: the next commit forwards only its own.
 func TestTableCacheRollbackDropsHeld(t *testing.T) {
-	w := newWordCounts(t, 0)
+	w := newWordCounts(t, eddy.DefaultTableCacheBytes)
 	err := w.d.Transaction(func() error {
 		if err := w.pipeKeys(t, "a", "b", "a"); err != nil {
 			return err
@@ -216,7 +216,7 @@ func TestTableCacheChainedTables(t *testing.T) {
 		eddy.Materialize("doubled", serde.String(), serde.Int64()))
 	eddy.To(eddy.ToStream(sums), "sums", serde.String(), serde.Int64())
 	eddy.To(eddy.ToStream(doubled), "doubled", serde.String(), serde.Int64())
-	d := cacheDriver(t, topo, 0)
+	d := cacheDriver(t, topo, eddy.DefaultTableCacheBytes)
 	input := eddytest.Input(d, "in", serde.String(), serde.Int64())
 	err := d.Transaction(func() error {
 		for i, kv := range []struct {
@@ -277,7 +277,7 @@ func TestTableCacheFlushesBeforePunctuation(t *testing.T) {
 	counts := eddy.Count(eddy.GroupByKey(in, serde.String()), "counts")
 	totals := eddy.Process(eddy.ToStream(counts), "latest-seen", func() eddy.Processor[string, int64, string, int64] { return &latestSeen{} }, seenSpec)
 	eddy.To(totals, "totals", serde.String(), serde.Int64())
-	d := cacheDriver(t, topo, 0)
+	d := cacheDriver(t, topo, eddy.DefaultTableCacheBytes)
 	input := eddytest.Input(d, "in", serde.String(), serde.String())
 	if err := d.AdvanceWallClock(time.Second); err != nil { // starts the punctuator's clock
 		t.Fatal(err)
@@ -300,5 +300,30 @@ func TestTableCacheFlushesBeforePunctuation(t *testing.T) {
 	}
 	if want := []eddy.KeyValue[string, int64]{{Key: "total", Value: 3}}; !slices.Equal(recs, want) {
 		t.Errorf("totals %v, want %v (a=2 and b=1 seen before the punctuation)", recs, want)
+	}
+}
+
+// TestTableCacheInDriver: the driver turns the cache on only when the test
+// sets TableCacheBytes. One piped record that updates a key twice (a
+// FlatMapValues of two values) shows both updates by default, the latest
+// alone with the cache on, as under Run.
+func TestTableCacheInDriver(t *testing.T) {
+	for _, c := range []struct {
+		bytes int64
+		want  []string
+	}{
+		{0, []string{"a=1@7", "a=2@7"}},
+		{eddy.DefaultTableCacheBytes, []string{"a=2@7"}},
+	} {
+		topo := eddy.NewTopology()
+		in := eddy.Source(topo, "in", serde.String(), serde.String())
+		twice := eddy.FlatMapValues(in, func(dst []string, _, v string) []string { return append(dst, v, v) })
+		counts := eddy.Count(eddy.GroupByKey(twice, serde.String()), "counts")
+		eddy.To(eddy.ToStream(counts), "out", serde.String(), serde.Int64())
+		d := cacheDriver(t, topo, c.bytes)
+		if err := eddytest.Input(d, "in", serde.String(), serde.String()).Pipe("a", "x", 7); err != nil {
+			t.Fatal(err)
+		}
+		checkUpdates(t, eddytest.Output(d, "out", serde.String(), serde.Int64()), c.want...)
 	}
 }

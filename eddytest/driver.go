@@ -6,10 +6,12 @@
 // Every sub-topology runs as one task (partition 0) over in-memory stores,
 // with the same processors, write buffers and stream time as under Run. The
 // driver commits after each piped record and its consequences, so stores
-// and outputs always show committed state (and the table cache,
-// Config.TableCacheBytes, forwards every update, as Kafka Streams'
-// TopologyTestDriver's does); Transaction pipes several records in one
-// commit, as Run's transactions do. Records written to a topic that
+// and outputs always show committed state; Transaction pipes several
+// records in one commit, as Run's transactions do. The table cache
+// (Config.TableCacheBytes) is off unless the test sets it: a test sees
+// every table update, as before the cache; set, it collapses a key's
+// updates within one commit, as under Run (one piped record that updates
+// a key twice, through FlatMap or GroupTableBy, shows once). Records written to a topic that
 // the topology also reads (a repartition topic, or a topic chained by the
 // user) are processed in turn, first in, first out, before Pipe returns.
 //
@@ -44,7 +46,7 @@ type Options struct {
 	// commit settings are ignored. MaxEventTimeAhead applies only when set
 	// (its default is off here): the driver's wall clock is the test's,
 	// often far from the times of the records it pipes. TableCacheBytes
-	// applies as under Run; it shows only within Transaction.
+	// too applies only when set (positive; its default is off here).
 	Config eddy.Config
 	// WallClock is the initial wall-clock time. Default: 2026-01-01 UTC.
 	WallClock time.Time
@@ -82,11 +84,8 @@ func New(t *eddy.Topology, opts Options) (*Driver, error) {
 	if cfg.MaxEventTimeAhead == 0 {
 		cfg.MaxEventTimeAhead = -1 // off
 	}
-	var tableCache *runtime.TableCacheBudget
-	switch {
-	case cfg.TableCacheBytes == 0:
-		tableCache = runtime.NewTableCacheBudget(eddy.DefaultTableCacheBytes)
-	case cfg.TableCacheBytes > 0:
+	var tableCache *runtime.TableCacheBudget // nil: off
+	if cfg.TableCacheBytes > 0 {
 		tableCache = runtime.NewTableCacheBudget(cfg.TableCacheBytes)
 	}
 	topo, err := plan.Build(t, cfg)
