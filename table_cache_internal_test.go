@@ -2,9 +2,11 @@ package eddy
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/eddy-streams/eddy/internal/runtime"
+	"github.com/eddy-streams/eddy/serde"
 )
 
 // newTestCache returns a cache of budget bytes that forwards to got.
@@ -92,6 +94,33 @@ func BenchmarkTableCacheUpdate(b *testing.B) {
 		k := keys[i%len(keys)]
 		if err := c.update(k, 8, Record[string, int64]{Value: int64(i)}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestTableCacheConfig: 0 is the default (10 MiB), a negative value turns
+// the cache off and reaches the runtime as 0, and a share of less than
+// 1 KiB per worker is refused, naming the field and the fix.
+func TestTableCacheConfig(t *testing.T) {
+	var c Config
+	c.applyDefaults()
+	if c.TableCacheBytes != DefaultTableCacheBytes || DefaultTableCacheBytes != 10<<20 {
+		t.Fatalf("default TableCacheBytes %d, want %d", c.TableCacheBytes, 10<<20)
+	}
+	c = Config{TableCacheBytes: NoTableCache}
+	c.applyDefaults()
+	if c.TableCacheBytes >= 0 {
+		t.Fatalf("NoTableCache became %d after the defaults, want it kept negative (off)", c.TableCacheBytes)
+	}
+	topo := NewTopology()
+	Count(GroupByKey(Source(topo, "in", serde.String(), serde.String()), serde.String()), "counts")
+	_, err := New(topo, Config{AppID: "app", Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir(), Workers: 4, TableCacheBytes: 2048})
+	if err == nil || !strings.Contains(err.Error(), "TableCacheBytes 2048: each of the 4 workers would hold less than 1 KiB") {
+		t.Fatalf("New: %v; want an error naming TableCacheBytes", err)
+	}
+	for _, ok := range []int64{NoTableCache, -5, 0, 4096} {
+		if _, err := New(topo, Config{AppID: "app", Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir(), Workers: 4, TableCacheBytes: ok}); err != nil {
+			t.Errorf("TableCacheBytes %d: %v", ok, err)
 		}
 	}
 }
