@@ -1,6 +1,8 @@
 package eddy
 
 import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/eddy-streams/eddy/internal/runtime"
 )
 
@@ -23,7 +25,10 @@ const tableCacheEntryOverhead = 96
 //
 // Only the latest record is kept, decoded: its key, value, timestamp and
 // headers replace the earlier ones in place, so an update of a key already
-// held allocates nothing.
+// held allocates nothing. So is the input record's metadata (topic,
+// partition, offset): downstream, RecordContext and ProcessorContext show
+// the record that made the update, not the one being processed when it
+// is forwarded, as Kafka Streams keeps a cache entry's record context.
 type tableCache[K, V any] struct {
 	b      *taskBuild
 	out    *emitter[K, V]
@@ -35,12 +40,32 @@ type tableCache[K, V any] struct {
 	head    int
 	// bytes is what this cache holds of the budget.
 	bytes int64
+	// source carries a held update's input metadata while it is
+	// forwarded (taskBuild.current).
+	source kgo.Record
 }
 
 type tableCacheEntry[K, V any] struct {
 	key  string
 	rec  Record[K, V]
 	size int64
+	src  sourceMeta
+}
+
+// sourceMeta is the metadata of the input record that made an update;
+// none (a punctuator's update) when !ok.
+type sourceMeta struct {
+	topic     string
+	partition int32
+	offset    int64
+	ok        bool
+}
+
+func (b *taskBuild) sourceMeta() sourceMeta {
+	if r := b.current; r != nil {
+		return sourceMeta{topic: r.Topic, partition: r.Partition, offset: r.Offset, ok: true}
+	}
+	return sourceMeta{}
 }
 
 // newTableCache returns the output of a table operator of b whose updates
@@ -67,10 +92,10 @@ func (c *tableCache[K, V]) update(key []byte, valueLen int, r Record[K, V]) erro
 		e := &c.entries[i]
 		c.b.cacheCollapsed++
 		c.resize(size - e.size)
-		e.rec, e.size = r, size
+		e.rec, e.size, e.src = r, size, c.b.sourceMeta()
 	} else {
 		c.index[string(key)] = len(c.entries)
-		c.entries = append(c.entries, tableCacheEntry[K, V]{key: string(key), rec: r, size: size})
+		c.entries = append(c.entries, tableCacheEntry[K, V]{key: string(key), rec: r, size: size, src: c.b.sourceMeta()})
 		c.resize(size)
 	}
 	for c.budget.Over() && c.head < len(c.entries) {
@@ -89,7 +114,7 @@ func (c *tableCache[K, V]) resize(n int64) {
 // evict forwards the oldest held update.
 func (c *tableCache[K, V]) evict() error {
 	e := &c.entries[c.head]
-	rec := e.rec
+	rec, src := e.rec, e.src
 	delete(c.index, e.key)
 	c.resize(-e.size)
 	*e = tableCacheEntry[K, V]{} // drop the references
@@ -100,7 +125,15 @@ func (c *tableCache[K, V]) evict() error {
 		c.compact()
 	}
 	c.b.cacheForwarded++
-	return c.out.emit(rec)
+	current := c.b.current
+	c.b.current = nil
+	if src.ok {
+		c.source.Topic, c.source.Partition, c.source.Offset = src.topic, src.partition, src.offset
+		c.b.current = &c.source
+	}
+	err := c.out.emit(rec)
+	c.b.current = current
+	return err
 }
 
 // compact moves the live entries to the front, so that a cache that keeps

@@ -327,3 +327,30 @@ func TestTableCacheInDriver(t *testing.T) {
 		checkUpdates(t, eddytest.Output(d, "out", serde.String(), serde.Int64()), c.want...)
 	}
 }
+
+// TestTableCacheKeepsRecordContext: an update forwarded at the commit
+// carries the metadata of the input record that made it, as Kafka
+// Streams' cache entries keep their record context.
+func TestTableCacheKeepsRecordContext(t *testing.T) {
+	topo := eddy.NewTopology()
+	in := eddy.Source(topo, "in", serde.String(), serde.String())
+	counts := eddy.Count(eddy.GroupByKey(in, serde.String()), "counts")
+	described := eddy.MapValuesWithContext(eddy.ToStream(counts), func(rc eddy.RecordContext, _ string, n int64) string {
+		return fmt.Sprintf("%d from %s@%d", n, rc.Topic, rc.Offset)
+	})
+	eddy.To(described, "out", serde.String(), serde.String())
+	d := cacheDriver(t, topo, eddy.DefaultTableCacheBytes)
+	input := eddytest.Input(d, "in", serde.String(), serde.String())
+	err := d.Transaction(func() error {
+		for i, k := range []string{"a", "b", "a"} {
+			if err := input.Pipe(k, "x", int64(i+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkUpdates(t, eddytest.Output(d, "out", serde.String(), serde.String()), "a=2 from in@2@3", "b=1 from in@1@2")
+}
