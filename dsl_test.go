@@ -233,6 +233,7 @@ func TestAggregations(t *testing.T) {
 			}
 			eddy.To(eddy.ToStream(table), out, serde.String(), serde.Int64())
 			cfg := config(t, addr)
+			cfg.TableCacheBytes = eddy.NoTableCache // want lists every update
 			app := run(t, topo, cfg)
 
 			var recs []*kgo.Record
