@@ -11,9 +11,10 @@
 // (Config.TableCacheBytes) is off unless the test sets it: a test sees
 // every table update, as before the cache; set, it collapses a key's
 // updates within one commit, as under Run (one piped record that updates
-// a key twice, through FlatMap or GroupTableBy, shows once). Records written to a topic that
-// the topology also reads (a repartition topic, or a topic chained by the
-// user) are processed in turn, first in, first out, before Pipe returns.
+// a key twice, through FlatMap or GroupTableBy, shows once). Records
+// written to a topic that the topology also reads (a repartition topic,
+// or a topic chained by the user) are processed in turn, first in, first
+// out, before Pipe returns.
 //
 // Records are processed in the order they are piped, whatever their
 // timestamps: a test that pipes two topics of a join chooses their

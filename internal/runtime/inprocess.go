@@ -247,7 +247,7 @@ func (p *InProcess) drained() {
 // forwards nothing more; topics do not loop (the topology refuses
 // that), so it ends.
 func (p *InProcess) Flush() error {
-	for round := 0; round <= len(p.tasks); round++ {
+	for {
 		for _, t := range p.tasks {
 			f, ok := t.Proc.(TaskFlusher)
 			if !ok {
@@ -264,7 +264,6 @@ func (p *InProcess) Flush() error {
 			return err
 		}
 	}
-	return nil
 }
 
 // Commit flushes (Flush), then commits every task: its writes, stream time
