@@ -4,9 +4,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/state"
+	"github.com/eddy-streams/eddy/state/memory"
 )
 
 // newTestCache returns a cache of budget bytes that forwards to got.
@@ -122,5 +127,66 @@ func TestTableCacheConfig(t *testing.T) {
 		if _, err := New(topo, Config{AppID: "app", Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir(), Workers: 4, TableCacheBytes: ok}); err != nil {
 			t.Errorf("TableCacheBytes %d: %v", ok, err)
 		}
+	}
+}
+
+// BenchmarkCountHotKeys is a Count over 100 keys whose updates are
+// written to a topic, committed every 1,000 records, in memory, with the
+// table cache on and off: the cache's effect on the whole per-record path
+// (go test -bench CountHotKeys -benchmem; outputs/op is what reaches the
+// sink per record).
+func BenchmarkCountHotKeys(b *testing.B) {
+	for _, bench := range []struct {
+		name  string
+		cache *runtime.TableCacheBudget
+	}{{"cache-on", runtime.NewTableCacheBudget(DefaultTableCacheBytes)}, {"cache-off", nil}} {
+		b.Run(bench.name, func(b *testing.B) {
+			topo := NewTopology()
+			in := Source(topo, "in", serde.String(), serde.String())
+			To(ToStream(Count(GroupByKey(in, serde.String()), "counts")), "out", serde.String(), serde.Int64())
+			cfg := Config{AppID: "bench"}
+			cfg.applyDefaults()
+			rt, err := topo.runtimeTopology(&cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			backend := memory.New()
+			outputs := 0
+			run, err := runtime.NewInProcess(rt, runtime.InProcessOptions{
+				Open: func(id runtime.TaskID) (state.DB, error) { return backend.Open(id.String()) },
+				Out: func(r *kgo.Record, _ bool) {
+					if r.Topic == "out" {
+						outputs++
+					}
+				},
+				TableCache: bench.cache,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer run.Close()
+			keys := make([][]byte, 100)
+			for i := range keys {
+				keys[i] = []byte("account-" + strconv.Itoa(i))
+			}
+			rec := &kgo.Record{Topic: "in", Value: []byte("x"), Timestamp: time.UnixMilli(1000)}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				rec.Key, rec.Offset = keys[i%len(keys)], int64(i)
+				if err := run.Process(rec); err != nil {
+					b.Fatal(err)
+				}
+				if i++; i%1000 == 0 {
+					if err := run.Commit(0); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if outputs == 0 {
+				b.Fatal("nothing reached the sink")
+			}
+			b.ReportMetric(float64(outputs)/float64(i), "outputs/op")
+		})
 	}
 }
