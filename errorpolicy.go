@@ -99,7 +99,8 @@ func (f *recordFault) Unwrap() error { return f.err }
 // the record is processed again; no policy skips it.
 func notTheRecords(err error) bool {
 	return errors.Is(err, state.ErrRead) || errors.Is(err, state.ErrCorrupt) || errors.Is(err, state.ErrClosed) || errors.Is(err, state.ErrFormat) ||
-		errors.Is(err, runtime.ErrNoTransaction) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		errors.Is(err, runtime.ErrNoTransaction) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, ErrSuppressBufferFull)
 }
 
 // processRecord runs r through its source with the error policies: a panic

@@ -384,6 +384,15 @@ func childApp(t *testing.T, appID string, topo func() *eddy.Topology, commitReco
 // test failed). Every run uses the same state directory.
 func runKilledThenLive(t *testing.T, child string, kills []string, addr string) {
 	t.Helper()
+	runKilledThenLiveWith(t, child, kills, addr, nil)
+}
+
+// runKilledThenLiveWith is runKilledThenLive with during, if not nil,
+// called with each killed run's index while that run goes on (to restart
+// the broker under it, say); the run's SIGKILL is awaited after during
+// returns.
+func runKilledThenLiveWith(t *testing.T, child string, kills []string, addr string, during func(run int)) {
+	t.Helper()
 	state := t.TempDir()
 	command := func(kill string) (*exec.Cmd, *bytes.Buffer) {
 		cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1", "-test.timeout=5m")
@@ -392,9 +401,15 @@ func runKilledThenLive(t *testing.T, child string, kills []string, addr string) 
 		cmd.Stdout, cmd.Stderr = &out, &out
 		return cmd, &out
 	}
-	for _, kill := range kills {
+	for i, kill := range kills {
 		cmd, out := command(kill)
-		if err := cmd.Run(); !killed(err) {
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if during != nil {
+			during(i)
+		}
+		if err := cmd.Wait(); !killed(err) {
 			t.Fatalf("the app armed with %s ended with %v, not by its SIGKILL; its output:\n%s", kill, err, out)
 		}
 	}

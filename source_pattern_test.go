@@ -252,3 +252,71 @@ func TestSourcePatternThatCannotBeAnchored(t *testing.T) {
 		t.Fatalf("error %v, want one naming the pattern and the fix", err)
 	}
 }
+
+// TestRunSourcePatternTwoInstances: two instances of an app share the
+// topics that match its pattern, those created while they run included:
+// the group spreads the new topic's partitions over both, and the counts
+// are exact across the change (nothing lost, nothing counted twice
+// whichever instance a partition moved to).
+func TestRunSourcePatternTwoInstances(t *testing.T) {
+	addr := startBroker(t)
+	createTopics(t, addr, 4, "clicks-a", "counts")
+	topology := func() *eddy.Topology {
+		topo := eddy.NewTopology()
+		clicks := eddy.SourcePattern(topo, regexp.MustCompile(`clicks-.*`), serde.String(), serde.String())
+		eddy.To(eddy.ToStream(eddy.Count(eddy.GroupByKey(clicks, serde.String()), "counts")), "counts", serde.String(), serde.Int64())
+		return topo
+	}
+	want := map[string]int64{}
+	write := func(topic string, n int) {
+		var recs []*kgo.Record
+		for i := range n {
+			k := fmt.Sprint("k", i%16)
+			recs = append(recs, srec(k, topic))
+			want[k]++
+		}
+		produce(t, addr, topic, recs...)
+	}
+	write("clicks-a", 64)
+	cfg := config(t, addr)
+	first := run(t, topology(), cfg)
+	cfg.StateDir = t.TempDir()
+	second := run(t, topology(), cfg)
+	waitCounts(t, addr, want, first)
+
+	createTopics(t, addr, 4, "clicks-b")
+	write("clicks-b", 64)
+	write("clicks-a", 32)
+	waitCounts(t, addr, want, second)
+
+	// Both members own partitions of the new topic.
+	cl := client(t, addr)
+	defer cl.Close()
+	for deadline := time.Now().Add(hangGuard); ; {
+		owners := map[string]int{}
+		groups, err := kadm.NewClient(cl).DescribeGroups(t.Context(), cfg.AppID)
+		if err == nil {
+			for _, m := range groups[cfg.AppID].Members {
+				if assigned, ok := m.Assigned.AsConsumer(); ok {
+					for _, tp := range assigned.Topics {
+						if tp.Topic == "clicks-b" && len(tp.Partitions) > 0 {
+							owners[m.MemberID] += len(tp.Partitions)
+						}
+					}
+				}
+			}
+		}
+		if len(owners) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("clicks-b's partitions by member: %v (err %v), want both members to own some", owners, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, app := range []*running{first, second} {
+		if err := app.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

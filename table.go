@@ -46,6 +46,10 @@ type Table[K, V any] struct {
 	// GroupTableBy read. A view (FilterTable, MapTableValues without
 	// Materialize) reads its parent's store through its own function.
 	rows *tableRows[K, V]
+	// closeAt, set on a windowed aggregation's table and the tables
+	// derived from it, is the stream time at which a key's window is
+	// final: what Suppress's UntilWindowCloses waits for.
+	closeAt func(K) int64
 }
 
 // StoreName is the name of the table's state store ("" for a table that

@@ -142,7 +142,7 @@ func deriveTable[K, V, V2 any](tb Table[K, V], name string, f func(K, V) (V2, bo
 	}
 	t := tb.t
 	n := t.add(name, tb.n)
-	out := Table[K, V2]{t: t, n: n}
+	out := Table[K, V2]{t: t, n: n, closeAt: tb.closeAt}
 	switch {
 	case o.store != nil:
 		t.addStore(o.store.name, n, 0, *o.store)

@@ -141,9 +141,13 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 	var spec StoreSpec
 	var retention time.Duration
 	var open func(buf *state.StoreBuffer) windowing[K, V, A]
+	// closeAt is the stream time at which a window is final (EmitFinal's
+	// rule), carried on the table for Suppress's UntilWindowCloses.
+	var closeAt func(w Window) int64
 	switch win := w.windows.(type) {
 	case TimeWindows:
 		kind, retention = "window", time.Duration(win.size+win.windowLimits.grace)*time.Millisecond
+		closeAt = func(w Window) int64 { return w.End + win.windowLimits.grace }
 		s := NewWindowStoreSpec(store, retention, w.g.keys, aggs).WithWindowSize(time.Duration(win.size) * time.Millisecond)
 		spec = s
 		open = func(buf *state.StoreBuffer) windowing[K, V, A] {
@@ -153,6 +157,7 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 		// A record in time (ts >= stream time - diff - grace) builds on
 		// windows that start from ts - 2 × diff, which end diff later.
 		kind, retention = "sliding", time.Duration(2*win.diff+win.windowLimits.grace+1)*time.Millisecond
+		closeAt = func(w Window) int64 { return w.End + win.windowLimits.grace + 1 }
 		s := NewSessionStoreSpec(store, retention, w.g.keys, slidingAggSerde[A]{aggs: aggs})
 		spec = slidingQuery[K, A]{SessionStoreSpec: s, aggs: aggs} // queried as a window store
 		open = func(buf *state.StoreBuffer) windowing[K, V, A] {
@@ -165,6 +170,7 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 		// A record that is not late (ts >= now - gap - grace) reaches
 		// sessions that ended at ts - gap: keep them that long.
 		kind, retention = "session", time.Duration(2*win.gap+win.windowLimits.grace)*time.Millisecond
+		closeAt = func(w Window) int64 { return w.End + win.gap + win.windowLimits.grace + 1 }
 		s := NewSessionStoreSpec(store, retention, w.g.keys, aggs)
 		spec = s
 		open = func(buf *state.StoreBuffer) windowing[K, V, A] {
@@ -193,7 +199,7 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 		in.children = append(in.children, p)
 		return nil
 	}
-	return Table[Windowed[K], A]{t: t, n: n, store: store}
+	return Table[Windowed[K], A]{t: t, n: n, store: store, closeAt: func(k Windowed[K]) int64 { return closeAt(k.Window) }}
 }
 
 // WindowCount counts each key's records per window; see WindowAggregate

@@ -265,12 +265,12 @@ func orEmpty(ws []Window) []Window {
 func (qr *queryRoutes) remoteWindows(ctx context.Context, owner, path, rawQuery string) ([]Window, error) {
 	resp, err := qr.forwardRequest(ctx, owner, path, rawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the key's owner %s did not answer: %v", ErrUnavailable, owner, err)
+		return nil, fmt.Errorf("%w: the key's owner %s did not answer: %w", ErrUnavailable, owner, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, owner, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, owner, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, peerError(owner, resp, body)
@@ -444,7 +444,7 @@ func (qr *queryRoutes) fanOut(ctx context.Context, store string, kr KeyRange, li
 	if len(seen) < merged.Total || merged.Total == 0 {
 		err := fmt.Errorf("%w: %d of the store's %d tasks answered; the others are moving or restoring", ErrUnavailable, len(seen), merged.Total)
 		if e := errors.Join(errs...); e != nil {
-			err = fmt.Errorf("%w (%v)", err, e)
+			err = fmt.Errorf("%w (%w)", err, e)
 		}
 		return ScanResult{}, err
 	}
@@ -563,12 +563,12 @@ func relay(w http.ResponseWriter, resp *http.Response) {
 func (qr *queryRoutes) forwardJSON(ctx context.Context, owner, path, rawQuery string, out *ScanResult) error {
 	resp, err := qr.forwardRequest(ctx, owner, path, rawQuery)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrUnavailable, owner, err)
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, owner, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrUnavailable, owner, err)
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, owner, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return peerError(owner, resp, body)

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/schemaregistry"
 )
 
 // runBroker is `eddy broker`: the embedded Kafka-protocol broker, durable
@@ -41,6 +44,7 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	superUsers := fs.String("super-users", "", "comma-separated `users` of --sasl-users-file who may do everything (and create ACLs)")
 	usersFile := fs.String("sasl-users-file", "", "`file` of SASL users, one user:password per line: clients must authenticate (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
 	advertise := fs.String("advertise", "", "`host:port` to name in metadata instead of --addr, e.g. a proxy in front of the broker (eddy chaos)")
+	registryAddr := fs.String("schema-registry", "", "also serve a Confluent-compatible Schema Registry REST API on this `host:port` (kept in <data-dir>/schema-registry; TLS and --sasl-users-file users as HTTP basic auth apply to it too)")
 	faultAPI := fs.String("fault-api", "", "for chaos testing only: serve fault injection over unauthenticated HTTP on this `host:port` (keep it on loopback)")
 
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +76,11 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *superUsers != "" && !*acls {
 		problems = append(problems, errors.New("--super-users needs --acls: without ACLs every user may do everything"))
+	}
+	if *registryAddr != "" {
+		if _, _, err := net.SplitHostPort(*registryAddr); err != nil {
+			problems = append(problems, fmt.Errorf("--schema-registry %q: want host:port, e.g. 127.0.0.1:8081", *registryAddr))
+		}
 	}
 	tlsCfg, err := brokerTLS(*tlsCert, *tlsKey, *tlsClientCA)
 	if err != nil {
@@ -111,6 +120,15 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
+	var registry *schemaregistry.Server
+	if *registryAddr != "" {
+		// Started before the broker's listening line, which stays the
+		// one line scripts wait for: when it is printed, both serve.
+		if registry, err = startRegistry(*registryAddr, *dataDir, tlsCfg, users, stdout, stderr); err != nil {
+			b.Close()
+			return err
+		}
+	}
 	var security []string
 	if tlsCfg != nil {
 		security = append(security, "TLS")
@@ -131,9 +149,51 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 	// A signal is the normal way to stop, not an error.
 	<-ctx.Done()
+	if registry != nil {
+		registry.Close()
+	}
 	b.Close()
 	fmt.Fprintln(stdout, "eddy broker: stopped")
 	return nil
+}
+
+// startRegistry serves the schema registry on addr, kept in the broker's
+// data dir, with the broker's TLS and its SASL users as basic-auth users,
+// and prints its lifecycle line.
+func startRegistry(addr, dataDir string, tlsCfg *tls.Config, users []kafka.User, stdout, stderr io.Writer) (*schemaregistry.Server, error) {
+	dir := filepath.Join(dataDir, "schema-registry")
+	var opts []schemaregistry.Option
+	if len(users) > 0 {
+		m := make(map[string]string, len(users))
+		for _, u := range users {
+			m[u.Name] = u.Password
+		}
+		opts = append(opts, schemaregistry.WithBasicAuth(m))
+	}
+	reg, err := schemaregistry.NewServer(dir, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		reg.Close()
+		return nil, fmt.Errorf("--schema-registry: %w", err)
+	}
+	scheme, security := "http", "no authentication"
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg.Clone())
+		scheme = "https"
+	}
+	if len(users) > 0 {
+		security = fmt.Sprintf("basic auth (%d users)", len(users))
+	}
+	go func() {
+		if err := reg.Serve(ln); err != nil {
+			fmt.Fprintf(stderr, "eddy broker: schema registry: %v\n", err)
+		}
+	}()
+	fmt.Fprintf(stdout, "eddy broker: schema registry on %s://%s, data dir %s, %s\n", scheme, ln.Addr(), dir, security)
+	return reg, nil
 }
 
 // brokerLogger maps --log-level (slog's levels, or none: discard) and

@@ -654,7 +654,7 @@ function renderTopology(d) {
       svg("text", { x: 14, y: lane.y + 20, fill: "#8b98a9", "font-size": 12, "font-weight": 600, "letter-spacing": ".05em" },
         `SUB-TOPOLOGY ${lane.sub.id}`),
       svg("text", { x: width - 14, y: lane.y + 20, fill: "#64748b", "font-size": 11, "text-anchor": "end" },
-        `tasks ${lane.sub.id}_0, ${lane.sub.id}_1, … one per partition of ${lane.sub.sources.join(", ")}`));
+        `tasks ${lane.sub.id}_0, ${lane.sub.id}_1, … one per partition of ${(lane.sub.sources || []).concat((lane.sub.patterns || []).map((p) => `/${p}/`)).join(", ")}`));
   }
   const kindColor = { source: "#34d399", processor: "#60a5fa", sink: "#fb923c" };
   for (const [name, p] of pos) {
@@ -662,10 +662,11 @@ function renderTopology(d) {
     count++;
     const color = n.internal ? "#fbbf24" : kindColor[n.kind];
     const g = svg("g", { class: "node", "data-kind": n.kind, "data-name": n.name });
-    g.append(svg("title", {}, `${n.kind} ${n.name}${n.topic ? "\ntopic " + n.topic : ""}`));
+    g.append(svg("title", {}, `${n.kind} ${n.name}${n.topic ? "\ntopic " + n.topic : ""}${n.pattern ? "\ntopics matching " + n.pattern : ""}`));
     const shapeAttrs = { x: p.x, y: p.y, width: NODE_W, height: NODE_H, fill: hexAlpha(color, 0.12), stroke: color, "stroke-width": 1.5 };
     g.append(svg("rect", { ...shapeAttrs, rx: n.kind === "processor" ? 8 : NODE_H / 2 }));
-    const label = n.kind === "processor" ? n.name : n.topic;
+    // A pattern source reads every topic its pattern matches: it has no topic of its own.
+    const label = n.kind === "processor" ? n.name : n.topic || `/${n.pattern}/`;
     const sub = n.kind === "processor" ? "processor" : n.internal ? "repartition " + n.kind : `${n.kind} · ${n.name}`;
     g.append(svg("text", { x: p.x + NODE_W / 2, y: p.y + 19, fill: "#e2e8f0", "font-size": 13, "font-weight": 600, "text-anchor": "middle" }, shorten(label, 28)));
     g.append(svg("text", { x: p.x + NODE_W / 2, y: p.y + 35, fill: "#8b98a9", "font-size": 11, "text-anchor": "middle" }, shorten(sub, 34)));
