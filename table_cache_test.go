@@ -354,3 +354,35 @@ func TestTableCacheKeepsRecordContext(t *testing.T) {
 	}
 	checkUpdates(t, eddytest.Output(d, "out", serde.String(), serde.String()), "a=2 from in@2@3", "b=1 from in@1@2")
 }
+
+// TestTableCacheBeforeSuppress: Suppress, which forwards a key's latest
+// held value when stream time reaches its time limit (a punctuator at
+// every advance), gets the cache's held updates first, so it forwards the
+// same values with the cache on as off.
+func TestTableCacheBeforeSuppress(t *testing.T) {
+	run := func(cacheBytes int64) []string {
+		topo := eddy.NewTopology()
+		in := eddy.Source(topo, "in", serde.String(), serde.String())
+		counts := eddy.Count(eddy.GroupByKey(in, serde.String()), "counts")
+		quiet := eddy.Suppress(counts, "quiet", eddy.UntilTimeLimit(10*time.Millisecond, eddy.BufferConfig{}), serde.String(), serde.Int64())
+		eddy.To(eddy.ToStream(quiet), "out", serde.String(), serde.Int64())
+		d := cacheDriver(t, topo, cacheBytes)
+		input := eddytest.Input(d, "in", serde.String(), serde.String())
+		err := d.Transaction(func() error {
+			for i, k := range []string{"a", "a", "b", "a", "b", "b", "c", "a", "c", "b", "a", "c"} {
+				if err := input.Pipe(k, "x", int64(1+i*4)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return updates(t, eddytest.Output(d, "out", serde.String(), serde.Int64()))
+	}
+	off, on := run(eddy.NoTableCache), run(eddy.DefaultTableCacheBytes)
+	if len(off) == 0 || !slices.Equal(on, off) {
+		t.Errorf("with the cache Suppress forwarded %q, without %q", on, off)
+	}
+}
