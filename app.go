@@ -126,6 +126,7 @@ func (a *App) Run(ctx context.Context) error {
 		IgnoreStateOffsets:       cfg.IgnoreStateOffsets,
 		Backend:                  backend,
 		StateCache:               caches,
+		TableCacheBytes:          max(cfg.TableCacheBytes, 0),
 		Checkpoints:              store,
 		CheckpointInterval:       max(cfg.CheckpointInterval, 0),
 		CheckpointKeep:           cfg.CheckpointKeep,

@@ -197,6 +197,23 @@ type Config struct {
 	// quarter of the memory the process may use (the machine's, or its
 	// cgroup's limit), at least 256 MiB. At least 16 MiB.
 	StateMemory int64
+	// TableCacheBytes is the memory, in bytes, of the table cache (Kafka
+	// Streams' cache.max.bytes.buffering): the tables a topology keeps in
+	// a store (Aggregate, Reduce, Count, AggregateTable, ToTable,
+	// TableFrom, a Materialize'd FilterTable or MapTableValues) forward
+	// the latest update per key once per commit instead of every update,
+	// so a hot key costs its downstream one record per commit interval.
+	// The stores are written at once: joins and queries see every update.
+	// Held updates are forwarded in the order their keys were first
+	// updated, at each commit, before punctuators run, and, oldest first,
+	// when the cache is full. The budget is the instance's, split evenly
+	// among its Workers; a worker's tasks share its part. Default
+	// DefaultTableCacheBytes (10 MiB, as Kafka Streams'). 0 means the
+	// default, so turning it off takes a negative value, NoTableCache:
+	// every update is forwarded at once (eddy before the cache). eddytest
+	// applies it only when set (its default is off there), and commits
+	// after every piped record unless in Driver.Transaction.
+	TableCacheBytes int64
 	// CheckpointURL turns on remote incremental checkpoints of the task
 	// databases (docs/design.md §4): "file:///absolute/path" (a directory,
 	// local or mounted) or "s3://bucket/prefix" (endpoint, credentials and
@@ -303,6 +320,9 @@ func (c *Config) applyDefaults() {
 	if c.MaxEventTimeAhead == 0 {
 		c.MaxEventTimeAhead = DefaultMaxEventTimeAhead
 	}
+	if c.TableCacheBytes == 0 {
+		c.TableCacheBytes = DefaultTableCacheBytes
+	}
 	c.policyDefaults()
 }
 
@@ -336,6 +356,19 @@ const DefaultRepartitionPurgeInterval = 30 * time.Second
 
 // DefaultMaxEventTimeAhead is Config.MaxEventTimeAhead's default.
 const DefaultMaxEventTimeAhead = 24 * time.Hour
+
+// DefaultTableCacheBytes is Config.TableCacheBytes' default: 10 MiB per
+// instance, Kafka Streams' cache.max.bytes.buffering default.
+const DefaultTableCacheBytes = 10 << 20
+
+// NoTableCache, as Config.TableCacheBytes, turns the table cache off
+// (any negative value does; 0 means the default).
+const NoTableCache = -1
+
+// minTableCacheShare is the least table cache a worker may have: less
+// holds next to nothing (an update costs about 100 bytes) and is a
+// mistake for NoTableCache.
+const minTableCacheShare = 1 << 10
 
 // DefaultCheckpointInterval is Config.CheckpointInterval's default.
 const DefaultCheckpointInterval = time.Minute
@@ -410,6 +443,9 @@ func (c *Config) validate() error {
 	}
 	if c.CheckpointURL != "" && c.CheckpointStore != nil {
 		bad("CheckpointURL and CheckpointStore are both set; set one")
+	}
+	if c.TableCacheBytes > 0 && c.Workers >= 1 && c.TableCacheBytes/int64(c.Workers) < minTableCacheShare {
+		bad("TableCacheBytes %d: each of the %d workers would hold less than 1 KiB; give at least %d, or 0 for the default (%d), or eddy.NoTableCache (negative) to turn the cache off", c.TableCacheBytes, c.Workers, minTableCacheShare*int64(c.Workers), DefaultTableCacheBytes)
 	}
 	if c.CheckpointKeep < 1 {
 		bad("CheckpointKeep %d: keep at least 1 checkpoint per task, e.g. 3 (0 is the default, 3)", c.CheckpointKeep)

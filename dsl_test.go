@@ -233,6 +233,7 @@ func TestAggregations(t *testing.T) {
 			}
 			eddy.To(eddy.ToStream(table), out, serde.String(), serde.Int64())
 			cfg := config(t, addr)
+			cfg.TableCacheBytes = eddy.NoTableCache // want lists every update
 			app := run(t, topo, cfg)
 
 			var recs []*kgo.Record
@@ -709,6 +710,7 @@ func TestRestartContinuesAggregate(t *testing.T) {
 		return topo
 	}
 	cfg := config(t, addr)
+	cfg.TableCacheBytes = eddy.NoTableCache // every count's update, one per click
 
 	app := run(t, build(), cfg)
 	produce(t, addr, in, srec("a", "1"), srec("b", "1"), srec("a", "2"), srec("a", "3"), srec("b", "2"))

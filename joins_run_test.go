@@ -80,7 +80,9 @@ func TestRunGroupByAndGlobalTable(t *testing.T) {
 	named := eddy.JoinGlobal(eddy.ToStream(counts), names, func(c string, _ int64) string { return c }, eddy.LeftJoin,
 		func(_ string, n int64, name string, ok bool) string { return fmt.Sprint(opt(name, ok), ":", n) })
 	eddy.To(named, "out", serde.String(), serde.String())
-	app := run(t, topo, config(t, addr))
+	cfg := config(t, addr)
+	cfg.TableCacheBytes = eddy.NoTableCache // every count's update, one per order
+	app := run(t, topo, cfg)
 	var recs []*kgo.Record
 	for i := 0; i < 30; i++ {
 		recs = append(recs, srec(fmt.Sprint("o", i), fmt.Sprint("c", i%3+1)))

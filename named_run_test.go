@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -57,6 +58,7 @@ func TestNamedRunRepartitionMoved(t *testing.T) {
 	addr := startBroker(t)
 	createTopics(t, addr, 4, "clicks", "click-counts")
 	cfg := config(t, addr)
+	cfg.TableCacheBytes = eddy.NoTableCache // the waits count every update
 	oldTopic := cfg.AppID + "-rekey-1-repartition"
 	newTopic := cfg.AppID + "-rekey-2-repartition"
 	if got := clicksTopology(false, "").Describe(cfg.AppID).RepartitionTopics; len(got) != 1 || got[0] != oldTopic {
@@ -118,6 +120,7 @@ func TestNamedRunAllowTopologyChange(t *testing.T) {
 	addr := startBroker(t)
 	createTopics(t, addr, 4, "clicks", "click-counts")
 	cfg := config(t, addr)
+	cfg.TableCacheBytes = eddy.NoTableCache // the waits count every update
 	oldTopic := cfg.AppID + "-rekey-1-repartition"
 	app := run(t, clicksTopology(false, ""), cfg)
 	produce(t, addr, "clicks", srec("s1", "ann"))
@@ -149,6 +152,7 @@ func TestNamedRunDrainedOrphanOnlyLogs(t *testing.T) {
 	addr := startBroker(t)
 	createTopics(t, addr, 4, "clicks", "click-counts")
 	cfg := config(t, addr)
+	cfg.TableCacheBytes = eddy.NoTableCache // the waits count every update
 	oldTopic := cfg.AppID + "-rekey-1-repartition"
 	app := run(t, clicksTopology(false, ""), cfg)
 	produce(t, addr, "clicks", srec("s1", "ann"), srec("s2", "bob"), srec("s3", "ann"))

@@ -67,6 +67,11 @@ func (c *ProcessorContext[K, V]) Schedule(interval time.Duration, typ Punctuatio
 	return p, nil
 }
 
+// due reports whether fire would run the punctuator at now.
+func (p *punctuator) due(now int64) bool {
+	return !p.canceled && p.started && now >= p.next
+}
+
 // fire runs a wall-clock punctuator if the clock reached its next time.
 func (p *punctuator) fire(now int64) error {
 	if p.canceled {
@@ -93,9 +98,19 @@ func (b *taskBuild) punctuateStreamTime(prev int64) error {
 	if prev == state.NoStreamTime || now <= prev {
 		return nil // no crossing: the first record starts the clock
 	}
+	flushed := false
 	for _, p := range b.streamPunctuators {
 		if p.canceled || floorDiv(prev, p.interval) == floorDiv(now, p.interval) {
 			continue
+		}
+		if !flushed {
+			// A punctuator may read stores downstream of a table
+			// cache, or forward records that meet its updates: it
+			// must not see them held back.
+			if err := b.Flush(); err != nil {
+				return err
+			}
+			flushed = true
 		}
 		if err := p.fn(now); err != nil {
 			return err
@@ -117,7 +132,14 @@ func floorDiv(a, m int64) int64 {
 // the open transaction at least once per commit interval.
 func (b *taskBuild) Punctuate(now time.Time) error {
 	ms := now.UnixMilli()
+	flushed := false
 	for _, p := range b.wallPunctuators {
+		if !flushed && p.due(ms) {
+			if err := b.Flush(); err != nil { // as before a stream-time punctuator
+				return err
+			}
+			flushed = true
+		}
 		if err := p.fire(ms); err != nil {
 			return err
 		}

@@ -31,7 +31,8 @@ func (*allocTask) Produce(string, []byte, []byte, int64, []kgo.RecordHeader) err
 func (*allocTask) ProduceTo(string, int32, []byte, []byte, int64, []kgo.RecordHeader) error {
 	return nil
 }
-func (*allocTask) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (*allocTask) Logger() *slog.Logger                  { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (*allocTask) TableCache() *runtime.TableCacheBudget { return nil }
 
 // TestStreamOpsAllocs: the operators of stream_ops.go, the metadata ones
 // included, allocate nothing per record once warm (RecordContext is built

@@ -58,14 +58,19 @@ type Table[K, V any] struct {
 func (t Table[K, V]) StoreName() string { return t.store }
 
 // ToStream returns the table's updates as a stream: one record per update,
-// with the new value. (No cache suppresses intermediate updates.)
+// with the new value. A table kept in a store (an aggregation, ToTable,
+// TableFrom, a Materialize'd table) forwards the latest update per key
+// once per commit when the table cache is on (Config.TableCacheBytes), so
+// the stream may skip intermediate updates of a key.
 func ToStream[K, V any](t Table[K, V]) Stream[K, V] {
 	return Stream[K, V]{t: t.t, n: t.n}
 }
 
 // Aggregate folds each key's records into an aggregate, kept in the store
 // named store: init gives the aggregate of a key seen for the first time,
-// add folds one record in. Every update is forwarded downstream.
+// add folds one record in. Every update is forwarded downstream, or, with
+// the table cache on (Config.TableCacheBytes, the default), the latest
+// update per key once per commit.
 func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, add func(key K, value V, agg A) A, aggs serde.Serde[A]) Table[K, A] {
 	t := g.s.t
 	spec := NewKeyValueStoreSpec(store, g.keys, aggs)
@@ -79,6 +84,7 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 			return err
 		}
 		kv := &KeyValueStore[K, A]{buf: buf, keys: spec.keys, values: spec.values}
+		cache := newTableCache(b, out)
 		in := output[K, V](b, g.s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			if r.Tombstone {
@@ -95,7 +101,7 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 			if err := kv.Put(r.Key, agg); err != nil {
 				return err
 			}
-			return out.emit(Record[K, A]{Key: r.Key, Value: agg, Timestamp: r.Timestamp, Headers: r.Headers})
+			return cache.update(kv.kbuf, len(kv.vbuf), Record[K, A]{Key: r.Key, Value: agg, Timestamp: r.Timestamp, Headers: r.Headers})
 		}))
 		return nil
 	}

@@ -57,18 +57,20 @@ func keepLatest[K, V any](t *Topology, name string, parent *node, spec KeyValueS
 			return err
 		}
 		kv := spec.view(buf, b.tc.StreamTime)
+		cache := newTableCache(b, out)
 		in := output[K, V](b, parent)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			var err error
+			valueLen := 0
 			if r.Tombstone {
 				err = kv.Delete(r.Key)
 			} else {
-				err = kv.Put(r.Key, r.Value)
+				err, valueLen = kv.Put(r.Key, r.Value), len(kv.vbuf)
 			}
 			if err != nil {
 				return err
 			}
-			return out.emit(r)
+			return cache.update(kv.kbuf, valueLen, r)
 		}))
 		return nil
 	}
@@ -79,7 +81,8 @@ func keepLatest[K, V any](t *Topology, name string, parent *node, spec KeyValueS
 // KStream.toTable), kept in the key-value store named store and logged to
 // its changelog "<app-id>-<store>-changelog": each record is its key's new
 // value and a tombstone (from a table's ToStream, a Process that forwards
-// one) deletes the key. Every record is forwarded as an update. After an
+// one) deletes the key. Every record is forwarded as an update (with the
+// table cache on, the latest per key once per commit). After an
 // operation that may have changed the key, s goes through a repartition
 // topic by itself, encoded with keys and values (see GroupByKey).
 func ToTable[K, V any](s Stream[K, V], store string, keys serde.Serde[K], values serde.Serde[V]) Table[K, V] {
@@ -163,12 +166,14 @@ func deriveTable[K, V, V2 any](tb Table[K, V], name string, f func(K, V) (V2, bo
 		emit := &emitter[K, V2]{}
 		b.out[n] = emit
 		var kv *KeyValueStore[K, V2]
+		var cache *tableCache[K, V2]
 		if spec != nil {
 			buf, err := b.tc.Store(spec.name)
 			if err != nil {
 				return err
 			}
 			kv = spec.view(buf, b.tc.StreamTime)
+			cache = newTableCache(b, emit)
 		}
 		in := output[K, V](b, tb.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
@@ -182,18 +187,20 @@ func deriveTable[K, V, V2 any](tb Table[K, V], name string, f func(K, V) (V2, bo
 					rec.Value = zero
 				}
 			}
-			if kv != nil {
-				var err error
-				if rec.Tombstone {
-					err = kv.Delete(r.Key)
-				} else {
-					err = kv.Put(r.Key, rec.Value)
-				}
-				if err != nil {
-					return err
-				}
+			if kv == nil {
+				return emit.emit(rec)
 			}
-			return emit.emit(rec)
+			var err error
+			valueLen := 0
+			if rec.Tombstone {
+				err = kv.Delete(r.Key)
+			} else {
+				err, valueLen = kv.Put(r.Key, rec.Value), len(kv.vbuf)
+			}
+			if err != nil {
+				return err
+			}
+			return cache.update(kv.kbuf, valueLen, rec)
 		}))
 		return nil
 	}

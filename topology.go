@@ -331,6 +331,11 @@ type taskBuild struct {
 	closers           []func() error
 	streamPunctuators []*punctuator
 	wallPunctuators   []*punctuator
+	// caches are the table caches of the task's table operators, in
+	// node order (table_cache.go); cacheForwarded and cacheCollapsed
+	// count their updates since the task opened.
+	caches                         []heldUpdates
+	cacheForwarded, cacheCollapsed int64
 	// lateDropped counts the records that windowed operations dropped as
 	// late since the task opened (those of aborted transactions too);
 	// lateLogged is when the count was last logged.

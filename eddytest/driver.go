@@ -6,9 +6,15 @@
 // Every sub-topology runs as one task (partition 0) over in-memory stores,
 // with the same processors, write buffers and stream time as under Run. The
 // driver commits after each piped record and its consequences, so stores
-// and outputs always show committed state. Records written to a topic that
-// the topology also reads (a repartition topic, or a topic chained by the
-// user) are processed in turn, first in, first out, before Pipe returns.
+// and outputs always show committed state; Transaction pipes several
+// records in one commit, as Run's transactions do. The table cache
+// (Config.TableCacheBytes) is off unless the test sets it: a test sees
+// every table update, as before the cache; set, it collapses a key's
+// updates within one commit, as under Run (one piped record that updates
+// a key twice, through FlatMap or GroupTableBy, shows once). Records
+// written to a topic that the topology also reads (a repartition topic,
+// or a topic chained by the user) are processed in turn, first in, first
+// out, before Pipe returns.
 //
 // Records are processed in the order they are piped, whatever their
 // timestamps: a test that pipes two topics of a join chooses their
@@ -40,7 +46,8 @@ type Options struct {
 	// topics (default "eddytest"), OnDecodeError applies. Broker, state and
 	// commit settings are ignored. MaxEventTimeAhead applies only when set
 	// (its default is off here): the driver's wall clock is the test's,
-	// often far from the times of the records it pipes.
+	// often far from the times of the records it pipes. TableCacheBytes
+	// too applies only when set (positive; its default is off here).
 	Config eddy.Config
 	// WallClock is the initial wall-clock time. Default: 2026-01-01 UTC.
 	WallClock time.Time
@@ -60,6 +67,10 @@ type Driver struct {
 	outputs map[string]*outputQueue
 	// step lists the queues the step under way wrote to.
 	step []*outputQueue
+	// inTxn is set within Transaction: steps do not commit; txnErr is
+	// the first error of one of them.
+	inTxn  bool
+	txnErr error
 }
 
 // New builds t and opens its tasks.
@@ -73,6 +84,10 @@ func New(t *eddy.Topology, opts Options) (*Driver, error) {
 	}
 	if cfg.MaxEventTimeAhead == 0 {
 		cfg.MaxEventTimeAhead = -1 // off
+	}
+	var tableCache *runtime.TableCacheBudget // nil: off
+	if cfg.TableCacheBytes > 0 {
+		tableCache = runtime.NewTableCacheBudget(cfg.TableCacheBytes)
 	}
 	topo, err := plan.Build(t, cfg)
 	if err != nil {
@@ -102,6 +117,7 @@ func New(t *eddy.Topology, opts Options) (*Driver, error) {
 		Globals:        byName,
 		Out:            d.produced,
 		MaxRecordBytes: cfg.MaxRecordBytes,
+		TableCache:     tableCache,
 		Logger:         cfg.Logger,
 	})
 	if err != nil {
@@ -120,6 +136,9 @@ func (d *Driver) Close() error { return d.run.Close() }
 // error from the topology is returned and the record's effects are rolled
 // back, as an aborted transaction's are.
 func (d *Driver) PipeRaw(topic string, key, value []byte, timestamp int64, headers ...eddy.Header) error {
+	if d.txnErr != nil {
+		return d.txnErr // the transaction failed: it rolls back
+	}
 	r := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(timestamp)}
 	for _, h := range headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
@@ -139,6 +158,9 @@ func (d *Driver) PipeRaw(topic string, key, value []byte, timestamp int64, heade
 func (d *Driver) AdvanceWallClock(step time.Duration) error {
 	if step < 0 {
 		return fmt.Errorf("eddytest: AdvanceWallClock(%v): the wall clock only moves forward", step)
+	}
+	if d.txnErr != nil {
+		return d.txnErr
 	}
 	d.now = d.now.Add(step)
 	return d.commit(d.run.Punctuate(d.now))
@@ -174,10 +196,43 @@ func (d *Driver) produced(r *kgo.Record, _ bool) {
 	q.push(r)
 }
 
+// Transaction runs fn, whose pipes (and wall-clock advances) are
+// processed as they come but committed once, when fn returns, as records
+// polled together are under Run: the table cache forwards the latest
+// update per key of the whole transaction, and outputs become readable
+// at the end. If fn or a pipe within it fails, everything the transaction
+// did is rolled back (an aborted transaction) and the first error is
+// returned; later pipes within it are not processed.
+func (d *Driver) Transaction(fn func() error) error {
+	if d.inTxn {
+		return fmt.Errorf("eddytest: Transaction within a Transaction")
+	}
+	d.inTxn, d.txnErr = true, nil
+	err := fn()
+	d.inTxn = false
+	if d.txnErr != nil {
+		err = d.txnErr
+	}
+	d.txnErr = nil
+	return d.commit(err)
+}
+
 // commit commits every task after a step that returned err == nil, and
 // makes the step's records readable; after a failed step it rolls every
-// task back and drops them.
+// task back and drops them. Within Transaction it only keeps the first
+// error: the transaction commits or rolls back at its end.
 func (d *Driver) commit(err error) error {
+	if d.inTxn {
+		if d.txnErr == nil {
+			d.txnErr = err
+		}
+		return err
+	}
+	if err == nil {
+		// Forwarding held updates is the commit's first step; its
+		// failure rolls the step back like a processing error.
+		err = d.run.Flush()
+	}
 	if err != nil {
 		d.run.Rollback()
 		for _, q := range d.step {

@@ -34,6 +34,8 @@ type Metrics struct {
 	dlq       *prometheus.CounterVec
 	refused   *prometheus.CounterVec
 	forced    *prometheus.CounterVec
+	forwarded *prometheus.CounterVec
+	collapsed *prometheus.CounterVec
 	restore   *prometheus.GaugeVec
 	lag       *prometheus.GaugeVec
 	misplaced *prometheus.CounterVec
@@ -99,6 +101,14 @@ func New() *Metrics {
 			Name: "eddy_task_idle_forced_total",
 			Help: "Times a task with several source partitions stopped waiting for an empty one (MaxTaskIdle passed, or one with records on the broker delivered none for a long while) and processed its other partitions' records without it, so possibly out of timestamp order, per task.",
 		}, task),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_table_cache_forwarded_total",
+			Help: "Table updates the table cache (Config.TableCacheBytes) forwarded downstream: at a commit, before a punctuation, or evicted when the cache was full, per task. Updates of aborted transactions count too. Zero when the cache is off.",
+		}, task),
+		collapsed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eddy_table_cache_collapsed_total",
+			Help: "Table updates the table cache replaced with a later update of the same key before forwarding them, so downstream never saw them, per task.",
+		}, task),
 		restore: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "eddy_restore_remaining_records",
 			Help: "Changelog offsets a task still has to replay before it runs (0 once restored), per task that is open or opening.",
@@ -129,7 +139,7 @@ func New() *Metrics {
 	m.committed = tx.WithLabelValues("committed")
 	m.aborted = tx.WithLabelValues("aborted")
 	m.dbs = newDBCollector()
-	reg.MustRegister(m.consumed, m.produced, m.changelog, m.late, m.dlq, m.refused, m.forced, m.restore, m.lag,
+	reg.MustRegister(m.consumed, m.produced, m.changelog, m.late, m.dlq, m.refused, m.forced, m.forwarded, m.collapsed, m.restore, m.lag,
 		m.misplaced, m.latency, m.commit, tx, m.dbs,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -185,6 +195,8 @@ type Task struct {
 	DeadLetters      prometheus.Counter
 	TimeRefused      prometheus.Counter
 	IdleForced       prometheus.Counter
+	CacheForwarded   prometheus.Counter
+	CacheCollapsed   prometheus.Counter
 	RestoreRemaining prometheus.Gauge
 	Latency          *LatencyObserver
 }
@@ -214,6 +226,8 @@ func (m *Metrics) Task(id string) *Task {
 		DeadLetters:      m.dlq.WithLabelValues(id),
 		TimeRefused:      m.refused.WithLabelValues(id),
 		IdleForced:       m.forced.WithLabelValues(id),
+		CacheForwarded:   m.forwarded.WithLabelValues(id),
+		CacheCollapsed:   m.collapsed.WithLabelValues(id),
 		RestoreRemaining: m.restore.WithLabelValues(id),
 		Latency:          m.latency.child(id),
 	}
@@ -247,7 +261,7 @@ func (t *Task) Close() {
 		return
 	}
 	delete(m.tasks, t.id)
-	for _, v := range []*prometheus.CounterVec{m.consumed, m.produced, m.changelog, m.late, m.dlq, m.refused, m.forced} {
+	for _, v := range []*prometheus.CounterVec{m.consumed, m.produced, m.changelog, m.late, m.dlq, m.refused, m.forced, m.forwarded, m.collapsed} {
 		v.DeleteLabelValues(t.id)
 	}
 	m.restore.DeleteLabelValues(t.id)

@@ -24,6 +24,7 @@ func runRepartition(ctx context.Context, args []string) error {
 	accounts := fs.Int("accounts", 10_000, "distinct accounts")
 	interval := fs.Duration("purge-interval", eddy.DefaultRepartitionPurgeInterval, "the app's RepartitionPurgeInterval in the run with the purge on")
 	purge := fs.String("purge", "both", "on, off, or both (a run with the purge on, then one with it off)")
+	tableCache := fs.Int64("table-cache-bytes", 0, "the app's table cache in bytes (Config.TableCacheBytes; default eddy's, 10 MiB; negative: off, every count update written to the output); the samples' output offsets show what it saves")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: eddy bench repartition [flags]
 
@@ -57,13 +58,13 @@ grow with every payment.
 	if *rate < 1 || *partitions < 1 || *accounts < 1 || *duration <= 0 || *sample <= 0 || *interval <= 0 {
 		return errors.New("--rate, --partitions and --accounts must be at least 1, --duration, --sample and --purge-interval positive")
 	}
-	fmt.Fprintf(os.Stderr, "CPU: %s; %d payments/s over %d accounts in %d partitions, %v per run, a sample every %v\n",
-		bench.CPUModel(), *rate, *accounts, *partitions, *duration, *sample)
+	fmt.Fprintf(os.Stderr, "CPU: %s; %d payments/s over %d accounts in %d partitions, %v per run, a sample every %v, table cache %d bytes\n",
+		bench.CPUModel(), *rate, *accounts, *partitions, *duration, *sample, *tableCache)
 	var runs []bench.RepartitionResult
 	for _, pi := range intervals {
 		res, err := bench.Repartition(ctx, bench.RepartitionOptions{
 			Rate: *rate, Duration: *duration, Sample: *sample, Partitions: *partitions, Accounts: *accounts,
-			PurgeInterval: pi, Out: os.Stderr,
+			PurgeInterval: pi, TableCacheBytes: *tableCache, Out: os.Stderr,
 		})
 		if err != nil {
 			return err

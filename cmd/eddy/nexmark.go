@@ -32,6 +32,7 @@ func runNexmark(ctx context.Context, args []string) error {
 	cacheSize := fs.Int64("cache-size", 0, "Pebble block cache in bytes (default: half of --state-memory)")
 	memtableSize := fs.Uint64("memtable-size", 0, "Pebble memtable size in bytes (default eddy's: a 32nd of the cache, 1-16 MiB)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (one query only)")
+	tableCache := fs.Int64("table-cache-bytes", 0, "the table cache in bytes (Config.TableCacheBytes; default eddy's, 10 MiB; negative: off, every table update forwarded)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func runNexmark(ctx context.Context, args []string) error {
 	}
 	opts := bench.NexmarkOptions{
 		Query: qs[0], Events: *events, Seed: *seed, EventRate: *eventRate, CommitInterval: *commitInterval, Dir: *stateDir,
-		StateMemory: *stateMemory, CacheSize: *cacheSize, MemTableSize: *memtableSize, Progress: os.Stderr, CPUProfile: *cpuprofile,
+		StateMemory: *stateMemory, CacheSize: *cacheSize, MemTableSize: *memtableSize, TableCacheBytes: *tableCache, Progress: os.Stderr, CPUProfile: *cpuprofile,
 	}
 	var res bench.NexmarkResult
 	var err error

@@ -43,6 +43,9 @@ type Config struct {
 	// its cache of committed values; nil: each buffer has its own
 	// state.DefaultBufferCache.
 	StateCache *state.CacheBudget
+	// TableCacheBytes is the instance's table cache budget, split evenly
+	// among its workers; zero or negative: off.
+	TableCacheBytes int64
 	// Checkpoints is the remote checkpoint store (eddy.Config's
 	// CheckpointURL opened, or its CheckpointStore); nil: none.
 	Checkpoints checkpoint.Store

@@ -77,6 +77,8 @@ type InProcessOptions struct {
 	// StateCache is the budget the tasks' write buffers share (nil: each
 	// its own state.DefaultBufferCache).
 	StateCache *state.CacheBudget
+	// TableCache is the budget of the tasks' table caches (nil: off).
+	TableCache *TableCacheBudget
 	Logger     *slog.Logger
 }
 
@@ -238,10 +240,39 @@ func (p *InProcess) drained() {
 	p.qrec.Key, p.qrec.Value, p.qrec.Headers = nil, nil, nil
 }
 
-// Commit commits every task: its writes, stream time and, with
-// Options.Input, inputNext as the input position its state reflects. A
-// failed commit may leave some tasks committed and others not.
+// Flush forwards what the tasks hold back (their table caches, see
+// TaskFlusher), then every record that leads to, as a commit's first step
+// does under Run. A record a flush writes to a topic the topology reads
+// may fill another task's cache, so it goes round until a round
+// forwards nothing more; topics do not loop (the topology refuses
+// that), so it ends.
+func (p *InProcess) Flush() error {
+	for {
+		for _, t := range p.tasks {
+			f, ok := t.Proc.(TaskFlusher)
+			if !ok {
+				continue
+			}
+			if err := f.Flush(); err != nil {
+				return fmt.Errorf("eddy: task %s: flush: %w", t.ID(), err)
+			}
+		}
+		if len(p.queue) == 0 {
+			return nil
+		}
+		if err := p.drain(); err != nil {
+			return err
+		}
+	}
+}
+
+// Commit flushes (Flush), then commits every task: its writes, stream time
+// and, with Options.Input, inputNext as the input position its state
+// reflects. A failed commit may leave some tasks committed and others not.
 func (p *InProcess) Commit(inputNext int64) error {
+	if err := p.Flush(); err != nil {
+		return err
+	}
 	for _, t := range p.tasks {
 		if p.opts.Input != nil {
 			t.Consume(0, inputNext)
@@ -257,6 +288,9 @@ func (p *InProcess) Commit(inputNext int64) error {
 func (p *InProcess) Rollback() {
 	for _, t := range p.tasks {
 		t.Rollback()
+		if f, ok := t.Proc.(TaskFlusher); ok {
+			f.Discard()
+		}
 	}
 	p.drained()
 }
@@ -285,6 +319,9 @@ func (t *InProcessTask) process(r *kgo.Record) error {
 	}
 	return nil
 }
+
+// TableCache is Options.TableCache.
+func (t *InProcessTask) TableCache() *TableCacheBudget { return t.p.opts.TableCache }
 
 // WallClock is the owner's wall clock (SetWallClock, Punctuate): a test's
 // deterministic clock, or the runner's, refreshed once per batch.

@@ -24,6 +24,10 @@ type taskMetrics struct {
 	// dlq and timeRefused their values at the last flush.
 	counts                 processorCounts
 	late, dlq, timeRefused int64
+	// cache are the processor's table cache counts, if it keeps them;
+	// forwarded and collapsed their values at the last flush.
+	cache                tableCacheCounts
+	forwarded, collapsed int64
 	// produced counts Produce calls since the last flush.
 	produced int64
 	// removeDB stops reporting the database; it runs before the
@@ -39,6 +43,14 @@ type processorCounts interface {
 	LateDropped() int64
 	DeadLetters() int64
 	TimeRefused() int64
+}
+
+// tableCacheCounts is implemented by task processors with table caches
+// (package eddy): updates forwarded and updates collapsed into a later
+// one of their key, since the task opened.
+type tableCacheCounts interface {
+	TableCacheForwarded() int64
+	TableCacheCollapsed() int64
 }
 
 // openMetrics resolves the task's metric children. closeMetrics releases
@@ -58,6 +70,7 @@ func (t *task) openMetrics(m *metrics.Metrics) {
 // counts, once the task is built.
 func (t *task) runMetrics(m *metrics.Metrics) {
 	t.m.counts, _ = t.proc.(processorCounts)
+	t.m.cache, _ = t.proc.(tableCacheCounts)
 	t.m.removeDB = m.AddDB(t.id.String(), t.db)
 }
 
@@ -109,6 +122,16 @@ func (t *task) flushMetrics(d time.Duration, n int) {
 		if v := m.counts.TimeRefused(); v > m.timeRefused {
 			m.h.TimeRefused.Add(float64(v - m.timeRefused))
 			m.timeRefused = v
+		}
+	}
+	if c := m.cache; c != nil {
+		if v := c.TableCacheForwarded(); v > m.forwarded {
+			m.h.CacheForwarded.Add(float64(v - m.forwarded))
+			m.forwarded = v
+		}
+		if v := c.TableCacheCollapsed(); v > m.collapsed {
+			m.h.CacheCollapsed.Add(float64(v - m.collapsed))
+			m.collapsed = v
 		}
 	}
 	if a := t.align; a != nil && a.forcedCount > 0 {

@@ -35,6 +35,8 @@ type task struct {
 	clock   *int64
 	globals *globals
 	backend state.Backend
+	// tableCache is the worker's table cache budget (nil: off).
+	tableCache *TableCacheBudget
 
 	// pending[i] are the current poll's records of source i, consumed
 	// from pendingAt[i] on; polled marks the task as listed in the
@@ -80,6 +82,8 @@ type producer interface {
 
 func (t *task) WallClock() int64 { return *t.clock }
 
+func (t *task) TableCache() *TableCacheBudget { return t.tableCache }
+
 func (t *task) GlobalStore(name string) (GlobalReader, error) { return t.globals.store(name) }
 
 func (t *task) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
@@ -101,7 +105,7 @@ func (t *task) ProduceTo(topic string, partition int32, key, value []byte, times
 // from the changelog and instantiates the processors.
 func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 	t := &task{
-		txn: w, clock: &w.wallClock, globals: w.globals, backend: w.cfg.Backend,
+		txn: w, clock: &w.wallClock, globals: w.globals, backend: w.cfg.Backend, tableCache: w.tableCache,
 		sub:    &w.plan.subs[id.Subtopology],
 		dir:    filepath.Join(w.cfg.StateDir, w.cfg.AppID, id.String()),
 		status: w.board.open(id),
@@ -221,6 +225,13 @@ func (t *task) rebuildDB() error {
 func (t *task) process(r *kgo.Record) (err error) {
 	defer recoverPanic(&err)
 	return t.proc.Process(r)
+}
+
+// flush forwards what f, the task's processors, hold back, turning a
+// panic into an error as process does.
+func (t *task) flush(f TaskFlusher) (err error) {
+	defer recoverPanic(&err)
+	return f.Flush()
 }
 
 // punctuate runs the task's wall-clock punctuators, turning a panic into
@@ -351,6 +362,9 @@ func (t *task) rollback() {
 	t.Rollback()
 	t.reset()
 	t.dropHeld()
+	if f, ok := t.proc.(TaskFlusher); ok {
+		f.Discard() // the held updates belong to the aborted transaction
+	}
 }
 
 func (t *task) reset() {

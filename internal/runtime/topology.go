@@ -98,6 +98,18 @@ type TaskProcessor interface {
 	Close() error
 }
 
+// TaskFlusher is implemented by a TaskProcessor that holds updates back
+// within a transaction (the DSL's table cache: the latest update per key,
+// forwarded once). The runtime calls Flush at the start of every commit,
+// before the changelog is written, because forwarding writes other stores
+// and produces records that belong to the same transaction; an error
+// aborts the transaction like a processing error. Discard drops what is
+// held when the transaction aborts: its records are processed again.
+type TaskFlusher interface {
+	Flush() error
+	Discard()
+}
+
 // TaskContext is what a task's processors may use of the runtime while a
 // record is processed.
 type TaskContext interface {
@@ -132,6 +144,9 @@ type TaskContext interface {
 	ProduceTo(topic string, partition int32, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error
 	// Logger carries the app, instance and task attributes.
 	Logger() *slog.Logger
+	// TableCache is the budget of the table caches of the tasks that run
+	// with this one (its worker's); nil when table caching is off.
+	TableCache() *TableCacheBudget
 }
 
 // GlobalReader reads a global store. It is safe for concurrent use: the

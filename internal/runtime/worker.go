@@ -96,6 +96,9 @@ type worker struct {
 	// tells aligning tasks their partitions' positions again.
 	reprobe bool
 
+	// tableCache is the budget of the tasks' table caches (nil: off).
+	tableCache *TableCacheBudget
+
 	// produced holds this transaction's records; once the transaction
 	// ended they are reused, so outputs cost no allocation.
 	produced recordArena
@@ -125,6 +128,11 @@ func newWorker(cfg Config, p *plan, idx int) *worker {
 		if len(sub.Sources) > 1 && w.aligns() {
 			w.keepControl = true
 		}
+	}
+	if cfg.TableCacheBytes > 0 {
+		// Each worker's tasks share an even part of the instance's
+		// budget: a worker is one goroutine, so its part needs no lock.
+		w.tableCache = NewTableCacheBudget(cfg.TableCacheBytes / int64(max(cfg.Workers, 1)))
 	}
 	w.board = newWorkerBoard(idx, w.memberID)
 	w.txnID = cfg.AppID + "-" + w.memberID
@@ -491,9 +499,16 @@ func (w *worker) commit() error {
 		return nil
 	}
 	start := time.Now()
+	tasks := w.sortedTasks()
+	// Step 1: what the tasks held back (their table caches) is forwarded
+	// into this transaction, before the changelog takes the state it
+	// writes. A failure aborts, as a processing error does.
+	if err := w.flush(tasks); err != nil {
+		w.abort()
+		return err
+	}
 	ctx, cancel := w.endContext()
 	defer cancel()
-	tasks := w.sortedTasks()
 	var err error
 	w.cfg.Failpoints.Hit(failpoint.CommitBeforeChangelog)
 	for _, t := range tasks {
@@ -565,6 +580,30 @@ func (w *worker) commit() error {
 	}
 	if !committed {
 		w.log.Info("transaction aborted (the group rebalanced or the session was fenced); reprocessing from the committed offsets")
+	}
+	return nil
+}
+
+// flush forwards what the tasks' processors hold back (TaskFlusher) into
+// the open transaction. A task whose flush wrote state or produced is
+// dirty, as after a punctuation.
+func (w *worker) flush(tasks []*task) error {
+	for _, t := range tasks {
+		f, ok := t.proc.(TaskFlusher)
+		if !ok {
+			continue
+		}
+		produced := w.produced.len()
+		if err := t.flush(f); err != nil {
+			if errors.Is(err, state.ErrCorrupt) {
+				return t.corrupted(err)
+			}
+			return permanent(fmt.Errorf("eddy: task %s: flush: %w", t.id, err))
+		}
+		t.flushMetrics(0, 0) // what the flush produced
+		if w.produced.len() != produced || t.buf.Len() > 0 {
+			t.dirty = true
+		}
 	}
 	return nil
 }

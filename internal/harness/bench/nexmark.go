@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -45,6 +46,9 @@ type NexmarkOptions struct {
 	StateMemory  int64
 	CacheSize    int64
 	MemTableSize uint64
+	// TableCacheBytes is Config.TableCacheBytes (0: eddy's default,
+	// 10 MiB; negative: off).
+	TableCacheBytes int64
 	// Progress receives a progress bar, redrawn at each commit.
 	Progress   io.Writer
 	CPUProfile string
@@ -133,7 +137,7 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	caches, pebbleOpts := opts.stateMemory()
 	backend := pebble.New(pebbleOpts)
 	defer backend.Close()
-	runner, err := local.New(rt, g.Source(topics), local.Config{Backend: backend, Dir: dir, CommitInterval: opts.CommitInterval, StateCache: caches, Sink: sink})
+	runner, err := local.New(rt, g.Source(topics), local.Config{Backend: backend, Dir: dir, CommitInterval: opts.CommitInterval, StateCache: caches, TableCacheBytes: cmp.Or(opts.TableCacheBytes, eddy.DefaultTableCacheBytes), Sink: sink})
 	if err != nil {
 		return res, err
 	}

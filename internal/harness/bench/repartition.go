@@ -42,6 +42,9 @@ type RepartitionOptions struct {
 	// PurgeInterval is the app's Config.RepartitionPurgeInterval
 	// (negative: no purge).
 	PurgeInterval time.Duration
+	// TableCacheBytes is the app's Config.TableCacheBytes (0: eddy's
+	// default; negative: off): the count's updates per commit.
+	TableCacheBytes int64
 	// Out receives a line per sample (nil: none).
 	Out io.Writer
 }
@@ -137,6 +140,7 @@ func Repartition(ctx context.Context, opts RepartitionOptions) (RepartitionResul
 	app, err := eddy.New(repartitionTopology(inputTopic, output), eddy.Config{
 		AppID: appID, Brokers: seeds, StateDir: dir, Guarantee: eddy.ExactlyOnce,
 		RepartitionPurgeInterval: opts.PurgeInterval,
+		TableCacheBytes:          opts.TableCacheBytes,
 		Logger:                   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

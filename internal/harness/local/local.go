@@ -53,8 +53,11 @@ type Config struct {
 	// StateCache is the budget the tasks' write buffers share, as an
 	// App's half of Config.StateMemory (nil: each its own default).
 	StateCache *state.CacheBudget
-	Sink       Sink
-	Logger     *slog.Logger
+	// TableCacheBytes is the tasks' table cache budget, as an App's
+	// Config.TableCacheBytes resolved (zero or negative: off).
+	TableCacheBytes int64
+	Sink            Sink
+	Logger          *slog.Logger
 }
 
 // sourcePartition is the name the source index is stored under in each
@@ -100,7 +103,12 @@ func New(topo runtime.Topology, src Source, cfg Config) (*Runner, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{cfg: cfg, src: src}
+	var tableCache *runtime.TableCacheBudget
+	if cfg.TableCacheBytes > 0 {
+		tableCache = runtime.NewTableCacheBudget(cfg.TableCacheBytes)
+	}
 	run, err := runtime.NewInProcess(topo, runtime.InProcessOptions{
+		TableCache: tableCache,
 		Open: func(id runtime.TaskID) (state.DB, error) {
 			return cfg.Backend.Open(filepath.Join(cfg.Dir, id.String()))
 		},
