@@ -305,6 +305,23 @@ func (p *InProcess) Close() error {
 	return errors.Join(errs...)
 }
 
+// Reopen closes p's tasks, dropping their uncommitted work as a crash
+// would, and opens them again from their databases with p's options, as
+// a restarted app does: what they committed (stores, stream time,
+// offsets) carries over, processors start afresh. Offsets given to
+// appended records carry on from p's. p is not usable afterwards.
+func (p *InProcess) Reopen() (*InProcess, error) {
+	if err := p.Close(); err != nil {
+		return nil, err
+	}
+	q, err := NewInProcess(p.topo, p.opts)
+	if err != nil {
+		return nil, err
+	}
+	q.offsets, q.now = p.offsets, p.now
+	return q, nil
+}
+
 func (t *InProcessTask) close() error {
 	var err error
 	if t.Proc != nil {
