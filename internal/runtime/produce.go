@@ -131,11 +131,15 @@ type keyPartitioner struct {
 	next atomic.Uint32
 }
 
-func (*keyPartitioner) RequiresConsistency(r *kgo.Record) bool { return r.Key != nil }
+// RequiresConsistency: a keyed record, or one for a chosen partition (a
+// foreign-key join's answer, which has no key), must land on exactly the
+// partition chosen, even while another partition has no leader: franz-go
+// otherwise picks among the writable partitions only, by position.
+func (*keyPartitioner) RequiresConsistency(r *kgo.Record) bool { return r.Key != nil || r.Partition >= 0 }
 
 func (p *keyPartitioner) Partition(r *kgo.Record, n int) int {
 	if r.Partition >= 0 {
-		return int(r.Partition) % n
+		return int(r.Partition) // out of range: franz-go fails the record, naming it
 	}
 	if r.Key == nil {
 		return int(p.next.Add(1) % uint32(n))

@@ -32,6 +32,16 @@ func TestPartitionerFollowsConfig(t *testing.T) {
 		if got := out.Partition(&kgo.Record{Key: []byte("k"), Partition: 2}, 4); got != 2 {
 			t.Errorf("%v: a record for partition 2 placed on %d", hash, got)
 		}
+		// A keyless record for a chosen partition (a foreign-key join's
+		// answer) must go there even while some partition has no leader:
+		// it asks for consistency, so franz-go counts every partition.
+		answer := &kgo.Record{Partition: 3}
+		if !out.RequiresConsistency(answer) || out.Partition(answer, 4) != 3 {
+			t.Errorf("%v: a keyless record for partition 3: consistency %v, placed on %d", hash, out.RequiresConsistency(answer), out.Partition(answer, 4))
+		}
+		if out.RequiresConsistency(&kgo.Record{Partition: -1}) {
+			t.Errorf("%v: a keyless record for no partition asks for consistency", hash)
+		}
 		if got := p.ForTopic("app-s-changelog").Partition(&kgo.Record{Key: []byte("k"), Partition: 3}, 4); got != 3 {
 			t.Errorf("%v: a changelog record for partition 3 placed on %d", hash, got)
 		}
