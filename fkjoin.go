@@ -262,6 +262,7 @@ func answerTopic(t *Topology, answer *node, name string) *node {
 	topic := repartitionPrefix + name
 	sink := t.add("sink-"+topic, answer)
 	t.writers[sink] = topic
+	t.addressed[topic] = true
 	sink.build = func(b *taskBuild) error {
 		real := topicName(b.cfg.AppID, topic)
 		var hs []kgo.RecordHeader // reused: the runtime copies what it is given

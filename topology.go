@@ -43,6 +43,10 @@ type Topology struct {
 	// writers are the nodes that write a topic (To, and the write side
 	// of a repartition), with the topic as the description names it.
 	writers map[*node]string
+	// addressed are the internal topics whose records are written to a
+	// chosen partition rather than by key (a foreign-key join's answers),
+	// as the description names them.
+	addressed map[string]bool
 	// sideEffects is set by Foreach: a terminal whose results are its
 	// function's effects, not a topic or a store.
 	sideEffects bool
@@ -64,7 +68,7 @@ type storeDecl struct {
 func NewTopology() *Topology {
 	return &Topology{sources: make(map[string]*node), stores: make(map[string]*storeDecl), rekeyed: make(map[*node]any), writers: make(map[*node]string),
 		named: make(map[string]*node), autoRepartitions: make(map[string]*node),
-		patterns: make(map[*node]*regexp.Regexp), patternText: make(map[*node]string)}
+		patterns: make(map[*node]*regexp.Regexp), patternText: make(map[*node]string), addressed: make(map[string]bool)}
 }
 
 // node is one vertex of the description. build instantiates it for a task:
@@ -187,6 +191,9 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 		for topic, src := range t.sources {
 			if src == n {
 				subs[i].Sources = append(subs[i].Sources, topicName(cfg.AppID, topic))
+				if t.addressed[topic] {
+					subs[i].Addressed = append(subs[i].Addressed, topicName(cfg.AppID, topic))
+				}
 			}
 		}
 		if re, ok := t.patterns[n]; ok {

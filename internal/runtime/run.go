@@ -340,7 +340,13 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 					sub.index, sub.Sources[0], n, src, parts[src]))
 			}
 		}
-		if agree && len(sub.Sources) > 1 {
+		keyed := 0
+		for _, src := range sub.Sources {
+			if !slices.Contains(sub.Addressed, src) {
+				keyed++
+			}
+		}
+		if agree && keyed > 1 {
 			p.subs[sub.index].copartitioned = n
 		}
 		for i, store := range sub.Stores {

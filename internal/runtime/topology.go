@@ -50,7 +50,13 @@ type Subtopology struct {
 	// (SourcePattern): Run resolves them against the cluster's topics when
 	// it starts and again whenever the matching set changes (patterns.go).
 	Patterns []*regexp.Regexp
-	Stores   []Store
+	// Addressed are the sources whose writer chose each record's
+	// partition rather than hashing a key (a foreign-key join's answers,
+	// which have no key). They have the sub-topology's partition count,
+	// but they do not make its other sources co-partitioned by key: the
+	// partition guard checks keys only where two keyed sources meet.
+	Addressed []string
+	Stores    []Store
 	// NewTask instantiates the processors of one task. It is called when
 	// the task is assigned, after its stores are restored.
 	NewTask func(tc TaskContext) (TaskProcessor, error)
