@@ -60,7 +60,9 @@ func restartCases() []restartCase {
 			eddy.To(eddy.ToStream(eddy.CogroupAggregate(cg, "totals", func() int64 { return 0 }, i64)), "totals", str, i64)
 			w := eddy.CogroupWindowedBy(cg, eddy.TumblingWindows(10*time.Second)).Emit(eddy.EmitFinal)
 			eddy.To(eddy.Map(eddy.ToStream(eddy.CogroupWindowAggregate(w, "per-10s", func() int64 { return 0 }, nil, i64)),
-				func(k eddy.Windowed[string], n int64) (string, int64) { return fmt.Sprint(k.Key, "@", k.Window.Start), n }), "windows", str, i64)
+				func(k eddy.Windowed[string], n int64) (string, int64) {
+					return fmt.Sprint(k.Key, "@", k.Window.Start), n
+				}), "windows", str, i64)
 			return topo
 		},
 		inputs: []string{"a", "b"}, outputs: []string{"totals", "windows"},

@@ -96,15 +96,17 @@ func (f *recordFault) Error() string { return f.err.Error() }
 func (f *recordFault) Unwrap() error { return f.err }
 
 // notTheRecords reports whether err is the runtime's or the state's
-// trouble, or a service a serde needs being unavailable
+// trouble, a service a serde needs being unavailable
 // (serde.ErrUnavailable: a schema registry down or refusing the
-// credentials), rather than the record's: such errors abort the
+// credentials), or the failure of an earlier record's update held in a
+// table cache (runtime.ErrHeldUpdate), rather than the record's: such errors abort the
 // transaction and the record is processed again; no policy skips it.
 func notTheRecords(err error) bool {
 	return errors.Is(err, state.ErrRead) || errors.Is(err, state.ErrCorrupt) || errors.Is(err, state.ErrClosed) || errors.Is(err, state.ErrFormat) ||
 		errors.Is(err, runtime.ErrNoTransaction) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, ErrSuppressBufferFull) ||
-		errors.Is(err, serde.ErrUnavailable)
+		errors.Is(err, serde.ErrUnavailable) ||
+		errors.Is(err, runtime.ErrHeldUpdate)
 }
 
 // processRecord runs r through its source with the error policies: a panic

@@ -184,8 +184,11 @@ func (r *running) wait(t *testing.T) error {
 	}
 }
 
-// exited reports whether Run returned, and its error.
+// exited reports whether Run returned, and its error; nil runs nothing.
 func (r *running) exited() (bool, error) {
+	if r == nil { // an app run as a process
+		return false, nil
+	}
 	select {
 	case <-r.done:
 		return true, r.err
@@ -331,16 +334,8 @@ func waitConsumed(t *testing.T, addr, group, topic string, n int, app *running) 
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	for deadline := time.Now().Add(hangGuard); ; {
-		var sum int64
-		if offs, err := adm.FetchOffsets(t.Context(), group); err == nil {
-			offs.Each(func(o kadm.OffsetResponse) {
-				if o.Topic == topic && o.Err == nil {
-					sum += o.At
-				}
-			})
-		}
+		sum := consumed(t, cl, group, topic)
 		if sum >= int64(n) {
 			return
 		}
@@ -352,6 +347,20 @@ func waitConsumed(t *testing.T, addr, group, topic string, n int, app *running) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// consumed is the sum of group's committed offsets on topic's partitions
+// (0 when they cannot be fetched).
+func consumed(t *testing.T, cl *kgo.Client, group, topic string) int64 {
+	var sum int64
+	if offs, err := kadm.NewClient(cl).FetchOffsets(t.Context(), group); err == nil {
+		offs.Each(func(o kadm.OffsetResponse) {
+			if o.Topic == topic && o.Err == nil {
+				sum += o.At
+			}
+		})
+	}
+	return sum
 }
 
 // The environment of a process test's child app (childApp), set by
@@ -409,7 +418,10 @@ func runKilledThenLiveWith(t *testing.T, child string, kills []string, addr stri
 		if during != nil {
 			during(i)
 		}
-		if err := cmd.Wait(); !killed(err) {
+		started := time.Now()
+		err := cmd.Wait()
+		t.Logf("run %d, armed with %s, killed after %v", i, kill, time.Since(started).Round(time.Millisecond))
+		if !killed(err) {
 			t.Fatalf("the app armed with %s ended with %v, not by its SIGKILL; its output:\n%s", kill, err, out)
 		}
 	}

@@ -1,9 +1,12 @@
 package eddy
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/internal/runtime"
+	"github.com/eddy-streams/eddy/state"
 )
 
 // tableCacheEntryOverhead is what a held update costs besides its encoded
@@ -84,7 +87,7 @@ func newTableCache[K, V any](b *taskBuild, out *emitter[K, V]) *tableCache[K, V]
 // value is valueLen bytes, 0 for a tombstone), or holds it in place of
 // the key's held update. key is only read during the call.
 func (c *tableCache[K, V]) update(key []byte, valueLen int, r Record[K, V]) error {
-	if c.budget == nil {
+	if c.budget == nil || c.budget.Suspended() {
 		return c.out.emit(r)
 	}
 	size := int64(len(key)+valueLen) + tableCacheEntryOverhead
@@ -111,8 +114,23 @@ func (c *tableCache[K, V]) resize(n int64) {
 	c.budget.Add(n)
 }
 
-// evict forwards the oldest held update.
-func (c *tableCache[K, V]) evict() error {
+// evict forwards the oldest held update. A failure of what it runs (an
+// error or a panic of an operator downstream, not the state's) is marked
+// runtime.ErrHeldUpdate: it is not the fault of the record being
+// processed, if any, and the worker processes the transaction again
+// uncached to find the record it is.
+func (c *tableCache[K, V]) evict() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if _, fatal := p.(state.Fatal); fatal {
+				panic(p) // the store's: crash, as processRecord does
+			}
+			err = fmt.Errorf("eddy: panic: %v", p)
+		}
+		if err != nil && !notTheRecords(err) {
+			err = fmt.Errorf("%w: %w", runtime.ErrHeldUpdate, err)
+		}
+	}()
 	e := &c.entries[c.head]
 	rec, src := e.rec, e.src
 	delete(c.index, e.key)
@@ -126,14 +144,13 @@ func (c *tableCache[K, V]) evict() error {
 	}
 	c.b.cacheForwarded++
 	current := c.b.current
+	defer func() { c.b.current = current }()
 	c.b.current = nil
 	if src.ok {
 		c.source.Topic, c.source.Partition, c.source.Offset = src.topic, src.partition, src.offset
 		c.b.current = &c.source
 	}
-	err := c.out.emit(rec)
-	c.b.current = current
-	return err
+	return c.out.emit(rec)
 }
 
 // compact moves the live entries to the front, so that a cache that keeps

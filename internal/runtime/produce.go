@@ -135,7 +135,9 @@ type keyPartitioner struct {
 // foreign-key join's answer, which has no key), must land on exactly the
 // partition chosen, even while another partition has no leader: franz-go
 // otherwise picks among the writable partitions only, by position.
-func (*keyPartitioner) RequiresConsistency(r *kgo.Record) bool { return r.Key != nil || r.Partition >= 0 }
+func (*keyPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return r.Key != nil || r.Partition >= 0
+}
 
 func (p *keyPartitioner) Partition(r *kgo.Record, n int) int {
 	if r.Partition >= 0 {

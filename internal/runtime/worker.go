@@ -420,6 +420,7 @@ func (w *worker) step(fetches kgo.Fetches) error {
 		// The records of this poll after the failed one were consumed
 		// but not processed: abort so the consumer rewinds to them.
 		w.abort()
+		w.suspendTableCache(err)
 		return err
 	}
 	if w.inTxn && w.txnEmpty() {
@@ -478,6 +479,12 @@ func (w *worker) processRecord(t *task, r *kgo.Record) error {
 		if errors.Is(err, state.ErrCorrupt) {
 			return t.corrupted(err)
 		}
+		if errors.Is(err, ErrHeldUpdate) {
+			// An earlier record's update, held in a table cache, failed
+			// on its way out: step suspends the cache and the records
+			// are processed again, so that the policy meets that record.
+			return fmt.Errorf("eddy: task %s: process %s/%d@%d: %w", t.id, r.Topic, r.Partition, r.Offset, err)
+		}
 		// The topology's own error (a processor, a serde, the fail
 		// policy for bad records): processing the record again would fail
 		// again, so the app stops, as Kafka Streams' default handler does.
@@ -505,6 +512,7 @@ func (w *worker) commit() error {
 	// writes. A failure aborts, as a processing error does.
 	if err := w.flush(tasks); err != nil {
 		w.abort()
+		w.suspendTableCache(err)
 		return err
 	}
 	ctx, cancel := w.endContext()
@@ -533,6 +541,9 @@ func (w *worker) commit() error {
 	committed, endErr := w.end(ctx, try)
 	w.inTxn, w.txnRecords = false, 0
 	if committed {
+		if w.tableCache != nil {
+			w.tableCache.Resume()
+		}
 		if !w.committedOnce {
 			w.committedOnce = true
 			w.log.Info("first transaction committed", "since_start", time.Since(w.started).Round(time.Millisecond))
@@ -598,6 +609,9 @@ func (w *worker) flush(tasks []*task) error {
 			if errors.Is(err, state.ErrCorrupt) {
 				return t.corrupted(err)
 			}
+			if errors.Is(err, ErrHeldUpdate) {
+				return fmt.Errorf("eddy: task %s: flush: %w", t.id, err) // processed again, uncached
+			}
 			return permanent(fmt.Errorf("eddy: task %s: flush: %w", t.id, err))
 		}
 		t.flushMetrics(0, 0) // what the flush produced
@@ -606,6 +620,18 @@ func (w *worker) flush(tasks []*task) error {
 		}
 	}
 	return nil
+}
+
+// suspendTableCache turns the table caches off until the next commit when
+// err is a held update's failure (ErrHeldUpdate): the new session
+// processes the aborted transaction's records again with every update
+// forwarded at once, so the failure comes from the record that causes it
+// and the error policies apply to that record.
+func (w *worker) suspendTableCache(err error) {
+	if w.tableCache != nil && errors.Is(err, ErrHeldUpdate) {
+		w.tableCache.Suspend()
+		w.log.Warn("an operator failed on a table update held in the table cache; processing the transaction's records again with the cache off, so that the error policy meets the record that fails", "err", err)
+	}
 }
 
 // begin begins a transaction (exactly-once) or a commit period (at least
