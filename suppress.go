@@ -181,6 +181,9 @@ func orderedTime(dst []byte, t int64) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(t)^(1<<63))
 }
 
+// heldTime reads back a time that orderedTime wrote at the start of b.
+func heldTime(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
+
 // suppressor is one task's instance of Suppress.
 type suppressor[K, V any] struct {
 	buf            *state.StoreBuffer
@@ -231,7 +234,7 @@ func (p *suppressor[K, V]) load() error {
 		if len(k) < 9 {
 			return fmt.Errorf("eddy: suppress store %s: entry key of %d bytes", p.buf.Name(), len(k))
 		}
-		p.minDue = int64(binary.BigEndian.Uint64(k[1:]) ^ (1 << 63))
+		p.minDue = heldTime(k[1:])
 		return errStopScan
 	})
 	if err != nil && err != errStopScan {
@@ -288,7 +291,7 @@ func (p *suppressor[K, V]) hold(r Record[K, V]) error {
 		}
 		// A held key keeps its place (Kafka Streams' non-resetting
 		// buffer): its time is that of its first held update.
-		due = int64(binary.BigEndian.Uint64(old) ^ (1 << 63))
+		due = heldTime(old)
 	}
 	timeKey := orderedTime([]byte{suppressByTime}, due)
 	timeKey = append(timeKey, kb...)
@@ -371,7 +374,7 @@ func (p *suppressor[K, V]) evictDue(now int64) error {
 	ok := false
 	defer p.reloadUnless(&ok)
 	err := p.evict(func(e heldEntry) bool {
-		return int64(binary.BigEndian.Uint64(e.timeKey[1:])^(1<<63)) <= now
+		return heldTime(e.timeKey[1:]) <= now
 	})
 	ok = err == nil
 	return err
@@ -389,7 +392,7 @@ func (p *suppressor[K, V]) evict(take func(heldEntry) bool) error {
 			}
 			e := heldEntry{timeKey: k, entry: v}
 			if len(batch) == suppressBatch || !take(e) {
-				p.minDue = int64(binary.BigEndian.Uint64(k[1:]) ^ (1 << 63))
+				p.minDue = heldTime(k[1:])
 				return errStopScan
 			}
 			batch = append(batch, heldEntry{timeKey: append([]byte(nil), k...), entry: append([]byte(nil), v...)})

@@ -295,10 +295,15 @@ func (p *InProcess) Rollback() {
 	p.drained()
 }
 
-// Close drops uncommitted work and closes the tasks.
+// Close drops uncommitted work (held table updates included, giving back
+// their share of the table cache budget, which Reopen passes on) and
+// closes the tasks.
 func (p *InProcess) Close() error {
 	var errs []error
 	for _, t := range p.tasks {
+		if f, ok := t.Proc.(TaskFlusher); ok {
+			f.Discard()
+		}
 		errs = append(errs, t.close())
 	}
 	p.tasks = nil
