@@ -19,7 +19,8 @@ import (
 	"github.com/eddy-streams/eddy/serde"
 )
 
-// everyOperator is a topology that uses each operator of the DSL once,
+// everyOperator is a topology that uses each operator of the DSL once
+// (a foreign-key join and Suppress included),
 // for the graph test: every node of its description must be drawn.
 func everyOperator() *eddy.Topology {
 	topo := eddy.NewTopology()
@@ -41,11 +42,16 @@ func everyOperator() *eddy.Topology {
 		eddy.GroupByKey(eddy.Named(logs, "log-lines"), str), func(_, _ string, agg int64) int64 { return agg + 1 })
 	totals := eddy.CogroupAggregate(cg, "totals", func() int64 { return 0 }, i64)
 	windowed := eddy.WindowCount(eddy.WindowedBy(perKey, eddy.TumblingWindows(time.Minute)), "per-minute")
-	eddy.To(eddy.Map(eddy.ToStream(windowed), func(k eddy.Windowed[string], n int64) (string, int64) { return k.Key, n }), "per-minute", str, i64)
+	finals := eddy.Suppress(windowed, "per-minute-final", eddy.UntilWindowCloses(eddy.BufferConfig{}), eddy.WindowedSerde(str), i64)
+	eddy.To(eddy.Map(eddy.ToStream(finals), func(k eddy.Windowed[string], n int64) (string, int64) { return k.Key, n }), "per-minute", str, i64)
+	customers := eddy.TableFrom(topo, "customers", "customers", str, str)
 	latest := eddy.ToTable(orders, "latest-order", str, str)
 	joined := eddy.JoinTables(latest, totals, eddy.LeftJoin, func(_, o string, _ bool, n int64, _ bool) string { return o })
 	eddy.To(eddy.ToStream(eddy.MapTableValues(joined, func(_, v string) int64 { return int64(len(v)) })), "joined", str, i64)
 	eddy.To(eddy.JoinStreamTable(orders, latest, eddy.InnerJoin, func(_, o, l string, _ bool) string { return o + l }), "enriched", str, str)
+	withRegion := eddy.JoinTablesOnForeignKey(latest, customers, "order-customer", func(_, o string) string { return o }, eddy.LeftJoin,
+		func(_, o, region string, _ bool) string { return o + "@" + region })
+	eddy.To(eddy.ToStream(withRegion), "with-region", str, str)
 	return topo
 }
 
