@@ -52,7 +52,10 @@ func dslTopology() *eddy.Topology {
 	enriched := eddy.JoinTablesOnForeignKey(latestOrders, customers, "order-customer",
 		func(_, order string) string { customer, _, _ := strings.Cut(order, ","); return customer },
 		eddy.InnerJoin,
-		func(_, order, region string, _ bool) string { _, amount, _ := strings.Cut(order, ","); return region + "," + amount })
+		func(_, order, region string, _ bool) string {
+			_, amount, _ := strings.Cut(order, ",")
+			return region + "," + amount
+		})
 	eddy.To(eddy.ToStream(enriched), "enriched", str, str)
 
 	byCustomer := eddy.GroupBy(eddy.Filter(orders, func(_, order string) bool { return order != "" }),
@@ -116,6 +119,7 @@ func TestDSLThroughKills(t *testing.T) {
 	addr := broker.Addr()
 	t.Cleanup(func() { broker.Close() })
 	createTopics(t, addr, dslPartitions, "orders", "customers", "payments", "enriched", "statements")
+	t.Cleanup(func() { logStuckTransactions(t, addr) })
 
 	// The input, stamped over ten minutes of event time two hours ago, in
 	// a random order that a seed fixes.
@@ -124,11 +128,11 @@ func TestDSLThroughKills(t *testing.T) {
 	at := func(i, n int) time.Time { return base.Add(time.Duration(i) * 10 * time.Minute / time.Duration(n)) }
 	customerID := func() string { return fmt.Sprint("c", rng.IntN(dslCustomers)) }
 	var customers, orders, payments []*kgo.Record
-	regions := map[string][]string{}      // customer → every region it had
-	finalRegion := map[string]string{}    // customer → its last region, absent if deleted
-	orderValues := map[string][]string{}  // order → every value it had
-	finalOrder := map[string]string{}     // order → its last value, absent if deleted
-	statements := map[string][2]int64{}   // "customer@start" → ordered, paid
+	regions := map[string][]string{}     // customer → every region it had
+	finalRegion := map[string]string{}   // customer → its last region, absent if deleted
+	orderValues := map[string][]string{} // order → every value it had
+	finalOrder := map[string]string{}    // order → its last value, absent if deleted
+	statements := map[string][2]int64{}  // "customer@start" → ordered, paid
 	window := func(ts time.Time) int64 { ms := ts.UnixMilli(); return ms - ms%dslWindow.Milliseconds() }
 	for i := range dslCustomerWrites {
 		c := customerID()
@@ -174,21 +178,36 @@ func TestDSLThroughKills(t *testing.T) {
 	}
 	produce(t, addr, "customers", customers...)
 	produce(t, addr, "orders", orders...)
-	produce(t, addr, "payments", payments...)
+	// The last 40 % of the payments are written while the last run goes
+	// on, half before the broker restarts under it and half after.
+	early, late := payments[:len(payments)*6/10], payments[len(payments)*6/10:]
+	produce(t, addr, "payments", early...)
 
-	// Five kills, one at each point of the commit cycle; the broker
-	// restarts during the third run.
-	kills := []string{"commit.after-end@25", "commit.before-end@20", "commit.mid-apply@15", "commit.before-changelog@15", "commit.after-apply@10"}
+	// Five kills, one at each point of the commit cycle; then a live run,
+	// under which the broker restarts.
+	kills := []string{"commit.after-end@10", "commit.before-end@8", "commit.mid-apply@6", "commit.before-changelog@6", "commit.after-apply@4"}
 	runKilledThenLiveWith(t, "TestDSLChild", kills, addr, func(run int) {
-		if run != 2 {
+		if run != len(kills) {
 			return
 		}
-		time.Sleep(2 * time.Second)
+		produce(t, addr, "payments", late[:len(late)/2]...)
+		cl := client(t, addr)
+		defer cl.Close()
+		before := consumed(t, cl, "dsl", "payments")
+		for deadline := time.Now().Add(hangGuard); consumed(t, cl, "dsl", "payments") == before; {
+			if time.Now().After(deadline) {
+				t.Fatalf("the last run committed no payment in %v", hangGuard)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("the broker restarts under the last run: %d of %d payments consumed", consumed(t, cl, "dsl", "payments"), len(payments))
+		cl.Close()
 		broker.Close()
 		broker, err = kafka.StartBroker(kafka.BrokerConfig{Addr: addr, DataDir: dir, SyncWrites: true, DefaultPartitions: dslPartitions})
 		if err != nil {
-			t.Errorf("restart the broker: %v", err)
+			t.Fatalf("restart the broker: %v", err)
 		}
+		produce(t, addr, "payments", late[len(late)/2:]...)
 	})
 
 	// Every window closes once stream time passes its end and the grace:
@@ -206,8 +225,18 @@ func TestDSLThroughKills(t *testing.T) {
 		produce(t, addr, "payments", r)
 	}
 
+	// enriched: the last record per order is the reference's join; every
+	// record joins values that the order and its customer had.
+	want := map[string]string{}
+	for o, v := range finalOrder {
+		customer, amount, _ := strings.Cut(v, ",")
+		if region, ok := finalRegion[customer]; ok {
+			want[o] = region + "," + amount
+		}
+	}
 	// statements: one per window, exact.
 	recs := waitRecords(t, addr, "statements", len(statements), nil)
+	t.Logf("%d statements, %d orders with a join result", len(statements), len(want))
 	got := map[string][]string{}
 	for _, p := range decode(t, recs, serde.String(), serde.String()) {
 		got[p.Key] = append(got[p.Key], p.Value)
@@ -223,15 +252,6 @@ func TestDSLThroughKills(t *testing.T) {
 		}
 	}
 
-	// enriched: the last record per order is the reference's join; every
-	// record joins values that the order and its customer had.
-	want := map[string]string{}
-	for o, v := range finalOrder {
-		customer, amount, _ := strings.Cut(v, ",")
-		if region, ok := finalRegion[customer]; ok {
-			want[o] = region + "," + amount
-		}
-	}
 	var last map[string]string
 	for deadline := time.Now().Add(hangGuard); ; {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -328,4 +348,43 @@ func waitConsumedAll(t *testing.T, addr, group, topic string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// logStuckTransactions logs, when the test failed, each partition whose
+// last stable offset lags its end (an open transaction holds its
+// read_committed readers) and the broker's open transactions: what a hang
+// after a broker restart needs to be told from eddy's own.
+func logStuckTransactions(t *testing.T, addr string) {
+	if !t.Failed() {
+		return
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, _ := adm.ListEndOffsets(ctx)
+	if offs, err := adm.FetchOffsets(ctx, "dsl"); err == nil {
+		offs.Each(func(o kadm.OffsetResponse) {
+			if e, ok := ends.Lookup(o.Topic, o.Partition); ok && o.At < e.Offset {
+				t.Logf("group dsl at %s/%d: offset %d, end %d", o.Topic, o.Partition, o.At, e.Offset)
+			}
+		})
+	}
+	stable, _ := adm.ListCommittedOffsets(ctx)
+	ends.Each(func(o kadm.ListedOffset) {
+		if s, ok := stable.Lookup(o.Topic, o.Partition); ok && s.Offset < o.Offset {
+			t.Logf("%s/%d: last stable offset %d, end %d", o.Topic, o.Partition, s.Offset, o.Offset)
+		}
+	})
+	txns, err := adm.ListTransactions(ctx, nil, nil)
+	t.Logf("open transactions: %v (%v)", txns, err)
+	described, err := adm.DescribeTransactions(ctx, txns.TransactionalIDs()...)
+	for _, d := range described {
+		t.Logf("transaction %s: state %s, producer %d/%d, partitions %v, started %d", d.TxnID, d.State, d.ProducerID, d.ProducerEpoch, d.Topics, d.StartTimestamp)
+	}
+	_ = err
 }

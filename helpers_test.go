@@ -397,9 +397,9 @@ func runKilledThenLive(t *testing.T, child string, kills []string, addr string) 
 }
 
 // runKilledThenLiveWith is runKilledThenLive with during, if not nil,
-// called with each killed run's index while that run goes on (to restart
-// the broker under it, say); the run's SIGKILL is awaited after during
-// returns.
+// called with each run's index while that run goes on (to restart the
+// broker under it, say): a killed run's SIGKILL is awaited after during
+// returns; the live run is len(kills).
 func runKilledThenLiveWith(t *testing.T, child string, kills []string, addr string, during func(run int)) {
 	t.Helper()
 	state := t.TempDir()
@@ -428,6 +428,9 @@ func runKilledThenLiveWith(t *testing.T, child string, kills []string, addr stri
 	cmd, out := command("")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if during != nil {
+		during(len(kills))
 	}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
