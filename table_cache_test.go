@@ -386,3 +386,55 @@ func TestTableCacheBeforeSuppress(t *testing.T) {
 		t.Errorf("with the cache Suppress forwarded %q, without %q", on, off)
 	}
 }
+
+// TestTableCacheWindowedEveryUpdate: a windowed count with EmitEveryUpdate
+// forwards, within one transaction, the latest count of each key and
+// window. A session that a merge replaced is a windowed key like any
+// other: the merge's tombstone replaces its held count.
+func TestTableCacheWindowedEveryUpdate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		windows eddy.Windows
+		want    []string
+	}{
+		// Tumbling 10 s windows: a@1, a@2 and b@3 fall in [0, 10 s), a@12 in
+		// [10 s, 20 s).
+		{"tumbling", eddy.TumblingWindows(10 * time.Second), []string{"a@0=2@2000", "b@0=1@3000", "a@10000=1@12000"}},
+		// Sessions with a 5 s gap: a@1 and a@2 make one session, which a@12
+		// does not reach; the first session [1 s, 1 s] was replaced by
+		// [1 s, 2 s] within the transaction, so its held count becomes its
+		// tombstone.
+		{"sessions", eddy.SessionWindowsWithGap(5 * time.Second), []string{"a@1000=<deleted>@2000", "a@1000=2@2000", "b@3000=1@3000", "a@12000=1@12000"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := eddy.NewTopology()
+			in := eddy.GroupByKey(eddy.Source(topo, "in", serde.String(), serde.String()), serde.String())
+			counts := eddy.WindowCount(eddy.WindowedBy(in, tc.windows), "counts")
+			eddy.To(eddy.Map(eddy.ToStream(counts), func(k eddy.Windowed[string], n int64) (string, int64) {
+				return fmt.Sprint(k.Key, "@", k.Window.Start), n
+			}), "out", serde.String(), serde.Int64())
+			d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{TableCacheBytes: eddy.DefaultTableCacheBytes}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			input := eddytest.Input(d, "in", serde.String(), serde.String())
+			out := eddytest.Output(d, "out", serde.String(), serde.Int64())
+			err = d.Transaction(func() error {
+				for _, r := range []struct {
+					k  string
+					ts int64
+				}{{"a", 1000}, {"a", 2000}, {"b", 3000}, {"a", 12000}} {
+					if err := input.Pipe(r.k, "v", r.ts); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkUpdates(t, out, tc.want...)
+		})
+	}
+}

@@ -195,6 +195,12 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 		}
 		p := &windowAggregator[K, V, A]{b: b, out: out, windows: open(buf), buf: buf,
 			final: emit == EmitFinal, late: late, name: store}
+		if !p.final {
+			// Every update goes through the table cache (EmitFinal emits
+			// once per window already): it keys held updates by the
+			// windowed key's encoding and sizes them by the aggregate's.
+			p.cache, p.keys, p.aggs = newTableCache(b, out), WindowedSerde(w.g.keys), aggs
+		}
 		in := output[K, V](b, w.g.s.n)
 		in.children = append(in.children, p)
 		return nil
@@ -254,6 +260,14 @@ type windowAggregator[K, V, A any] struct {
 	// forwarded; kept in the store so a restart never emits twice.
 	emitted watermark
 	lateOut *emitter[K, V]
+
+	// cache forwards every update with EmitEveryUpdate (the table cache,
+	// when the task has one); kbuf and vbuf are the encodings it keys and
+	// sizes held updates by, reused.
+	cache      *tableCache[Windowed[K], A]
+	keys       serde.Serde[Windowed[K]]
+	aggs       serde.Serde[A]
+	kbuf, vbuf []byte
 }
 
 func (p *windowAggregator[K, V, A]) receive(r Record[K, V]) error {
@@ -285,7 +299,7 @@ func (p *windowAggregator[K, V, A]) updated(r Record[K, V], w Window, agg A) err
 	if p.final {
 		return nil
 	}
-	return p.out.emit(Record[Windowed[K], A]{Key: Windowed[K]{Key: r.Key, Window: w}, Value: agg, Timestamp: r.Timestamp, Headers: r.Headers})
+	return p.forward(Record[Windowed[K], A]{Key: Windowed[K]{Key: r.Key, Window: w}, Value: agg, Timestamp: r.Timestamp, Headers: r.Headers})
 }
 
 // replaced forwards a tombstone for window w, which r merged into another,
@@ -294,7 +308,26 @@ func (p *windowAggregator[K, V, A]) replaced(r Record[K, V], w Window) error {
 	if p.final {
 		return nil
 	}
-	return p.out.emit(Record[Windowed[K], A]{Key: Windowed[K]{Key: r.Key, Window: w}, Timestamp: r.Timestamp, Tombstone: true})
+	return p.forward(Record[Windowed[K], A]{Key: Windowed[K]{Key: r.Key, Window: w}, Timestamp: r.Timestamp, Tombstone: true})
+}
+
+// forward passes an update of EmitEveryUpdate to the table cache, which
+// holds it or forwards it.
+func (p *windowAggregator[K, V, A]) forward(rec Record[Windowed[K], A]) error {
+	if p.cache.budget == nil {
+		return p.out.emit(rec) // no cache: nothing to encode
+	}
+	var err error
+	if p.kbuf, err = p.keys.Serialize(p.kbuf[:0], rec.Key); err != nil {
+		return err
+	}
+	p.vbuf = p.vbuf[:0]
+	if !rec.Tombstone {
+		if p.vbuf, err = p.aggs.Serialize(p.vbuf, rec.Value); err != nil {
+			return err
+		}
+	}
+	return p.cache.update(p.kbuf, len(p.vbuf), rec)
 }
 
 // emitClosed forwards the windows that closed since the last call.
