@@ -52,7 +52,14 @@ import (
 // drained each left key's last result is the join of the current rows.
 //
 // Both tables must have a store of their own (TableFrom, an aggregation,
-// or Materialize): their serdes encode keys, foreign keys and rows. Like
+// or Materialize): their serdes encode keys, foreign keys and rows, and
+// the join compares those bytes (subscriptions are found by the foreign
+// key's, answers checked by a hash of the row's). So the serdes must give
+// the same bytes for the same value across deploys: a serde that frames
+// its output with a schema registry id (serde/avro) changes them when the
+// writer schema changes, and answers in flight, and subscriptions made
+// before, would be lost (Kafka Streams has the same limit, KAFKA-15303).
+// Like
 // JoinTables, the result has no store: give it one with MapTableValues
 // or FilterTable and Materialize.
 func JoinTablesOnForeignKey[K, VL, KO, VR, VO any](left Table[K, VL], right Table[KO, VR], name string,
