@@ -5,11 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/serde"
 )
 
@@ -257,16 +255,10 @@ const (
 // creates and sizes it (like the left table's topic it is read with) and
 // purges it.
 func answerTopic(t *Topology, answer *node, name string) *node {
-	if !runtime.ValidName(name) {
-		t.fail("eddy: repartition name %q: use letters, digits, '.', '_' and '-' (it names a topic)", name)
+	topic, ok := declareRepartition(t, name)
+	if !ok {
 		return nil
 	}
-	if slices.Contains(t.repartitions, name) {
-		t.fail("eddy: repartition %q is declared twice; give each its own name", name)
-		return nil
-	}
-	t.repartitions = append(t.repartitions, name)
-	topic := repartitionPrefix + name
 	sink := t.add("sink-"+topic, answer)
 	t.writers[sink] = topic
 	t.addressed[topic] = true

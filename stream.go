@@ -139,16 +139,10 @@ func topicName(appID, topic string) string {
 // inside the same exactly-once transactions.
 func Repartition[K, V any](s Stream[K, V], name string, keys serde.Serde[K], values serde.Serde[V]) Stream[K, V] {
 	t := s.t
-	if !runtime.ValidName(name) {
-		t.fail("eddy: repartition name %q: use letters, digits, '.', '_' and '-' (it names a topic)", name)
+	topic, ok := declareRepartition(t, name)
+	if !ok {
 		return s
 	}
-	if slices.Contains(t.repartitions, name) {
-		t.fail("eddy: repartition %q is declared twice; give each its own name", name)
-		return s
-	}
-	t.repartitions = append(t.repartitions, name)
-	topic := repartitionPrefix + name
 	to(s, topic, keys, values)
 	return source(t, topic, keys, values)
 }
@@ -423,4 +417,20 @@ func to[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serd
 		}))
 		return nil
 	}
+}
+
+// declareRepartition declares the repartition topic named name and returns
+// its topic as the description names it, or reports a name that cannot
+// name a topic or is taken and returns false.
+func declareRepartition(t *Topology, name string) (string, bool) {
+	if !runtime.ValidName(name) {
+		t.fail("eddy: repartition name %q: use letters, digits, '.', '_' and '-' (it names a topic)", name)
+		return "", false
+	}
+	if slices.Contains(t.repartitions, name) {
+		t.fail("eddy: repartition %q is declared twice; give each its own name", name)
+		return "", false
+	}
+	t.repartitions = append(t.repartitions, name)
+	return repartitionPrefix + name, true
 }
