@@ -146,15 +146,17 @@ func TestDynamicMessageRefused(t *testing.T) {
 	}
 }
 
-// paymentV2 is Payment with a field added, as a later producer has it.
-const paymentV2 = `syntax = "proto3";
-package eddy.test.bank;
-message Payment {
-  string id = 1;
-  int64 amount = 2;
-  string currency = 3;
+// paymentV2 is the test file with a field added to Payment, as a later
+// producer has it.
+func paymentV2(t *testing.T, reg *registry.Client) string {
+	t.Helper()
+	v1 := must(protobuf.Value[*testpb.Payment](reg, "any"))(t).Schema()
+	v2 := strings.Replace(v1, "int64 amount = 2;", "int64 amount = 2;\n  string currency = 3;", 1)
+	if v2 == v1 {
+		t.Fatalf("no amount field in\n%s", v1)
+	}
+	return v2
 }
-`
 
 func compile(text string) (protoreflect.FileDescriptor, error) {
 	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
@@ -171,9 +173,10 @@ func compile(text string) (protoreflect.FileDescriptor, error) {
 // record of it, framed as Confluent's serializer frames it.
 func newerRecord(t *testing.T, reg *registry.Client) ([]byte, protoreflect.MessageDescriptor) {
 	t.Helper()
-	file := must(compile(paymentV2))(t)
-	id := must(reg.Register(context.Background(), "payments-value", sr.Schema{Schema: paymentV2, Type: sr.TypeProtobuf}))(t)
-	desc := file.Messages().Get(0)
+	text := paymentV2(t, reg)
+	file := must(compile(text))(t)
+	id := must(reg.Register(context.Background(), "payments-value", sr.Schema{Schema: text, Type: sr.TypeProtobuf}))(t)
+	desc := file.Messages().ByName("Payment")
 	m := dynamicpb.NewMessage(desc)
 	m.Set(desc.Fields().ByName("id"), protoreflect.ValueOfString("p2"))
 	m.Set(desc.Fields().ByName("amount"), protoreflect.ValueOfInt64(7))
@@ -293,7 +296,7 @@ func TestBadInput(t *testing.T) {
 	lineWithPayment := with(aLine[:len(aLine)-len(must(proto.Marshal(line))(t))], good[6:]...)
 	negCount := with(good[:5], 1)
 	truncated := good[:len(good)-3] // inside the id string
-	badWire := with(good, 0x0f) // field 1 with wire type 7
+	badWire := with(good, 0x0f)     // field 1 with wire type 7
 	avroRecord := with(registry.AppendHeader(nil, avro), 0, 2, 'x')
 	for _, c := range []struct {
 		name string
