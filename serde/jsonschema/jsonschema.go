@@ -138,7 +138,7 @@ func (noLoader) Load(url string) (any, error) {
 }
 
 // schemaURL is the name the compiled schema gets.
-const schemaURL = "eddy-schema.json"
+const schemaURL = "urn:eddy:schema"
 
 func compile(text string) (any, *jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
