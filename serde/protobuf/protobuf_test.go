@@ -122,20 +122,28 @@ func TestNestedAndRichMessages(t *testing.T) {
 	orders := must(protobuf.Value[*testpb.Order](reg, "orders"))(t)
 	note := "gift"
 	order := &testpb.Order{Id: "o1", Lines: []*testpb.Line{{Sku: "a", Qty: 2}}, Tags: map[string]string{"k": "v"},
-		Note: &note, Price: 9.5, Pay: &testpb.Order_Payment{Payment: &testpb.Payment{Id: "p", Amount: 1}}, Status: testpb.Status_STATUS_OPEN}
+		Note: &note, Price: 9.5, Pay: &testpb.Order_Payment{Payment: &testpb.Payment{Id: "p", Amount: 1}}, Status: testpb.Status_STATUS_OPEN,
+		Placed: timestamppb.New(time.Unix(1700000000, 0))}
 	if out := must(orders.Deserialize(must(orders.Serialize(nil, order))(t)))(t); !proto.Equal(out, order) {
 		t.Fatalf("round trip: %v", out)
 	}
 }
 
 func TestWellKnownTypeImport(t *testing.T) {
-	// timestamppb's file imports nothing, but registering a well-known
-	// type must work as any message.
+	// A well-known type is a message as any other; the test file
+	// imports one (Order.placed), which every other test registers.
 	reg := newClient(t, newFake(t).URL(), registry.Config{})
 	s := must(protobuf.Value[*timestamppb.Timestamp](reg, "times"))(t)
 	in := timestamppb.New(time.Unix(1700000000, 5))
 	if out := must(s.Deserialize(must(s.Serialize(nil, in))(t)))(t); !proto.Equal(out, in) {
 		t.Fatalf("round trip: %v", out)
+	}
+}
+
+func TestImportRefused(t *testing.T) {
+	reg := newClient(t, newFake(t).URL(), registry.Config{})
+	if _, err := protobuf.Value[*testpb.Envelope](reg, "t"); err == nil || !strings.Contains(err.Error(), "envelope.proto imports payment.proto") {
+		t.Fatalf("Value of a message whose file imports another = %v", err)
 	}
 }
 

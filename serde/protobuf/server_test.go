@@ -41,6 +41,9 @@ func TestEddyRegistry(t *testing.T) {
 	if err := s.Check(context.Background()); err != nil {
 		t.Fatalf("Check: %v\nschema:\n%s", err, s.Schema())
 	}
+	if !strings.Contains(s.Schema(), `import "google/protobuf/timestamp.proto"`) {
+		t.Fatalf("the test file should import a well-known type:\n%s", s.Schema())
+	}
 	in := &testpb.Payment{Id: "p1", Amount: 42}
 	if out := must(s.Deserialize(must(s.Serialize(nil, in))(t)))(t); !proto.Equal(out, in) {
 		t.Fatalf("round trip: %v", out)

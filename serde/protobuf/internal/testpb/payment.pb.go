@@ -13,6 +13,7 @@ package testpb
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -186,8 +187,9 @@ type Order struct {
 	//
 	//	*Order_Card
 	//	*Order_Payment
-	Pay           isOrder_Pay `protobuf_oneof:"pay"`
-	Status        Status      `protobuf:"varint,8,opt,name=status,proto3,enum=eddy.test.bank.Status" json:"status,omitempty"`
+	Pay           isOrder_Pay            `protobuf_oneof:"pay"`
+	Status        Status                 `protobuf:"varint,8,opt,name=status,proto3,enum=eddy.test.bank.Status" json:"status,omitempty"`
+	Placed        *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=placed,proto3" json:"placed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +289,13 @@ func (x *Order) GetStatus() Status {
 		return x.Status
 	}
 	return Status_STATUS_UNKNOWN
+}
+
+func (x *Order) GetPlaced() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Placed
+	}
+	return nil
 }
 
 type isOrder_Pay interface {
@@ -413,7 +422,7 @@ var File_payment_proto protoreflect.FileDescriptor
 
 const file_payment_proto_rawDesc = "" +
 	"\n" +
-	"\rpayment.proto\x12\x0eeddy.test.bank\"1\n" +
+	"\rpayment.proto\x12\x0eeddy.test.bank\x1a\x1fgoogle/protobuf/timestamp.proto\"1\n" +
 	"\aPayment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\x03R\x06amount\"\x90\x01\n" +
@@ -423,7 +432,7 @@ const file_payment_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\v2\x1d.eddy.test.bank.Refund.ReasonR\x06reason\x1a0\n" +
 	"\x06Reason\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\x05R\x04code\"\xeb\x02\n" +
+	"\x04code\x18\x02 \x01(\x05R\x04code\"\x9f\x03\n" +
 	"\x05Order\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x05lines\x18\x02 \x03(\v2\x14.eddy.test.bank.LineR\x05lines\x123\n" +
@@ -432,7 +441,8 @@ const file_payment_proto_rawDesc = "" +
 	"\x05price\x18\x05 \x01(\x01R\x05price\x12\x14\n" +
 	"\x04card\x18\x06 \x01(\tH\x00R\x04card\x123\n" +
 	"\apayment\x18\a \x01(\v2\x17.eddy.test.bank.PaymentH\x00R\apayment\x12.\n" +
-	"\x06status\x18\b \x01(\x0e2\x16.eddy.test.bank.StatusR\x06status\x1a7\n" +
+	"\x06status\x18\b \x01(\x0e2\x16.eddy.test.bank.StatusR\x06status\x122\n" +
+	"\x06placed\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x06placed\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x05\n" +
@@ -460,13 +470,14 @@ func file_payment_proto_rawDescGZIP() []byte {
 var file_payment_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_payment_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_payment_proto_goTypes = []any{
-	(Status)(0),           // 0: eddy.test.bank.Status
-	(*Payment)(nil),       // 1: eddy.test.bank.Payment
-	(*Refund)(nil),        // 2: eddy.test.bank.Refund
-	(*Order)(nil),         // 3: eddy.test.bank.Order
-	(*Line)(nil),          // 4: eddy.test.bank.Line
-	(*Refund_Reason)(nil), // 5: eddy.test.bank.Refund.Reason
-	nil,                   // 6: eddy.test.bank.Order.TagsEntry
+	(Status)(0),                   // 0: eddy.test.bank.Status
+	(*Payment)(nil),               // 1: eddy.test.bank.Payment
+	(*Refund)(nil),                // 2: eddy.test.bank.Refund
+	(*Order)(nil),                 // 3: eddy.test.bank.Order
+	(*Line)(nil),                  // 4: eddy.test.bank.Line
+	(*Refund_Reason)(nil),         // 5: eddy.test.bank.Refund.Reason
+	nil,                           // 6: eddy.test.bank.Order.TagsEntry
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_payment_proto_depIdxs = []int32{
 	5, // 0: eddy.test.bank.Refund.reason:type_name -> eddy.test.bank.Refund.Reason
@@ -474,11 +485,12 @@ var file_payment_proto_depIdxs = []int32{
 	6, // 2: eddy.test.bank.Order.tags:type_name -> eddy.test.bank.Order.TagsEntry
 	1, // 3: eddy.test.bank.Order.payment:type_name -> eddy.test.bank.Payment
 	0, // 4: eddy.test.bank.Order.status:type_name -> eddy.test.bank.Status
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	7, // 5: eddy.test.bank.Order.placed:type_name -> google.protobuf.Timestamp
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_payment_proto_init() }

@@ -13,6 +13,7 @@ import (
 	"github.com/bufbuild/protocompile"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/pluginpb"
 )
 
@@ -27,8 +28,22 @@ func main() {
 		log.Fatal(err)
 	}
 	req := &pluginpb.CodeGeneratorRequest{FileToGenerate: files, Parameter: proto.String("paths=source_relative")}
-	for _, f := range out {
+	// Every file the generated ones import, dependencies first, as
+	// protoc sends them.
+	seen := map[string]bool{}
+	var add func(f protoreflect.FileDescriptor)
+	add = func(f protoreflect.FileDescriptor) {
+		if seen[f.Path()] {
+			return
+		}
+		seen[f.Path()] = true
+		for i := range f.Imports().Len() {
+			add(f.Imports().Get(i).FileDescriptor)
+		}
 		req.ProtoFile = append(req.ProtoFile, protodesc.ToFileDescriptorProto(f))
+	}
+	for _, f := range out {
+		add(f)
 	}
 	in, err := proto.Marshal(req)
 	if err != nil {
