@@ -293,3 +293,38 @@ func TestCredentialsRefused(t *testing.T) {
 		t.Fatalf("Check with a wrong token = %v", err)
 	}
 }
+
+// TestConcurrentDecode: records of two ids decoded and validated at once
+// by many goroutines, with the cache empty (run with -race).
+func TestConcurrentDecode(t *testing.T) {
+	f := newFake(t)
+	writer := newClient(t, f.URL(), registry.Config{})
+	r1 := must(must(jsonschema.Value[PaymentV1](writer, "payments", paymentV1))(t).Serialize(nil, PaymentV1{ID: "a", Amount: 1}))(t)
+	r2 := must(must(jsonschema.Value[PaymentV2](writer, "payments", paymentV2))(t).Serialize(nil, PaymentV2{ID: "b", Currency: "USD"}))(t)
+	reader := must(jsonschema.Value[PaymentV2](newClient(t, f.URL(), registry.Config{}), "payments", paymentV2, jsonschema.WithValidateOnRead()))(t)
+	before := f.requests.Load()
+	errs := make(chan error, 16)
+	for g := range 16 {
+		go func() {
+			var err error
+			for i := range 50 {
+				rec := r1
+				if (g+i)%2 == 0 {
+					rec = r2
+				}
+				if _, e := reader.Deserialize(rec); e != nil {
+					err = e
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.requests.Load() - before; got != 2 {
+		t.Fatalf("%d registry requests for two ids, want 2", got)
+	}
+}

@@ -371,3 +371,38 @@ func TestCredentialsRefused(t *testing.T) {
 		t.Fatalf("Check with the right token: %v", err)
 	}
 }
+
+// TestConcurrentDecode: records of two ids decoded at once by many
+// goroutines, with the cache empty (run with -race).
+func TestConcurrentDecode(t *testing.T) {
+	f := newFake(t)
+	writer := newClient(t, f.URL(), registry.Config{})
+	r1 := must(must(protobuf.Value[*testpb.Payment](writer, "payments"))(t).Serialize(nil, &testpb.Payment{Id: "a", Amount: 1}))(t)
+	r2, _ := newerRecord(t, writer)
+	reader := must(protobuf.Value[*testpb.Payment](newClient(t, f.URL(), registry.Config{}), "payments"))(t)
+	before := f.requests.Load()
+	errs := make(chan error, 16)
+	for g := range 16 {
+		go func() {
+			var err error
+			for i := range 50 {
+				rec := r1
+				if (g+i)%2 == 0 {
+					rec = r2
+				}
+				if _, e := reader.Deserialize(rec); e != nil {
+					err = e
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.requests.Load() - before; got != 2 {
+		t.Fatalf("%d registry requests for two ids, want 2", got)
+	}
+}
