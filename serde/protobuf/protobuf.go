@@ -64,8 +64,6 @@ type Serde[M proto.Message] struct {
 	rmu     sync.RWMutex
 	writers map[int]*writerFile
 	fetch   sync.Mutex
-
-	bufs sync.Pool // *[]byte, Serialize's marshal buffers
 }
 
 // writerFile is the file of a writer schema, or why records written with
@@ -124,7 +122,6 @@ func newSerde[M proto.Message](reg *registry.Client, topic string, key bool, opt
 	}
 	s := &Serde[M]{reg: reg, w: w, subject: subject, text: text, desc: desc, typ: typ,
 		indexes: indexesOf(desc), writers: map[int]*writerFile{}}
-	s.bufs.New = func() any { return new([]byte) }
 	return s, nil
 }
 
@@ -236,16 +233,11 @@ func (s *Serde[M]) Serialize(dst []byte, m M) ([]byte, error) {
 	start := len(dst)
 	dst = registry.AppendHeader(dst, id)
 	dst = appendIndexes(dst, s.indexes)
-	// MarshalAppend straight into dst would need the size first (two
-	// passes); marshal into a pooled buffer instead.
-	bp := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(bp)
-	b, err := proto.MarshalOptions{}.MarshalAppend((*bp)[:0], m)
-	*bp = b
+	dst, err = proto.MarshalOptions{}.MarshalAppend(dst, m)
 	if err != nil {
 		return dst[:start], fmt.Errorf("eddy: protobuf: encode for subject %q: %w", s.subject, err)
 	}
-	return append(dst, b...), nil
+	return dst, nil
 }
 
 // appendIndexes appends Confluent's message indexes: the single byte 0
