@@ -2,6 +2,7 @@ package eddy
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -125,6 +126,9 @@ func (c *tableCache[K, V]) evict() (err error) {
 			if _, fatal := p.(state.Fatal); fatal {
 				panic(p) // the store's: crash, as processRecord does
 			}
+			// The stack goes to the log, as processRecord's does: the
+			// uncached reprocessing may not fail the same way.
+			c.b.tc.Logger().Error("panic while forwarding a held table update", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			err = fmt.Errorf("eddy: panic: %v", p)
 		}
 		if err != nil && !notTheRecords(err) {

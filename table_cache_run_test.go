@@ -3,6 +3,7 @@ package eddy_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/serde"
@@ -16,11 +17,37 @@ import (
 // record and OnProcessError dead-letters it, and only it; the app goes on
 // and the other counts are exact.
 func TestRunHeldUpdateFailureMeetsItsRecord(t *testing.T) {
+	for _, punctuated := range []bool{false, true} {
+		t.Run(fmt.Sprint("wall-clock punctuator ", punctuated), func(t *testing.T) { heldUpdateFailure(t, punctuated) })
+	}
+}
+
+// ticker passes records on and has a wall-clock punctuator that does
+// nothing: the task's caches are flushed before it runs, which is where a
+// held update may fail first.
+type ticker struct {
+	ctx *eddy.ProcessorContext[string, int64]
+}
+
+func (p *ticker) Init(ctx *eddy.ProcessorContext[string, int64]) error {
+	p.ctx = ctx
+	_, err := ctx.Schedule(10*time.Millisecond, eddy.WallClockTime, func(int64) error { return nil })
+	return err
+}
+
+func (p *ticker) Process(r eddy.Record[string, int64]) error { return p.ctx.Forward(r) }
+
+func (p *ticker) Close() error { return nil }
+
+func heldUpdateFailure(t *testing.T, punctuated bool) {
 	addr := startBroker(t)
 	createTopics(t, addr, 1, "in", "out")
 	topo := eddy.NewTopology()
-	counts := eddy.Count(eddy.GroupByKey(eddy.Source(topo, "in", serde.String(), serde.String()), serde.String()), "counts")
-	checked := eddy.MapValues(eddy.ToStream(counts), func(k string, n int64) int64 {
+	counts := eddy.ToStream(eddy.Count(eddy.GroupByKey(eddy.Source(topo, "in", serde.String(), serde.String()), serde.String()), "counts"))
+	if punctuated {
+		counts = eddy.Process(counts, "ticker", func() eddy.Processor[string, int64, string, int64] { return &ticker{} })
+	}
+	checked := eddy.MapValues(counts, func(k string, n int64) int64 {
 		if k == "bad" && n == 2 {
 			panic("the second bad one")
 		}
@@ -39,6 +66,7 @@ func TestRunHeldUpdateFailureMeetsItsRecord(t *testing.T) {
 	}
 	cfg := config(t, addr)
 	cfg.OnProcessError = eddy.DeadLetter
+	cfg.CommitRecords = 1_000 // the commit interval ends transactions, as punctuations come
 	app := run(t, topo, cfg)
 
 	dead := waitRecords(t, addr, eddy.DeadLetterTopic("in"), 1, app)

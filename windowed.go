@@ -314,7 +314,7 @@ func (p *windowAggregator[K, V, A]) replaced(r Record[K, V], w Window) error {
 // forward passes an update of EmitEveryUpdate to the table cache, which
 // holds it or forwards it.
 func (p *windowAggregator[K, V, A]) forward(rec Record[Windowed[K], A]) error {
-	if p.cache.budget == nil {
+	if p.cache.budget == nil || p.cache.budget.Suspended() {
 		return p.out.emit(rec) // no cache: nothing to encode
 	}
 	var err error

@@ -694,6 +694,11 @@ func (w *worker) punctuate(now time.Time) error {
 			if errors.Is(err, state.ErrCorrupt) {
 				return t.corrupted(err)
 			}
+			if errors.Is(err, ErrHeldUpdate) {
+				// The flush before the punctuators failed on an update
+				// held in a table cache: processed again, uncached.
+				return fmt.Errorf("eddy: task %s: punctuate: %w", t.id, err)
+			}
 			// Like a processing error: user code failing would fail
 			// again, so the app stops and the transaction aborts.
 			return permanent(fmt.Errorf("eddy: task %s: punctuate: %w", t.id, err))

@@ -233,7 +233,10 @@ func (s *Serde[M]) Serialize(dst []byte, m M) ([]byte, error) {
 	start := len(dst)
 	dst = registry.AppendHeader(dst, id)
 	dst = appendIndexes(dst, s.indexes)
-	dst, err = proto.MarshalOptions{}.MarshalAppend(dst, m)
+	// Deterministic: map entries in key order, so that one message always
+	// gives the same bytes (a key's bytes are its identity in stores,
+	// partitions, the table cache and joins).
+	dst, err = proto.MarshalOptions{Deterministic: true}.MarshalAppend(dst, m)
 	if err != nil {
 		return dst[:start], fmt.Errorf("eddy: protobuf: encode for subject %q: %w", s.subject, err)
 	}
