@@ -83,6 +83,15 @@ func verifyRecords(newCheck func() Check, recs []eddy.Record[[]byte, []byte]) er
 // cannot fail proves nothing.
 func requireChecked(t *testing.T, newCheck func() Check, recs []eddy.Record[[]byte, []byte]) {
 	t.Helper()
+	requireCheckedDropping(t, newCheck, recs, len(recs)/2)
+}
+
+// requireCheckedDropping is requireChecked with the output dropped at
+// index drop: a query whose output is a table of updates that the table
+// cache may collapse (q12) cannot tell a dropped update from a collapsed
+// one, only a dropped last one.
+func requireCheckedDropping(t *testing.T, newCheck func() Check, recs []eddy.Record[[]byte, []byte], drop int) {
+	t.Helper()
 	if len(recs) < 10 {
 		t.Fatalf("%d outputs: too few for a meaningful test", len(recs))
 	}
@@ -90,7 +99,7 @@ func requireChecked(t *testing.T, newCheck func() Check, recs []eddy.Record[[]by
 		t.Fatalf("check of the query's output: %v", err)
 	}
 	mid := len(recs) / 2
-	dropped := append(append([]eddy.Record[[]byte, []byte](nil), recs[:mid]...), recs[mid+1:]...)
+	dropped := append(append([]eddy.Record[[]byte, []byte](nil), recs[:drop]...), recs[drop+1:]...)
 	duplicated := append(append([]eddy.Record[[]byte, []byte](nil), recs[:mid+1]...), recs[mid:]...)
 	changed := append([]eddy.Record[[]byte, []byte](nil), recs...)
 	v := bytes.Clone(changed[mid].Value)

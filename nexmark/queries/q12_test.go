@@ -29,7 +29,9 @@ func TestQ12(t *testing.T) {
 			}
 		}
 	})
-	requireChecked(t, func() Check { return q12().NewCheck(g, n) }, recs)
+	// The last output is its window's last update: dropping it changes a
+	// total (an earlier update, the table cache may skip legitimately).
+	requireCheckedDropping(t, func() Check { return q12().NewCheck(g, n) }, recs, len(recs)-1)
 
 	want := make(map[bidderWindow]int64)
 	for i := int64(0); i < n; i++ {
