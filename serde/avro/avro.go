@@ -57,10 +57,11 @@ type Serde[T any] struct {
 	writeErr error
 
 	// readers maps a writer schema id to its resolution to the reader
-	// schema; fetch serializes the misses.
+	// schema. Misses are not serialized here: the registry client shares
+	// one fetch per id among the callers, its failure included, so a
+	// record's decode waits at most one retry bound.
 	rmu     sync.RWMutex
 	readers map[int]*readerSchema
-	fetch   sync.Mutex
 
 	readerPool, writerPool, valuePool sync.Pool
 }
@@ -273,8 +274,6 @@ func (s *Serde[T]) reader(id int) (*readerSchema, error) {
 	rs, ok := s.readers[id]
 	s.rmu.RUnlock()
 	if !ok {
-		s.fetch.Lock()
-		defer s.fetch.Unlock()
 		s.rmu.RLock()
 		rs, ok = s.readers[id]
 		s.rmu.RUnlock()

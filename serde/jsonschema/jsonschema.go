@@ -48,11 +48,10 @@ type Serde[T any] struct {
 	mu       sync.Mutex
 	writeErr error // the registry's refusal, kept (as serde/avro's)
 
-	// readers maps a writer schema id to its compiled schema; fetch
-	// serializes the misses.
+	// readers maps a writer schema id to its compiled schema. Misses are
+	// not serialized here: the registry client shares one fetch per id.
 	rmu     sync.RWMutex
 	readers map[int]*readerSchema
-	fetch   sync.Mutex
 }
 
 type writerSchema struct {
@@ -292,8 +291,6 @@ func (s *Serde[T]) reader(id int) (*readerSchema, error) {
 	rs, ok := s.readers[id]
 	s.rmu.RUnlock()
 	if !ok {
-		s.fetch.Lock()
-		defer s.fetch.Unlock()
 		s.rmu.RLock()
 		rs, ok = s.readers[id]
 		s.rmu.RUnlock()

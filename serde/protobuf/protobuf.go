@@ -59,11 +59,10 @@ type Serde[M proto.Message] struct {
 	mu       sync.Mutex
 	writeErr error // the registry's refusal, kept (as serde/avro's)
 
-	// writers maps a writer schema id to its parsed file; fetch
-	// serializes the misses.
+	// writers maps a writer schema id to its parsed file. Misses are not
+	// serialized here: the registry client shares one fetch per id.
 	rmu     sync.RWMutex
 	writers map[int]*writerFile
-	fetch   sync.Mutex
 }
 
 // writerFile is the file of a writer schema, or why records written with
@@ -345,8 +344,6 @@ func (s *Serde[M]) writerFile(id int) (*writerFile, error) {
 	wf, ok := s.writers[id]
 	s.rmu.RUnlock()
 	if !ok {
-		s.fetch.Lock()
-		defer s.fetch.Unlock()
 		s.rmu.RLock()
 		wf, ok = s.writers[id]
 		s.rmu.RUnlock()

@@ -63,9 +63,19 @@ type Client struct {
 
 	mu  sync.RWMutex
 	ids map[int]sr.Schema
-	// fetch serializes the misses of the cache, so that records decoded
-	// at once with the same new id ask the registry once.
-	fetch sync.Mutex
+	// flights are the ids being fetched: records decoded at once with the
+	// same new id ask the registry once and share its answer, an error
+	// included (so N of them wait one retry bound, not N one after
+	// another), while other ids are fetched meanwhile.
+	flights map[int]*flight
+}
+
+// flight is one fetch of a schema by id; done closes when s and err are
+// set.
+type flight struct {
+	done chan struct{}
+	s    sr.Schema
+	err  error
 }
 
 // New returns a client of the registry cfg describes. It makes no
@@ -100,7 +110,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eddy: registry: %w", err)
 	}
-	return &Client{sr: cl, url: strings.Join(urls, ","), log: cfg.Logger, timeout: cfg.Timeout, ids: map[int]sr.Schema{}}, nil
+	return &Client{sr: cl, url: strings.Join(urls, ","), log: cfg.Logger, timeout: cfg.Timeout, ids: map[int]sr.Schema{}, flights: map[int]*flight{}}, nil
 }
 
 // URL names the registry, as the errors do.
@@ -117,23 +127,35 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (sr.Schema, error) {
 	if ok {
 		return s, nil
 	}
-	c.fetch.Lock()
-	defer c.fetch.Unlock()
-	c.mu.RLock()
-	s, ok = c.ids[id]
-	c.mu.RUnlock()
-	if ok {
+	c.mu.Lock()
+	if s, ok := c.ids[id]; ok {
+		c.mu.Unlock()
 		return s, nil
 	}
-	err := c.retry(ctx, fmt.Sprintf("schema id %d", id), func(ctx context.Context) (err error) {
-		s, err = c.sr.SchemaByID(ctx, id)
+	if f, ok := c.flights[id]; ok { // another call is fetching it: share its answer
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.s, f.err
+		case <-ctx.Done():
+			return sr.Schema{}, fmt.Errorf("schema registry %s: schema id %d: %w", c.url, id, ctx.Err())
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	c.flights[id] = f
+	c.mu.Unlock()
+	f.err = c.retry(ctx, fmt.Sprintf("schema id %d", id), func(ctx context.Context) (err error) {
+		f.s, err = c.sr.SchemaByID(ctx, id)
 		return err
 	})
-	if err != nil {
-		return sr.Schema{}, err
+	c.mu.Lock()
+	delete(c.flights, id)
+	if f.err == nil {
+		c.ids[id] = f.s
 	}
-	c.cache(id, s)
-	return s, nil
+	c.mu.Unlock()
+	close(f.done)
+	return f.s, f.err
 }
 
 func (c *Client) cache(id int, s sr.Schema) {

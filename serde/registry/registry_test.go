@@ -105,6 +105,45 @@ func TestSchemaByID(t *testing.T) {
 	}
 }
 
+// TestSchemaByIDSharesAFailure: calls that wait for the same new id while
+// the registry is down share the one fetch's answer, its error included,
+// instead of each retrying for the bound after the other.
+func TestSchemaByIDSharesAFailure(t *testing.T) {
+	f := srfake.New()
+	defer f.Close()
+	var requests atomic.Int64
+	f.Intercept(func(w http.ResponseWriter, _ *http.Request) bool {
+		requests.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return true
+	})
+	c, err := registry.New(registry.Config{URLs: []string{f.URL()}, Timeout: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const callers = 4
+	errs := make(chan error, callers)
+	for range callers {
+		go func() { _, err := c.SchemaByID(context.Background(), 7); errs <- err }()
+	}
+	var first error
+	for i := range callers {
+		err := <-errs
+		if !errors.Is(err, serde.ErrUnavailable) {
+			t.Fatalf("caller %d: %v, want ErrUnavailable", i, err)
+		}
+		if i == 0 {
+			first = err
+		} else if err != first {
+			t.Errorf("caller %d got its own error (%v), not the shared fetch's (%v): it retried on its own", i, err, first)
+		}
+	}
+	if requests.Load() == 0 {
+		t.Fatal("no request reached the registry")
+	}
+}
+
 // TestNotARegistry: a 404 without a registry error code (a wrong URL
 // path) is not taken for an unknown id, which would dead-letter records.
 func TestNotARegistry(t *testing.T) {
