@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -47,14 +46,8 @@ type Serde[T any] struct {
 	api     avro.API
 
 	// writing is the id and the schema Serialize writes with, found by
-	// the first Serialize or by Check; mu serializes finding it.
-	// writeErr is the registry's refusal (an incompatible schema, a
-	// missing subject with auto-register off), kept so that records
-	// failing because of it do not each ask the registry again; an
-	// unavailable registry is asked again.
-	writing  atomic.Pointer[writerSchema]
-	mu       sync.Mutex
-	writeErr error
+	// the first Serialize or by Check (a refusal kept, see registry.Found).
+	writing registry.Found[*writerSchema]
 
 	// readers maps a writer schema id to its resolution to the reader
 	// schema. Misses are not serialized here: the registry client shares
@@ -148,26 +141,7 @@ func (s *Serde[T]) Check(ctx context.Context) error {
 }
 
 func (s *Serde[T]) writer(ctx context.Context) (*writerSchema, error) {
-	if w := s.writing.Load(); w != nil {
-		return w, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w := s.writing.Load(); w != nil {
-		return w, nil
-	}
-	if s.writeErr != nil {
-		return nil, s.writeErr
-	}
-	w, err := s.findWriter(ctx)
-	if err != nil {
-		if !errors.Is(err, serde.ErrUnavailable) && ctx.Err() == nil {
-			s.writeErr = err
-		}
-		return nil, err
-	}
-	s.writing.Store(w)
-	return w, nil
+	return s.writing.Get(ctx, s.findWriter)
 }
 
 func (s *Serde[T]) findWriter(ctx context.Context) (*writerSchema, error) {

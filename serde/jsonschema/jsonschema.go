@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -44,9 +43,7 @@ type Serde[T any] struct {
 	codec    serde.Serde[T]
 	validate bool // validate on read
 
-	writing  atomic.Pointer[writerSchema]
-	mu       sync.Mutex
-	writeErr error // the registry's refusal, kept (as serde/avro's)
+	writing registry.Found[*writerSchema] // found once, a refusal kept
 
 	// readers maps a writer schema id to its compiled schema. Misses are
 	// not serialized here: the registry client shares one fetch per id.
@@ -171,26 +168,7 @@ func (s *Serde[T]) Check(ctx context.Context) error {
 }
 
 func (s *Serde[T]) writer(ctx context.Context) (*writerSchema, error) {
-	if w := s.writing.Load(); w != nil {
-		return w, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w := s.writing.Load(); w != nil {
-		return w, nil
-	}
-	if s.writeErr != nil {
-		return nil, s.writeErr
-	}
-	w, err := s.findWriter(ctx)
-	if err != nil {
-		if !errors.Is(err, serde.ErrUnavailable) && ctx.Err() == nil {
-			s.writeErr = err
-		}
-		return nil, err
-	}
-	s.writing.Store(w)
-	return w, nil
+	return s.writing.Get(ctx, s.findWriter)
 }
 
 func (s *Serde[T]) findWriter(ctx context.Context) (*writerSchema, error) {

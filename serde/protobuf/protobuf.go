@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/bufbuild/protocompile"
 	"github.com/jhump/protoreflect/v2/protoprint"
@@ -55,9 +54,7 @@ type Serde[M proto.Message] struct {
 	typ     protoreflect.MessageType
 	indexes []int // the message's path in its file
 
-	writing  atomic.Pointer[int] // the id Serialize writes with
-	mu       sync.Mutex
-	writeErr error // the registry's refusal, kept (as serde/avro's)
+	writing registry.Found[int] // the id Serialize writes with
 
 	// writers maps a writer schema id to its parsed file. Misses are not
 	// serialized here: the registry client shares one fetch per id.
@@ -163,26 +160,7 @@ func (s *Serde[M]) Check(ctx context.Context) error {
 }
 
 func (s *Serde[M]) writer(ctx context.Context) (int, error) {
-	if id := s.writing.Load(); id != nil {
-		return *id, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if id := s.writing.Load(); id != nil {
-		return *id, nil
-	}
-	if s.writeErr != nil {
-		return 0, s.writeErr
-	}
-	id, err := s.findWriter(ctx)
-	if err != nil {
-		if !errors.Is(err, serde.ErrUnavailable) && ctx.Err() == nil {
-			s.writeErr = err
-		}
-		return 0, err
-	}
-	s.writing.Store(&id)
-	return id, nil
+	return s.writing.Get(ctx, s.findWriter)
 }
 
 func (s *Serde[M]) findWriter(ctx context.Context) (int, error) {
