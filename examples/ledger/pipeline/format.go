@@ -69,50 +69,75 @@ func JSONCodecs() Codecs {
 // with the subject's versions, stops the app at start with the
 // registry's message.
 func NewCodecs(ctx context.Context, format Format, reg *registry.Client, input, output string) (Codecs, error) {
-	if format == JSON {
-		return JSONCodecs(), nil
-	}
-	var (
-		payments checker
-		balances checker
-		err      error
-	)
 	c := Codecs{Format: format}
-	switch format {
-	case Avro:
-		var p *avro.Serde[Payment]
-		var b *avro.Serde[Balance]
-		if p, err = avro.Value[Payment](reg, input, PaymentAvroSchema); err == nil {
-			b, err = avro.Value[Balance](reg, output, BalanceAvroSchema)
-		}
-		c.Payments, c.Balances, payments, balances = checkedPayments{p}, b, p, b
-	case Protobuf:
-		var p *protobuf.Serde[*ledgerpb.Payment]
-		var b *protobuf.Serde[*ledgerpb.Balance]
-		if p, err = protobuf.Value[*ledgerpb.Payment](reg, input); err == nil {
-			b, err = protobuf.Value[*ledgerpb.Balance](reg, output)
-		}
-		c.Payments = checkedPayments{mapped[Payment, *ledgerpb.Payment]{p, paymentToProto, paymentFromProto}}
-		c.Balances = mapped[Balance, *ledgerpb.Balance]{b, balanceToProto, balanceFromProto}
-		payments, balances = p, b
-	default:
-		return c, fmt.Errorf("unknown format %q: use json, avro or protobuf", format)
-	}
-	if err != nil {
+	var err error
+	if c.Payments, err = PaymentCodec(ctx, format, reg, input); err != nil {
 		return c, err
 	}
-	if err := payments.Check(ctx); err != nil {
-		return c, fmt.Errorf("the payments' schema: %w", err)
-	}
-	if err := balances.Check(ctx); err != nil {
+	if c.Balances, err = balanceCodec(ctx, format, reg, output); err != nil {
 		return c, fmt.Errorf("the balances' schema: %w", err)
 	}
 	return c, nil
 }
 
-// checker is what NewCodecs needs of a registry serde beyond serde.Serde.
-type checker interface {
+// PaymentCodec returns the serde of format for the payments of topic, as
+// NewCodecs does; the windowed example writes its late payments with one.
+func PaymentCodec(ctx context.Context, format Format, reg *registry.Client, topic string) (serde.Serde[Payment], error) {
+	var s serde.Serde[Payment]
+	var err error
+	switch format {
+	case JSON:
+		return PaymentSerde{}, nil
+	case Avro:
+		s, err = checked[Payment](ctx, func() (*avro.Serde[Payment], error) {
+			return avro.Value[Payment](reg, topic, PaymentAvroSchema)
+		})
+	case Protobuf:
+		var p serde.Serde[*ledgerpb.Payment]
+		p, err = checked[*ledgerpb.Payment](ctx, func() (*protobuf.Serde[*ledgerpb.Payment], error) {
+			return protobuf.Value[*ledgerpb.Payment](reg, topic)
+		})
+		s = mapped[Payment, *ledgerpb.Payment]{p, paymentToProto, paymentFromProto}
+	default:
+		return nil, fmt.Errorf("unknown format %q: use json, avro or protobuf", format)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the payments' schema: %w", err)
+	}
+	return checkedPayments{s}, nil
+}
+
+func balanceCodec(ctx context.Context, format Format, reg *registry.Client, topic string) (serde.Serde[Balance], error) {
+	switch format {
+	case JSON:
+		return BalanceSerde{}, nil
+	case Avro:
+		return checked[Balance](ctx, func() (*avro.Serde[Balance], error) {
+			return avro.Value[Balance](reg, topic, BalanceAvroSchema)
+		})
+	case Protobuf:
+		b, err := checked[*ledgerpb.Balance](ctx, func() (*protobuf.Serde[*ledgerpb.Balance], error) {
+			return protobuf.Value[*ledgerpb.Balance](reg, topic)
+		})
+		return mapped[Balance, *ledgerpb.Balance]{b, balanceToProto, balanceFromProto}, err
+	}
+	return nil, fmt.Errorf("unknown format %q: use json, avro or protobuf", format)
+}
+
+// checked returns the serde that build returns once its schema is
+// registered (or found): Check.
+func checked[T any, S interface {
+	serde.Serde[T]
 	Check(ctx context.Context) error
+}](ctx context.Context, build func() (S, error)) (serde.Serde[T], error) {
+	s, err := build()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Check(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // checkedPayments refuses, as PaymentSerde does for JSON, a payment
