@@ -31,7 +31,7 @@ type Generator struct {
 	// Hostile, when set, makes every Hostile.Every-th record a hostile
 	// one (see Hostile), which Produced counts and Invalid does not; one
 	// that falls on a malformed payment comes right after it.
-	Hostile    *Hostile
+	Hostile *Hostile
 	// Encode writes a payment's value; nil writes JSON. The demo's
 	// --format avro and protobuf set the ledger's serde of that format.
 	// Malformed payments are JSON whatever the format: on a topic of
