@@ -82,6 +82,10 @@ type Options struct {
 	// (verify.Transcoder).
 	Format      ledgerpipe.Format
 	RegistryURL string
+	// Preloaded is the number of valid payments on the input topic
+	// before the run (a test wrote them with another client); the ledger
+	// owes them balances too.
+	Preloaded int64
 }
 
 func (o Options) format() ledgerpipe.Format {
@@ -440,7 +444,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			line := fmt.Sprintf("%5.0fs  payments %8d", now.Sub(start).Seconds(), gen.Produced())
 			if ledger != nil {
 				n := ledger.out.count()
-				want := gen.Produced() - gen.Invalid() - gen.hostileBad()
+				want := opts.Preloaded + gen.Produced() - gen.Invalid() - gen.hostileBad()
 				line += fmt.Sprintf("  balances %8d  lag %6d", n, max(want-n, 0))
 				// While payments flow, a ledger that writes no balance
 				// although it has payments to process is stalled.
@@ -507,7 +511,7 @@ func setWants(ctx context.Context, opts Options, gen *Generator, ledger, win *ap
 		win.want = int64(verify.Windowed(payments, opts.window(), opts.grace()).ExpectedWindows())
 	}
 	if ledger != nil {
-		ledger.want = gen.Produced() - gen.Invalid() - gen.hostileBad()
+		ledger.want = opts.Preloaded + gen.Produced() - gen.Invalid() - gen.hostileBad()
 	}
 	return nil
 }
