@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eddy-streams/eddy/internal/testutil/apprun"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
@@ -31,10 +33,10 @@ import (
 // the reason in eddy.error, and goes on.
 func TestEvolutionRun(t *testing.T) {
 	const v1Count, v2Count = 60, 40
-	addr := startBroker(t)
+	addr := apprun.StartBroker(t)
 	url := eddyRegistry(t)
 	const in, outV1, outV2 = "payments", "payments-read-v1", "payments-read-v2"
-	createTopics(t, addr, 4, in, outV1, outV2, eddy.DeadLetterTopic(in))
+	apprun.CreateTopics(t, addr, 4, in, outV1, outV2, eddy.DeadLetterTopic(in))
 
 	// The producers: an old deployment writing v1, then a new one writing v2.
 	type payment struct {
@@ -57,10 +59,10 @@ func TestEvolutionRun(t *testing.T) {
 		payments = append(payments, p)
 		recs = append(recs, &kgo.Record{Key: []byte(p.id), Value: must(w2.Serialize(nil, PaymentV2{ID: p.id, Amount: p.amount, Currency: p.currency}))(t)})
 	}
-	produce(t, addr, in, recs...)
+	apprun.Produce(t, addr, in, recs...)
 	// Not payments: plain JSON, and a record framed with an id the
 	// registry never gave.
-	produce(t, addr, in,
+	apprun.Produce(t, addr, in,
 		&kgo.Record{Key: []byte("json"), Value: []byte(`{"id":"x","amount":1}`)},
 		&kgo.Record{Key: []byte("unknown"), Value: append([]byte{0, 0, 0, 0x30, 0x39}, recs[0].Value[5:]...)})
 
@@ -74,20 +76,20 @@ func TestEvolutionRun(t *testing.T) {
 	topoV1 := eddy.NewTopology()
 	r1 := must(avro.Value[map[string]any](newClient(t, url, registry.Config{}), in, paymentV1))(t)
 	eddy.To(eddy.MapValues(eddy.Source(topoV1, in, serde.String(), r1), renderFields), outV1, serde.String(), serde.String())
-	appV1 := run(t, topoV1, appConfig(t, addr, "evolution-v1"))
+	appV1 := apprun.Run(t, topoV1, apprun.Config(t, addr, "evolution-v1"))
 
 	topoV2 := eddy.NewTopology()
 	r2 := must(avro.Value[PaymentV2](newClient(t, url, registry.Config{}), in, paymentV2))(t)
 	eddy.To(eddy.Source(topoV2, in, serde.String(), r2), outV2, serde.String(), serde.JSON[PaymentV2]())
-	appV2 := run(t, topoV2, appConfig(t, addr, "evolution-v2"))
+	appV2 := apprun.Run(t, topoV2, apprun.Config(t, addr, "evolution-v2"))
 
 	total := v1Count + v2Count
-	waitRecords(t, addr, outV1, total, appV1)
-	waitRecords(t, addr, outV2, total, appV2)
-	waitRecords(t, addr, eddy.DeadLetterTopic(in), 4, nil)
+	apprun.WaitRecords(t, addr, outV1, total, appV1)
+	apprun.WaitRecords(t, addr, outV2, total, appV2)
+	apprun.WaitRecords(t, addr, eddy.DeadLetterTopic(in), 4, nil)
 	// Stopped, so that a duplicate written late is read below too.
-	for _, app := range []*running{appV1, appV2} {
-		if err := app.stop(t); err != nil {
+	for _, app := range []*apprun.Running{appV1, appV2} {
+		if err := app.Stop(t); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 	}
@@ -103,14 +105,14 @@ func TestEvolutionRun(t *testing.T) {
 		wantV2[p.id] = PaymentV2{ID: p.id, Amount: p.amount, Currency: currency}
 	}
 	gotV1 := map[string]string{}
-	for _, r := range readAll(t, addr, outV1) {
+	for _, r := range apprun.ReadAll(t, addr, outV1) {
 		if _, dup := gotV1[string(r.Key)]; dup {
 			t.Errorf("v1 reader: %s output twice", r.Key)
 		}
 		gotV1[string(r.Key)] = string(r.Value)
 	}
 	gotV2 := map[string]PaymentV2{}
-	for _, r := range readAll(t, addr, outV2) {
+	for _, r := range apprun.ReadAll(t, addr, outV2) {
 		if _, dup := gotV2[string(r.Key)]; dup {
 			t.Errorf("v2 reader: %s output twice", r.Key)
 		}
@@ -131,15 +133,15 @@ func TestEvolutionRun(t *testing.T) {
 
 	// Each app dead-lettered each of the two records, naming why.
 	reasons := map[string]int{}
-	for _, r := range readAll(t, addr, eddy.DeadLetterTopic(in)) {
-		msg := headerValue(r, eddy.HeaderDLQError)
+	for _, r := range apprun.ReadAll(t, addr, eddy.DeadLetterTopic(in)) {
+		msg := apprun.Header(r, eddy.HeaderDLQError)
 		switch {
 		case string(r.Key) == "json" && strings.Contains(msg, "looks like plain JSON"):
 			reasons["json"]++
 		case string(r.Key) == "unknown" && strings.Contains(msg, "writer schema id 12345 unknown to the registry"):
 			reasons["unknown"]++
 		default:
-			t.Errorf("dead letter %s: eddy.error %q, eddy.stage %q", r.Key, msg, headerValue(r, eddy.HeaderDLQStage))
+			t.Errorf("dead letter %s: eddy.error %q, eddy.stage %q", r.Key, msg, apprun.Header(r, eddy.HeaderDLQStage))
 		}
 	}
 	if reasons["json"] != 2 || reasons["unknown"] != 2 {

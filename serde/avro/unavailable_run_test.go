@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/testutil/apprun"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
@@ -20,28 +22,24 @@ import (
 // and producing nothing, whatever the decode policy (the default,
 // DeadLetter, here).
 func TestRegistryDownStopsTheRun(t *testing.T) {
-	addr := startBroker(t)
+	addr := apprun.StartBroker(t)
 	const in, out = "payments", "payments-out"
-	createTopics(t, addr, 2, in, out, eddy.DeadLetterTopic(in))
+	apprun.CreateTopics(t, addr, 2, in, out, eddy.DeadLetterTopic(in))
 	// Written while the registry was up: schema id 1.
 	url := eddyRegistry(t)
 	w := must(avro.Value[PaymentV1](newClient(t, url, registry.Config{}), in, paymentV1))(t)
-	produce(t, addr, in, &kgo.Record{Key: []byte("p1"), Value: must(w.Serialize(nil, PaymentV1{ID: "p1", Amount: 5}))(t)})
+	apprun.Produce(t, addr, in, &kgo.Record{Key: []byte("p1"), Value: must(w.Serialize(nil, PaymentV1{ID: "p1", Amount: 5}))(t)})
 
 	down := newClient(t, closedURL(t), registry.Config{Timeout: 300 * time.Millisecond})
 	topo := eddy.NewTopology()
 	eddy.To(eddy.Source(topo, in, serde.String(), must(avro.Value[PaymentV1](down, in, paymentV1))(t)), out, serde.String(), serde.JSON[PaymentV1]())
-	app := run(t, topo, appConfig(t, addr, "registry-down"))
-	select {
-	case <-app.done:
-	case <-time.After(hangGuard):
-		t.Fatalf("Run did not stop within %v with the registry down", hangGuard)
+	app := apprun.Run(t, topo, apprun.Config(t, addr, "registry-down"))
+	err := app.Wait(t)
+	if !errors.Is(err, serde.ErrUnavailable) || !strings.HasPrefix(err.Error(), "eddy: ") {
+		t.Fatalf("Run = %v; want an eddy: error wrapping serde.ErrUnavailable", err)
 	}
-	if !errors.Is(app.err, serde.ErrUnavailable) || !strings.HasPrefix(app.err.Error(), "eddy: ") {
-		t.Fatalf("Run = %v; want an eddy: error wrapping serde.ErrUnavailable", app.err)
-	}
-	t.Log(app.err)
-	if n := len(readAll(t, addr, eddy.DeadLetterTopic(in))) + len(readAll(t, addr, out)); n != 0 {
+	t.Log(err)
+	if n := len(apprun.ReadAll(t, addr, eddy.DeadLetterTopic(in))) + len(apprun.ReadAll(t, addr, out)); n != 0 {
 		t.Fatalf("%d records dead-lettered or produced, want none", n)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eddy-streams/eddy/internal/testutil/apprun"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/proto"
@@ -38,10 +40,10 @@ import (
 // and the serde reads generated types only.
 func TestEvolutionRun(t *testing.T) {
 	const v1Count, v2Count = 50, 30
-	addr := startBroker(t)
+	addr := apprun.StartBroker(t)
 	url := eddyRegistry(t)
 	const in, out = "payments", "payments-copy"
-	createTopics(t, addr, 4, in, out, eddy.DeadLetterTopic(in))
+	apprun.CreateTopics(t, addr, 4, in, out, eddy.DeadLetterTopic(in))
 
 	type payment struct {
 		id       string
@@ -73,13 +75,13 @@ func TestEvolutionRun(t *testing.T) {
 		b := append(registry.AppendHeader(nil, id), 0)
 		recs = append(recs, &kgo.Record{Key: []byte(p.id), Value: append(b, must(proto.Marshal(m))(t)...)})
 	}
-	produce(t, addr, in, recs...)
+	apprun.Produce(t, addr, in, recs...)
 	// Not payments: plain JSON, and a v1 record whose indexes name the
 	// file's second message (Refund).
 	refund := slices.Clone(recs[0].Value)
 	refund[registry.HeaderSize] = 2 // a count of 1 (zig-zag), then index 1
 	refund = slices.Insert(refund, registry.HeaderSize+1, 2)
-	produce(t, addr, in,
+	apprun.Produce(t, addr, in,
 		&kgo.Record{Key: []byte("json"), Value: []byte(`{"id":"x","amount":1}`)},
 		&kgo.Record{Key: []byte("refund"), Value: refund})
 
@@ -97,16 +99,16 @@ func TestEvolutionRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	eddy.To(eddy.Source(topo, in, serde.String(), src), out, serde.String(), sink)
-	app := run(t, topo, appConfig(t, addr, "evolution-protobuf"))
+	app := apprun.Run(t, topo, apprun.Config(t, addr, "evolution-protobuf"))
 	total := v1Count + v2Count
-	waitRecords(t, addr, out, total, app)
-	waitRecords(t, addr, eddy.DeadLetterTopic(in), 2, app)
-	if err := app.stop(t); err != nil { // so that a duplicate written late is read below too
+	apprun.WaitRecords(t, addr, out, total, app)
+	apprun.WaitRecords(t, addr, eddy.DeadLetterTopic(in), 2, app)
+	if err := app.Stop(t); err != nil { // so that a duplicate written late is read below too
 		t.Fatalf("Run: %v", err)
 	}
 
 	got := map[string]payment{}
-	for _, r := range readAll(t, addr, out) {
+	for _, r := range apprun.ReadAll(t, addr, out) {
 		if _, dup := got[string(r.Key)]; dup {
 			t.Errorf("%s copied twice", r.Key)
 		}
@@ -137,8 +139,8 @@ func TestEvolutionRun(t *testing.T) {
 	}
 
 	reasons := map[string]string{}
-	for _, r := range readAll(t, addr, eddy.DeadLetterTopic(in)) {
-		reasons[string(r.Key)] = headerValue(r, eddy.HeaderDLQError)
+	for _, r := range apprun.ReadAll(t, addr, eddy.DeadLetterTopic(in)) {
+		reasons[string(r.Key)] = apprun.Header(r, eddy.HeaderDLQError)
 	}
 	if len(reasons) != 2 || !strings.Contains(reasons["json"], "looks like plain JSON") ||
 		!strings.Contains(reasons["refund"], "name eddy.test.bank.Refund in writer schema id 1, not the serde's eddy.test.bank.Payment") {

@@ -1,4 +1,7 @@
-package avro_test
+// Package apprun runs eddy apps against the embedded broker for tests of
+// packages other than eddy's own (whose helpers_test.go a test of another
+// package cannot import): the serdes' run tests.
+package apprun
 
 import (
 	"context"
@@ -14,16 +17,12 @@ import (
 	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
-// The helpers of the run tests: they run apps as the root package's run
-// tests do (helpers_test.go there, which a test of another package cannot
-// import).
-
-// hangGuard bounds every wait of the run tests: a guard against a hang,
+// HangGuard bounds every wait of the run tests: a guard against a hang,
 // never an assertion about speed.
-const hangGuard = 60 * time.Second
+const HangGuard = 60 * time.Second
 
-// startBroker starts an in-memory embedded broker for one test.
-func startBroker(t *testing.T) string {
+// StartBroker starts an in-memory embedded broker for one test.
+func StartBroker(t *testing.T) string {
 	t.Helper()
 	b, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: 4})
 	if err != nil {
@@ -42,12 +41,12 @@ func kafkaClient(t *testing.T, addr string) *kgo.Client {
 	return cl
 }
 
-// createTopics creates each topic with the given partition count.
-func createTopics(t *testing.T, addr string, partitions int32, topics ...string) {
+// CreateTopics creates each topic with the given partition count.
+func CreateTopics(t *testing.T, addr string, partitions int32, topics ...string) {
 	t.Helper()
 	cl := kafkaClient(t, addr)
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	ctx, cancel := context.WithTimeout(context.Background(), HangGuard)
 	defer cancel()
 	var specs []kafka.TopicSpec
 	for _, name := range topics {
@@ -58,12 +57,12 @@ func createTopics(t *testing.T, addr string, partitions int32, topics ...string)
 	}
 }
 
-// produce writes recs to topic synchronously, in order.
-func produce(t *testing.T, addr, topic string, recs ...*kgo.Record) {
+// Produce writes recs to topic synchronously, in order.
+func Produce(t *testing.T, addr, topic string, recs ...*kgo.Record) {
 	t.Helper()
 	cl := kafkaClient(t, addr)
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	ctx, cancel := context.WithTimeout(context.Background(), HangGuard)
 	defer cancel()
 	for _, r := range recs {
 		r.Topic = topic
@@ -73,9 +72,9 @@ func produce(t *testing.T, addr, topic string, recs ...*kgo.Record) {
 	}
 }
 
-// appConfig is the Config of one test app: its own id and state directory,
+// Config is the Config of one test app: its own id and state directory,
 // its warnings in the test log.
-func appConfig(t *testing.T, addr, appID string) eddy.Config {
+func Config(t *testing.T, addr, appID string) eddy.Config {
 	return eddy.Config{
 		AppID:    appID,
 		Brokers:  []string{addr},
@@ -93,18 +92,18 @@ func (l testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// running is an eddy.Run in a goroutine.
-type running struct {
+// Running is an eddy.Run in a goroutine.
+type Running struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error // set before done is closed
 }
 
-// run starts eddy.Run in a goroutine; the test's cleanup stops it.
-func run(t *testing.T, topo *eddy.Topology, cfg eddy.Config) *running {
+// Run starts eddy.Run in a goroutine; the test's cleanup stops it.
+func Run(t *testing.T, topo *eddy.Topology, cfg eddy.Config) *Running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan struct{})}
+	r := &Running{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		r.err = eddy.Run(ctx, topo, cfg)
@@ -113,32 +112,38 @@ func run(t *testing.T, topo *eddy.Topology, cfg eddy.Config) *running {
 		cancel()
 		select {
 		case <-r.done:
-		case <-time.After(hangGuard):
-			t.Errorf("eddy.Run did not return within %v of its context's cancellation", hangGuard)
+		case <-time.After(HangGuard):
+			t.Errorf("eddy.Run did not return within %v of its context's cancellation", HangGuard)
 		}
 	})
 	return r
 }
 
-// stop cancels the app and returns Run's result.
-func (r *running) stop(t *testing.T) error {
+// Stop cancels the app and returns Run's result.
+func (r *Running) Stop(t *testing.T) error {
 	t.Helper()
 	r.cancel()
+	return r.Wait(t)
+}
+
+// Wait waits for Run to return by itself and returns its result.
+func (r *Running) Wait(t *testing.T) error {
+	t.Helper()
 	select {
 	case <-r.done:
 		return r.err
-	case <-time.After(hangGuard):
-		t.Fatalf("eddy.Run did not return within %v", hangGuard)
+	case <-time.After(HangGuard):
+		t.Fatalf("eddy.Run did not return within %v", HangGuard)
 		return nil
 	}
 }
 
-// waitRecords polls topic until it holds at least n committed records. It
+// WaitRecords polls topic until it holds at least n committed records. It
 // fails the test at once if app (which may be nil) stopped, and after the
 // hang guard.
-func waitRecords(t *testing.T, addr, topic string, n int, app *running) {
+func WaitRecords(t *testing.T, addr, topic string, n int, app *Running) {
 	t.Helper()
-	deadline := time.Now().Add(hangGuard)
+	deadline := time.Now().Add(HangGuard)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		recs, err := verify.ReadAll(ctx, []string{addr}, topic)
@@ -154,16 +159,16 @@ func waitRecords(t *testing.T, addr, topic string, n int, app *running) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s holds %d records after %v, want %d (last read error: %v)", topic, len(recs), hangGuard, n, err)
+			t.Fatalf("%s holds %d records after %v, want %d (last read error: %v)", topic, len(recs), HangGuard, n, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// readAll reads every committed record of topic (read_committed).
-func readAll(t *testing.T, addr, topic string) []*kgo.Record {
+// ReadAll reads every committed record of topic (read_committed).
+func ReadAll(t *testing.T, addr, topic string) []*kgo.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	ctx, cancel := context.WithTimeout(context.Background(), HangGuard)
 	defer cancel()
 	recs, err := verify.ReadAll(ctx, []string{addr}, topic)
 	if err != nil {
@@ -172,7 +177,8 @@ func readAll(t *testing.T, addr, topic string) []*kgo.Record {
 	return recs
 }
 
-func headerValue(r *kgo.Record, key string) string {
+// Header returns the value of r's header key ("" if none).
+func Header(r *kgo.Record, key string) string {
 	for _, h := range r.Headers {
 		if h.Key == key {
 			return string(h.Value)
