@@ -70,6 +70,8 @@ type Client struct {
 	log     *slog.Logger
 	timeout time.Duration
 	now     func() time.Time // time.Now; a test moves it
+	// firstBackoff is the const firstBackoff; a test lengthens it.
+	firstBackoff time.Duration
 
 	// done is cancelled by Close: it ends the retries in flight and
 	// refuses later calls.
@@ -135,7 +137,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("eddy: registry: %w", err)
 	}
 	done, closeFn := context.WithCancel(context.Background())
-	return &Client{sr: cl, url: strings.Join(urls, ","), log: cfg.Logger, timeout: cfg.Timeout, now: time.Now,
+	return &Client{sr: cl, url: strings.Join(urls, ","), log: cfg.Logger, timeout: cfg.Timeout, now: time.Now, firstBackoff: firstBackoff,
 		done: done, close: closeFn,
 		ids: map[int]sr.Schema{}, unknown: map[int]unknownID{}, flights: map[int]*flight{}}, nil
 }
@@ -331,7 +333,7 @@ func (c *Client) retry(ctx context.Context, what string, req func(context.Contex
 	defer context.AfterFunc(c.done, cancel)()
 	start := time.Now()
 	deadline := start.Add(c.timeout)
-	backoff := firstBackoff
+	backoff := c.firstBackoff
 	var warned time.Time
 	for attempt := 1; ; attempt++ {
 		err := req(ctx)
@@ -371,7 +373,7 @@ func (c *Client) retry(ctx context.Context, what string, req func(context.Contex
 			}
 			return fmt.Errorf("schema registry %s: %s: %w", c.url, what, ctx.Err())
 		}
-		backoff = min(2*backoff, maxBackoff)
+		backoff = max(min(2*backoff, maxBackoff), c.firstBackoff)
 	}
 }
 

@@ -215,8 +215,9 @@ func TestSchemaByIDUnknownShared(t *testing.T) {
 }
 
 // TestClose: a Deserialize blocked retrying a registry that is down (a
-// closed port, a bound of an hour) returns as soon as the client is
-// closed, with ErrClosed and serde.ErrUnavailable (so no error policy
+// closed port; a bound of a day, and an hour's wait before the second
+// attempt, so that only Close can end the call before the test times out)
+// returns when the client is closed, with ErrClosed and serde.ErrUnavailable (so no error policy
 // dead-letters the record); later calls fail the same way, a cached id
 // included, without a request; Close again is harmless.
 func TestClose(t *testing.T) {
@@ -227,11 +228,12 @@ func TestClose(t *testing.T) {
 	url := "http://" + l.Addr().String()
 	l.Close()
 	warned := make(chan struct{}, 1)
-	c, err := registry.New(registry.Config{URLs: []string{url}, Timeout: time.Hour,
+	c, err := registry.New(registry.Config{URLs: []string{url}, Timeout: 24 * time.Hour,
 		Logger: slog.New(signalHandler{warned})})
 	if err != nil {
 		t.Fatal(err)
 	}
+	registry.SetFirstBackoff(c, time.Hour)
 	s, err := avro.Value[string](c, "t", `"string"`)
 	if err != nil {
 		t.Fatal(err)
