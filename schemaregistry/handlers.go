@@ -152,6 +152,9 @@ func (s *Server) listVersions(r *http.Request) (any, error) {
 	})
 }
 
+// getVersion is GET /subjects/{subject}/versions/{version}. With
+// ?format=serialized a PROTOBUF schema is answered as Confluent does: its
+// FileDescriptorProto, serialized and base64-encoded, instead of its text.
 func (s *Server) getVersion(r *http.Request) (any, error) {
 	subject := r.PathValue("subject")
 	return s.read(func(st *state) (any, error) {
@@ -159,8 +162,27 @@ func (s *Server) getVersion(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return st.subjectSchema(subject, v), nil
+		ss := st.subjectSchema(subject, v)
+		if ss.Schema, err = st.formatted(st.Schemas[v.ID], r); err != nil {
+			return nil, err
+		}
+		return ss, nil
 	})
+}
+
+// formatted is rec's schema in the ?format= that r asks for: "serialized"
+// turns a PROTOBUF schema into its base64 descriptor; every other format,
+// and every other type, answer the stored text (Confluent's other formats
+// are for Avro and JSON Schema features this registry does not have).
+func (st *state) formatted(rec *schemaRecord, r *http.Request) (string, error) {
+	if rec.Type != typeProtobuf || r.URL.Query().Get("format") != "serialized" {
+		return rec.Schema, nil
+	}
+	text, err := st.serializedProtobuf(rec)
+	if err != nil {
+		return "", &apiError{http.StatusUnprocessableEntity, 42201, "Found an invalid PROTOBUF schema registered: " + err.Error()}
+	}
+	return text, nil
 }
 
 func (s *Server) getVersionText(r *http.Request) (any, error) {
@@ -375,7 +397,8 @@ func (st *state) schemaUsed(id int) (*schemaRecord, error) {
 
 // schemaByID is GET /schemas/ids/{id}. The ?subject= parameter, which
 // Confluent uses to pick a schema context, is accepted and has nothing to
-// pick: this registry has only the default context.
+// pick: this registry has only the default context. ?format= is as for
+// getVersion.
 func (s *Server) schemaByID(r *http.Request) (any, error) {
 	id, err := schemaID(r)
 	if err != nil {
@@ -386,11 +409,15 @@ func (s *Server) schemaByID(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		text, err := st.formatted(rec, r)
+		if err != nil {
+			return nil, err
+		}
 		return struct {
 			SchemaType string      `json:"schemaType,omitempty"`
 			References []Reference `json:"references,omitempty"`
 			Schema     string      `json:"schema"`
-		}{typeField(rec.Type), rec.References, rec.Schema}, nil
+		}{typeField(rec.Type), rec.References, text}, nil
 	})
 }
 
@@ -536,8 +563,7 @@ func (s *Server) checkCompatibility(r *http.Request) (any, error) {
 		} else {
 			versions = st.Subjects[subject].live(false)
 		}
-		st.resolveRefVersions(rec)
-		p, err := st.parse(rec)
+		p, err := st.prepare(rec)
 		if err != nil {
 			return nil, errInvalidSchema(rec.Type, err)
 		}
