@@ -219,7 +219,7 @@ func (s *Server) register(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.change(func(st *state) (any, error) {
+	return s.changeSubject(subject, func(st *state) (any, error) {
 		p, err := st.prepare(rec)
 		if err != nil {
 			return nil, errInvalidSchema(rec.Type, err)
@@ -293,7 +293,7 @@ func permanentParam(r *http.Request) bool {
 func (s *Server) deleteSubject(r *http.Request) (any, error) {
 	subject := r.PathValue("subject")
 	permanent := permanentParam(r)
-	return s.change(func(st *state) (any, error) {
+	return s.changeSubject(subject, func(st *state) (any, error) {
 		subj := st.Subjects[subject]
 		all, live := subj.live(true), subj.live(false)
 		if len(all) == 0 {
@@ -309,8 +309,9 @@ func (s *Server) deleteSubject(r *http.Request) (any, error) {
 					return nil, errReferenceExists(subject, v.Version)
 				}
 			}
-			// As Confluent, deleting the subject deletes its level too.
-			subj.Compatibility = ""
+			// As Confluent, deleting the subject deletes its level and
+			// mode too.
+			subj.Compatibility, subj.Mode = "", ""
 			for i := range subj.Versions {
 				if !subj.Versions[i].Deleted {
 					subj.Versions[i].Deleted = true
@@ -331,9 +332,10 @@ func (s *Server) deleteSubject(r *http.Request) (any, error) {
 	})
 }
 
-// dropIfEmpty forgets a subject left with neither versions nor a level.
+// dropIfEmpty forgets a subject left with neither versions nor a level
+// nor a mode.
 func (st *state) dropIfEmpty(subject string) {
-	if s := st.Subjects[subject]; s != nil && len(s.Versions) == 0 && s.Compatibility == "" {
+	if s := st.Subjects[subject]; s != nil && len(s.Versions) == 0 && s.Compatibility == "" && s.Mode == "" {
 		delete(st.Subjects, subject)
 	}
 }
@@ -343,7 +345,7 @@ func (st *state) dropIfEmpty(subject string) {
 func (s *Server) deleteVersion(r *http.Request) (any, error) {
 	subject := r.PathValue("subject")
 	permanent := permanentParam(r)
-	return s.change(func(st *state) (any, error) {
+	return s.changeSubject(subject, func(st *state) (any, error) {
 		// A soft delete resolves "latest" among live versions; a hard one
 		// among all, since it deletes soft-deleted versions.
 		v, err := st.version(subject, r.PathValue("version"), true)
@@ -369,6 +371,11 @@ func (s *Server) deleteVersion(r *http.Request) (any, error) {
 			st.dropIfEmpty(subject)
 		default:
 			subj.Versions[i].Deleted = true
+			if len(subj.live(false)) == 0 {
+				// As Confluent, deleting the last live version deletes
+				// the subject's level and mode, as deleting the subject.
+				subj.Compatibility, subj.Mode = "", ""
+			}
 		}
 		return v.Version, nil
 	})
@@ -590,23 +597,37 @@ type modeBody struct {
 	Mode string `json:"mode"`
 }
 
-// getMode is GET /mode, and GET /mode/{subject}: subjects have no mode of
-// their own here, so that is Confluent's 40409 unless
-// ?defaultToGlobal=true.
+// modeOf is the mode that applies to subject: its own, or the global one.
+func (st *state) modeOf(subject string) string {
+	if s := st.Subjects[subject]; s != nil && s.Mode != "" {
+		return s.Mode
+	}
+	return st.Mode
+}
+
+// getMode is GET /mode, and GET /mode/{subject}: the subject's own mode,
+// or Confluent's 40409 if it has none, unless ?defaultToGlobal=true asks
+// for the mode that applies to it.
 func (s *Server) getMode(r *http.Request) (any, error) {
 	subject := r.PathValue("subject")
 	toGlobal, _ := strconv.ParseBool(r.URL.Query().Get("defaultToGlobal"))
 	return s.read(func(st *state) (any, error) {
-		if subject != "" && !toGlobal {
-			return nil, &apiError{http.StatusNotFound, 40409, "Subject '" + subject + "' does not have subject-level mode configured"}
+		if subject == "" || toGlobal {
+			return modeBody{st.modeOf(subject)}, nil
 		}
-		return modeBody{st.Mode}, nil
+		if subj := st.Subjects[subject]; subj != nil && subj.Mode != "" {
+			return modeBody{subj.Mode}, nil
+		}
+		return nil, &apiError{http.StatusNotFound, 40409, "Subject '" + subject + "' does not have subject-level mode configured"}
 	})
 }
 
-// putMode is PUT /mode: READWRITE or READONLY (which refuses every change
-// but this one).
+// putMode is PUT /mode and PUT /mode/{subject}: READWRITE or READONLY,
+// which refuses every change (of the subject's versions, for a subject's
+// mode) but a change of mode. A subject may have a mode before it has a
+// version, as in Confluent's.
 func (s *Server) putMode(r *http.Request) (any, error) {
+	subject := r.PathValue("subject")
 	var req modeBody
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 		return nil, errBadRequest(err)
@@ -615,8 +636,32 @@ func (s *Server) putMode(r *http.Request) (any, error) {
 	if mode != modeReadWrite && mode != modeReadOnly {
 		return nil, errInvalidMode(req.Mode)
 	}
-	return s.write(false, func(st *state) (any, error) {
-		st.Mode = mode
+	return s.write(nil, func(st *state) (any, error) {
+		if subject == "" {
+			st.Mode = mode
+			return modeBody{mode}, nil
+		}
+		if st.Subjects[subject] == nil {
+			st.Subjects[subject] = &subjectRecord{}
+		}
+		st.Subjects[subject].Mode = mode
 		return modeBody{mode}, nil
+	})
+}
+
+// deleteMode is DELETE /mode/{subject}: the subject follows the global
+// mode again. It answers the mode deleted; a subject without a mode of its
+// own is Confluent's 40401.
+func (s *Server) deleteMode(r *http.Request) (any, error) {
+	subject := r.PathValue("subject")
+	return s.write(nil, func(st *state) (any, error) {
+		subj := st.Subjects[subject]
+		if subj == nil || subj.Mode == "" {
+			return nil, errSubjectNotFound(subject)
+		}
+		prev := subj.Mode
+		subj.Mode = ""
+		st.dropIfEmpty(subject)
+		return modeBody{prev}, nil
 	})
 }

@@ -53,12 +53,13 @@ type Reference struct {
 }
 
 // subjectRecord is a subject's versions, oldest first, and its own
-// compatibility level ("" when it follows the global one). A subject whose
-// every version was permanently deleted keeps its record only while it has
-// a level of its own.
+// compatibility level and mode ("" when it follows the global one). A
+// subject whose every version was permanently deleted keeps its record
+// only while it has a level or a mode of its own.
 type subjectRecord struct {
 	Versions      []versionRecord `json:"versions"`
 	Compatibility string          `json:"compatibility,omitempty"`
+	Mode          string          `json:"mode,omitempty"`
 }
 
 type versionRecord struct {
