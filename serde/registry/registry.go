@@ -151,10 +151,12 @@ var ErrClosed = errors.New("the schema registry client is closed")
 // Close ends the client's retries in flight (their calls return at once
 // with an error wrapping ErrClosed and serde.ErrUnavailable) and makes
 // every later call fail the same way, whether or not its answer is
-// cached. Call it once the app that uses the client has stopped, or
-// earlier to abort an app stuck waiting for an unreachable registry.
-// Calling it again does nothing; it always returns nil (it is an
-// io.Closer).
+// cached. (A serde keeps what it resolved itself: records carrying an id
+// it has already met still decode without the client.) Call it once the
+// app that uses the client has stopped, or earlier to abort an app stuck
+// waiting for an unreachable registry: the app stops with that error, as
+// with a registry down for longer than Config.Timeout. Calling it again
+// does nothing; it always returns nil (it is an io.Closer).
 func (c *Client) Close() error {
 	c.close()
 	return nil
