@@ -54,6 +54,8 @@ type App struct {
 	metrics *metrics.Metrics
 	// failpoints are armed by EDDY_FAILPOINTS (crash tests).
 	failpoints *failpoint.Set
+	// sinkChecks check the sinks' registry serdes at start (sinkcheck.go).
+	sinkChecks []sinkCheck
 }
 
 // New builds the topology with cfg and returns the app, ready to Run.
@@ -75,7 +77,7 @@ func New(t *Topology, cfg Config) (*App, error) {
 	if t.sinkless() {
 		cfg.Logger.Warn("the topology writes no topic and keeps no store: its results go nowhere; add eddy.To (or a store to query)")
 	}
-	return &App{cfg: cfg, rt: rt, stores: t.stores, desc: t.Describe(cfg.AppID), repartitions: t.repartitionOrigins(cfg.AppID), metrics: metrics.New(), failpoints: fail}, nil
+	return &App{cfg: cfg, rt: rt, stores: t.stores, desc: t.Describe(cfg.AppID), repartitions: t.repartitionOrigins(cfg.AppID), metrics: metrics.New(), failpoints: fail, sinkChecks: t.sinkChecks}, nil
 }
 
 // Run runs the app until ctx is cancelled (commit, close the stores,
@@ -108,6 +110,9 @@ func (a *App) Run(ctx context.Context) error {
 		if store, err = checkpoint.Open(ctx, cfg.CheckpointURL); err != nil {
 			return fmt.Errorf("eddy: CheckpointURL: %w", err)
 		}
+	}
+	if err := checkSinkSerdes(ctx, a.sinkChecks); err != nil {
+		return err
 	}
 	rcfg := runtime.Config{
 		AppID:                    cfg.AppID,

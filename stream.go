@@ -390,6 +390,7 @@ func to[K, V any](s Stream[K, V], topic string, keys serde.Serde[K], values serd
 	if !strings.HasPrefix(topic, repartitionPrefix) && !slices.Contains(s.t.sinks, topic) {
 		s.t.sinks = append(s.t.sinks, topic)
 	}
+	s.t.addSinkChecks(topic, keys, values)
 	n.build = func(b *taskBuild) error {
 		// Non-nil from the start: an empty key or value must reach the
 		// runtime as empty, not as nil (a null key, a tombstone).

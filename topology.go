@@ -40,6 +40,9 @@ type Topology struct {
 	// sinks are the external topics the topology writes (To), checked
 	// to exist when the app starts.
 	sinks []string
+	// sinkChecks are the sink serdes that can check their schema with a
+	// registry (serdeChecker), which Run calls before it starts.
+	sinkChecks []sinkCheck
 	// writers are the nodes that write a topic (To, and the write side
 	// of a repartition), with the topic as the description names it.
 	writers map[*node]string

@@ -124,7 +124,7 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *registryAddr != "" {
 		// Started before the broker's listening line, which stays the
 		// one line scripts wait for: when it is printed, both serve.
-		if registry, err = startRegistry(*registryAddr, *dataDir, tlsCfg, users, stdout, stderr); err != nil {
+		if registry, _, err = startRegistry(*registryAddr, *dataDir, tlsCfg, users, stdout, stderr); err != nil {
 			b.Close()
 			return err
 		}
@@ -160,7 +160,7 @@ func brokerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // startRegistry serves the schema registry on addr, kept in the broker's
 // data dir, with the broker's TLS and its SASL users as basic-auth users,
 // and prints its lifecycle line.
-func startRegistry(addr, dataDir string, tlsCfg *tls.Config, users []kafka.User, stdout, stderr io.Writer) (*schemaregistry.Server, error) {
+func startRegistry(addr, dataDir string, tlsCfg *tls.Config, users []kafka.User, stdout, stderr io.Writer) (*schemaregistry.Server, string, error) {
 	dir := filepath.Join(dataDir, "schema-registry")
 	var opts []schemaregistry.Option
 	if len(users) > 0 {
@@ -172,12 +172,12 @@ func startRegistry(addr, dataDir string, tlsCfg *tls.Config, users []kafka.User,
 	}
 	reg, err := schemaregistry.NewServer(dir, opts...)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		reg.Close()
-		return nil, fmt.Errorf("--schema-registry: %w", err)
+		return nil, "", fmt.Errorf("--schema-registry: %w", err)
 	}
 	scheme, security := "http", "no authentication"
 	if tlsCfg != nil {
@@ -192,8 +192,9 @@ func startRegistry(addr, dataDir string, tlsCfg *tls.Config, users []kafka.User,
 			fmt.Fprintf(stderr, "eddy broker: schema registry: %v\n", err)
 		}
 	}()
-	fmt.Fprintf(stdout, "eddy broker: schema registry on %s://%s, data dir %s, %s\n", scheme, ln.Addr(), dir, security)
-	return reg, nil
+	url := fmt.Sprintf("%s://%s", scheme, ln.Addr())
+	fmt.Fprintf(stdout, "eddy broker: schema registry on %s, data dir %s, %s\n", url, dir, security)
+	return reg, url, nil
 }
 
 // brokerLogger maps --log-level (slog's levels, or none: discard) and

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
 	"github.com/eddy-streams/eddy/internal/harness/demo"
 	"github.com/eddy-streams/eddy/internal/harness/inspect"
@@ -32,11 +33,24 @@ func runDemo(ctx context.Context, args []string) (err error) {
 	withWindowed := fs.Bool("windowed", true, "also run examples/windowed on the same payments, killed with the ledger, and verify its windows")
 	window := fs.Duration("window", windowed.DefaultWindow, "window size of the windowed example")
 	grace := fs.Duration("grace", windowed.DefaultGrace, "grace period of the windowed example")
-	hostile := fs.Bool("hostile", true, "spread one hostile record of each kind over the run (bad keys, garbage, bad times, forged headers, an overflow...) and check that each app dead-letters each bad one exactly once and processes the odd good ones")
+	hostile := fs.Bool("hostile", true, "spread one hostile record of each kind over the run (bad keys, garbage, bad times, forged headers, an overflow...) and check that each app dead-letters each bad one exactly once and processes the odd good ones (JSON only: off with another --format)")
+	formatName := fs.String("format", string(ledger.JSON), "encoding of the payments, balances and late payments: json, avro or protobuf (avro and protobuf through a schema registry the demo serves beside its broker; the malformed payments are then plain JSON, which the apps dead-letter)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	var errs []error
+	format, err := ledger.ParseFormat(*formatName)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--format: %w", err))
+	}
+	if format != ledger.JSON && *hostile {
+		hostileSet := false
+		fs.Visit(func(f *flag.Flag) { hostileSet = hostileSet || f.Name == "hostile" })
+		if hostileSet {
+			errs = append(errs, fmt.Errorf("--hostile with --format %s: the hostile records are JSON; drop --hostile or use --format json", format))
+		}
+		*hostile = false
+	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected argument %q: eddy demo takes only flags", fs.Arg(0)))
 	}
@@ -87,6 +101,16 @@ func runDemo(ctx context.Context, args []string) (err error) {
 	}
 	defer broker.Close()
 	fmt.Printf("eddy demo: broker %s, data in %s, seed %d\n", broker.Addr(), dir, *seed)
+	var registryURL string
+	if format != ledger.JSON {
+		reg, url, err := startRegistry("127.0.0.1:0", dir+"/broker", nil, nil, io.Discard, os.Stderr)
+		if err != nil {
+			return err
+		}
+		defer reg.Close()
+		registryURL = url
+		fmt.Printf("eddy demo: payments and balances in %s, schema registry %s\n", format, registryURL)
+	}
 	apps := "ledger"
 	var windowedCommand []string
 	if *withWindowed {
@@ -109,6 +133,8 @@ func runDemo(ctx context.Context, args []string) (err error) {
 		Seed:            *seed,
 		Out:             os.Stdout,
 		Hostile:         *hostile,
+		Format:          format,
+		RegistryURL:     registryURL,
 	})
 	if err != nil {
 		return err

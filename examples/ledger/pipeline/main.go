@@ -30,7 +30,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	fs := flag.NewFlagSet("ledger", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap servers")
-	input := fs.String("input", "payments", "input topic (key = account id, value = payment JSON)")
+	input := fs.String("input", "payments", "input topic (key = account id, value = payment in --format)")
 	output := fs.String("output", "balances", "output topic (one balance record per payment)")
 	stateDir := fs.String("state-dir", "", "directory of the task databases (required)")
 	appID := fs.String("app-id", "ledger", "application id: consumer group and topic prefix")
@@ -45,6 +45,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
 	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
 	brokerTimeout := fs.Duration("broker-timeout", eddy.DefaultBrokerTimeout, "give up when no broker of --brokers answered within this long (unreachable brokers are logged meanwhile)")
+	formatFlags := AddFormatFlags(fs)
 	security := kafkaclient.AddSecurityFlags(fs)
 	httpFlags := AddHTTPFlags(fs, "127.0.0.1:8080")
 	if err := fs.Parse(args); err != nil {
@@ -82,6 +83,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	if err != nil {
 		return fmt.Errorf("--guarantee: %w", err)
 	}
+	format, reg, err := formatFlags.Parse(log, *brokerTimeout)
+	if err != nil {
+		return err
+	}
 	// Opened before anything else, so a bad URL or an unreachable bucket
 	// is reported before any topic is created.
 	var store checkpoint.Store
@@ -101,6 +106,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	defer web.Close() // a no-op once served; closes it on an early return
 	seeds := strings.Split(*brokers, ",")
 	if err := CreateTopics(ctx, seeds, kafkaOpts, *brokerTimeout, log, *input, int32(*partitions), *output); err != nil {
+		return err
+	}
+	codecs, err := NewCodecs(ctx, format, reg, *input, *output)
+	if err != nil {
 		return err
 	}
 	cfg := eddy.Config{
@@ -123,7 +132,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	}
 	SetErrorPolicies(&cfg)
 	defer Adjust(&cfg, opts)()
-	app, err := eddy.New(Topology(*input, *output), cfg)
+	app, err := eddy.New(TopologyWith(*input, *output, codecs), cfg)
 	if err != nil {
 		return err
 	}

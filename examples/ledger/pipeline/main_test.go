@@ -32,6 +32,10 @@ func TestMainFlagErrors(t *testing.T) {
 		{"file URL with a host", []string{"--state-dir", dir, "--checkpoint-url", "file://relative/dir"}, "file:///relative/dir"},
 		{"negative checkpoint interval", []string{"--state-dir", dir, "--checkpoint-interval", "-1s"}, "--checkpoint-interval -1s"},
 		{"zero broker timeout", []string{"--state-dir", dir, "--broker-timeout", "0s"}, "--broker-timeout 0s"},
+		{"unknown format", []string{"--state-dir", dir, "--format", "xml"}, `--format: unknown format "xml": use json, avro or protobuf`},
+		{"avro without registry", []string{"--state-dir", dir, "--format", "avro"}, "--format avro needs --schema-registry URL"},
+		{"registry with json", []string{"--state-dir", dir, "--schema-registry", "http://127.0.0.1:1"}, "JSON needs no registry"},
+		{"registry not a URL", []string{"--state-dir", dir, "--format", "protobuf", "--schema-registry", "127.0.0.1:8081"}, "want an http:// or https:// URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer

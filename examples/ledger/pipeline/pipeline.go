@@ -42,20 +42,20 @@ import (
 // (examples/windowed), which reads the same payments, takes its event time
 // from the record timestamp, which its contract makes equal to TS.
 type Payment struct {
-	ID      string `json:"id"`
-	Account string `json:"account"`
-	Amount  int64  `json:"amount"`
-	TS      int64  `json:"ts,omitempty"`
+	ID      string `json:"id" avro:"id"`
+	Account string `json:"account" avro:"account"`
+	Amount  int64  `json:"amount" avro:"amount"`
+	TS      int64  `json:"ts,omitempty" avro:"ts"`
 }
 
 // Balance is an output record's value: the payment and the account's state
 // after it.
 type Balance struct {
-	ID      string `json:"id"`
-	Account string `json:"account"`
-	Amount  int64  `json:"amount"`
-	Seq     int64  `json:"seq"`
-	Balance int64  `json:"balance"`
+	ID      string `json:"id" avro:"id"`
+	Account string `json:"account" avro:"account"`
+	Amount  int64  `json:"amount" avro:"amount"`
+	Seq     int64  `json:"seq" avro:"seq"`
+	Balance int64  `json:"balance" avro:"balance"`
 }
 
 // Account is the per-account state.
@@ -67,17 +67,24 @@ type Account struct {
 // StoreName is the name of the ledger's state store.
 const StoreName = "balances"
 
-// Topology builds the ledger: payments from input, balances to output. An
-// account's state is keyed by the record key, which decided the payment's
-// partition; a payment whose account field says otherwise is refused.
+// Topology builds the ledger: payments from input, balances to output, in
+// JSON. An account's state is keyed by the record key, which decided the
+// payment's partition; a payment whose account field says otherwise is
+// refused.
 func Topology(input, output string) *eddy.Topology {
+	return TopologyWith(input, output, JSONCodecs())
+}
+
+// TopologyWith is Topology with the payments and balances in the format of
+// codecs (NewCodecs).
+func TopologyWith(input, output string, codecs Codecs) *eddy.Topology {
 	t := eddy.NewTopology()
 	accounts := eddy.NewKeyValueStoreSpec(StoreName, serde.String(), AccountSerde{})
-	payments := eddy.Source(t, input, AccountKeySerde{}, PaymentSerde{})
+	payments := eddy.Source(t, input, AccountKeySerde{}, codecs.Payments)
 	balances := eddy.Process(payments, "ledger", func() eddy.Processor[string, Payment, string, Balance] {
 		return &ledger{spec: accounts}
 	}, accounts)
-	eddy.To(balances, output, serde.String(), BalanceSerde{})
+	eddy.To(balances, output, serde.String(), codecs.Balances)
 	return t
 }
 

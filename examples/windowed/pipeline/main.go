@@ -35,7 +35,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	// so silence it and print the usage only when asked for.
 	fs.SetOutput(io.Discard)
 	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated Kafka bootstrap servers")
-	input := fs.String("input", "payments", "input topic (key = account id, value = payment JSON with ts = the record timestamp)")
+	input := fs.String("input", "payments", "input topic (key = account id, value = payment in --format, with ts = the record timestamp; the totals are JSON)")
 	output := fs.String("output", "totals", "output topic (one final total per account and window)")
 	stateDir := fs.String("state-dir", "", "directory of the task databases (required)")
 	appID := fs.String("app-id", "windowed", "application id: consumer group and topic prefix")
@@ -47,6 +47,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "text", "log format: text (key=value) or json (one object per line)")
 	brokerTimeout := fs.Duration("broker-timeout", eddy.DefaultBrokerTimeout, "give up when no broker of --brokers answered within this long (unreachable brokers are logged meanwhile)")
+	formatFlags := ledger.AddFormatFlags(fs)
 	security := kafkaclient.AddSecurityFlags(fs)
 	httpFlags := ledger.AddHTTPFlags(fs, "127.0.0.1:8081")
 	if err := fs.Parse(args); err != nil {
@@ -99,6 +100,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
+	format, reg, err := formatFlags.Parse(log, *brokerTimeout)
+	if err != nil {
+		return err
+	}
 	web, err := httpFlags.Open()
 	if err != nil {
 		return err
@@ -112,7 +117,16 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	if err := ledger.CreateTopics(ctx, seeds, kafkaOpts, *brokerTimeout, log, *input, int32(*partitions), outputs...); err != nil {
 		return err
 	}
-	topo := Topology(Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace})
+	o := Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace}
+	if o.Payments, err = ledger.PaymentCodec(ctx, format, reg, *input); err != nil {
+		return err
+	}
+	if *lateTopic != "" {
+		if o.LatePayments, err = ledger.PaymentCodec(ctx, format, reg, *lateTopic); err != nil {
+			return fmt.Errorf("--late-topic: %w", err)
+		}
+	}
+	topo := Topology(o)
 	cfg := eddy.Config{
 		AppID:          *appID,
 		Brokers:        seeds,

@@ -38,9 +38,13 @@ const StoreName = "totals"
 type Options struct {
 	Input, Output string
 	// LateTopic, when set, receives the payments dropped as late,
-	// unchanged but for their JSON encoding; when empty they are only
-	// counted.
+	// unchanged but for their encoding (LatePayments); when empty they
+	// are only counted.
 	LateTopic string
+	// Payments and LatePayments are the serdes of the input's and the
+	// late topic's payments (ledger.PaymentCodec); nil is the ledger's
+	// JSON. The totals are JSON in every format.
+	Payments, LatePayments serde.Serde[Payment]
 	// Window is the size of the tumbling windows and Grace how long after
 	// its end a window still accepts payments; both are whole
 	// milliseconds (Main checks).
@@ -65,7 +69,7 @@ type Options struct {
 // has advanced stream time, as any record that decoded does.
 func Topology(o Options) *eddy.Topology {
 	t := eddy.NewTopology()
-	payments := eddy.Source(t, o.Input, ledger.AccountKeySerde{}, ledger.PaymentSerde{})
+	payments := eddy.Source(t, o.Input, ledger.AccountKeySerde{}, orJSON(o.Payments))
 	keyed := eddy.Filter(payments, func(key string, p Payment) bool {
 		if err := ledger.CheckAccount(key, p); err != nil {
 			panic(err)
@@ -92,7 +96,14 @@ func Topology(o Options) *eddy.Topology {
 	})
 	eddy.To(totals, o.Output, serde.String(), serde.JSON[Total]())
 	if o.LateTopic != "" {
-		eddy.To(eddy.LateRecords(ws), o.LateTopic, serde.String(), ledger.PaymentSerde{})
+		eddy.To(eddy.LateRecords(ws), o.LateTopic, serde.String(), orJSON(o.LatePayments))
 	}
 	return t
+}
+
+func orJSON(s serde.Serde[Payment]) serde.Serde[Payment] {
+	if s == nil {
+		return ledger.PaymentSerde{}
+	}
+	return s
 }

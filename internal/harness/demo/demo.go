@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	ledgerpipe "github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
 	"github.com/eddy-streams/eddy/internal/harness/verify"
+	"github.com/eddy-streams/eddy/serde/registry"
 )
 
 // FirstCommitMarker is the log line an app process prints once its first
@@ -70,8 +73,49 @@ type Options struct {
 	ClientOpts []kgo.Opt
 	// Hostile spreads about one record of each cheap hostile kind (see
 	// Hostile) over the run, and the verification checks each one's
-	// outcome per app.
+	// outcome per app. Its records are JSON: Format must be JSON.
 	Hostile bool
+	// Format is the encoding of the payments, the balances and the late
+	// payments (the apps' --format; default JSON). Avro and Protobuf go
+	// through the schema registry at RegistryURL: the generator writes
+	// with the ledger's serde, the verification decodes with its own
+	// (verify.Transcoder).
+	Format      ledgerpipe.Format
+	RegistryURL string
+	// Preloaded is the number of valid payments on the input topic
+	// before the run (a test wrote them with another client); the ledger
+	// owes them balances too.
+	Preloaded int64
+}
+
+func (o Options) format() ledgerpipe.Format {
+	if o.Format == "" {
+		return ledgerpipe.JSON
+	}
+	return o.Format
+}
+
+// formatArgs are the apps' flags of the format.
+func (o Options) formatArgs() []string {
+	if o.format() == ledgerpipe.JSON {
+		return nil
+	}
+	return []string{"--format", string(o.format()), "--schema-registry", o.RegistryURL}
+}
+
+// readTopic reads topic as verify.ReadAll does; the values of a topic in
+// the run's format (payments, balances, late payments) are decoded into
+// the JSON the verifiers read.
+func (o Options) readTopic(ctx context.Context, topic string, inFormat bool) ([]*kgo.Record, error) {
+	recs, err := verify.ReadAll(ctx, o.Brokers, topic, o.ClientOpts...)
+	if err != nil || !inFormat || o.format() == ledgerpipe.JSON {
+		return recs, err
+	}
+	tc, err := verify.NewTranscoder(o.RegistryURL)
+	if err != nil {
+		return nil, err
+	}
+	return tc.Records(ctx, recs)
 }
 
 func (o Options) stallTimeout() time.Duration {
@@ -256,6 +300,12 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if !res.Ledger && !res.Windowed {
 		return res, errors.New("demo: no app to run: set LedgerCommand, WindowedCommand or both")
 	}
+	if opts.Hostile && opts.format() != ledgerpipe.JSON {
+		return res, fmt.Errorf("demo: the hostile records are JSON: run them with the JSON format, not %s", opts.format())
+	}
+	if opts.format() != ledgerpipe.JSON && opts.RegistryURL == "" {
+		return res, fmt.Errorf("demo: the %s format needs a schema registry (RegistryURL)", opts.format())
+	}
 	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
@@ -272,7 +322,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			"--state-dir", filepath.Join(opts.WorkDir, "ledger-state"),
 			"--partitions", strconv.Itoa(opts.Partitions),
 		)
-		argv = append(argv, opts.AppArgs...)
+		argv = append(append(argv, opts.AppArgs...), opts.formatArgs()...)
 		a, err := startApp("ledger", argv, opts.WorkDir, opts.Brokers, outputTopic, opts.ClientOpts)
 		if err != nil {
 			return res, err
@@ -289,7 +339,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			"--grace", opts.grace().String(),
 			"--late-topic", lateTopic,
 		)
-		argv = append(argv, opts.AppArgs...)
+		argv = append(append(argv, opts.AppArgs...), opts.formatArgs()...)
 		a, err := startApp("windowed", argv, opts.WorkDir, opts.Brokers, totalsTopic, opts.ClientOpts)
 		if err != nil {
 			return res, err
@@ -304,6 +354,13 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 
 	gen := &Generator{Seeds: opts.Brokers, ClientOpts: opts.ClientOpts, Topic: inputTopic, Rate: opts.Rate, Accounts: opts.Accounts, InvalidEvery: 5000, Seed: opts.Seed}
+	if opts.format() != ledgerpipe.JSON {
+		enc, err := paymentEncoder(ctx, opts)
+		if err != nil {
+			return res, err
+		}
+		gen.Encode = enc
+	}
 	if opts.Hostile {
 		// One round of the kinds over the run, the first a little after
 		// it starts.
@@ -387,7 +444,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			line := fmt.Sprintf("%5.0fs  payments %8d", now.Sub(start).Seconds(), gen.Produced())
 			if ledger != nil {
 				n := ledger.out.count()
-				want := gen.Produced() - gen.Invalid() - gen.hostileBad()
+				want := opts.Preloaded + gen.Produced() - gen.Invalid() - gen.hostileBad()
 				line += fmt.Sprintf("  balances %8d  lag %6d", n, max(want-n, 0))
 				// While payments flow, a ledger that writes no balance
 				// although it has payments to process is stalled.
@@ -446,7 +503,7 @@ func setWants(ctx context.Context, opts Options, gen *Generator, ledger, win *ap
 		if err := gen.Close(ctx, (opts.window() + opts.grace()).Milliseconds()); err != nil {
 			return err
 		}
-		payments, err := verify.ReadAll(ctx, opts.Brokers, inputTopic, opts.ClientOpts...)
+		payments, err := opts.readTopic(ctx, inputTopic, true)
 		if err != nil {
 			return err
 		}
@@ -454,7 +511,7 @@ func setWants(ctx context.Context, opts Options, gen *Generator, ledger, win *ap
 		win.want = int64(verify.Windowed(payments, opts.window(), opts.grace()).ExpectedWindows())
 	}
 	if ledger != nil {
-		ledger.want = gen.Produced() - gen.Invalid() - gen.hostileBad()
+		ledger.want = opts.Preloaded + gen.Produced() - gen.Invalid() - gen.hostileBad()
 	}
 	return nil
 }
@@ -482,7 +539,7 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 			res.WindowedResumes = a.resumes
 		}
 	}
-	payments, err := verify.ReadAll(ctx, opts.Brokers, inputTopic, opts.ClientOpts...)
+	payments, err := opts.readTopic(ctx, inputTopic, true)
 	if err != nil {
 		return res, err
 	}
@@ -493,7 +550,7 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 	producers := map[int64]string{}
 	var ran []string
 	if res.Ledger {
-		outputs, err := verify.ReadAll(ctx, opts.Brokers, outputTopic, opts.ClientOpts...)
+		outputs, err := opts.readTopic(ctx, outputTopic, true)
 		if err != nil {
 			return res, err
 		}
@@ -506,7 +563,7 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 		if err != nil {
 			return res, err
 		}
-		late, err := verify.ReadAll(ctx, opts.Brokers, lateTopic, opts.ClientOpts...)
+		late, err := opts.readTopic(ctx, lateTopic, true)
 		if err != nil {
 			return res, err
 		}
@@ -523,6 +580,20 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 	res.DeadLetters, res.Invalid = len(dead), int(gen.Invalid())
 	res.ProduceFailures = int(gen.Failed())
 	return res, nil
+}
+
+// paymentEncoder is the generator's encoder of opts.Format: the ledger's
+// own serde of the payments, through the registry.
+func paymentEncoder(ctx context.Context, opts Options) (func(ledgerpipe.Payment) ([]byte, error), error) {
+	reg, err := registry.New(registry.Config{URLs: []string{opts.RegistryURL}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	s, err := ledgerpipe.PaymentCodec(ctx, opts.format(), reg, inputTopic)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	return func(p ledgerpipe.Payment) ([]byte, error) { return s.Serialize(nil, p) }, nil
 }
 
 // waitTopic waits until topic exists (the ledger creates its topics).

@@ -1,4 +1,4 @@
-// Command gen generates the Go code of .proto files without protoc: it
+// Command protogen generates the Go code of .proto files without protoc: it
 // compiles them with protocompile and hands protoc-gen-go (run with
 // `go run`, at the module's protobuf version) the request protoc would.
 package main

@@ -1,0 +1,244 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+	"unicode/utf8"
+
+	"github.com/eddy-streams/eddy/examples/ledger/pipeline/ledgerpb"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/serde/avro"
+	"github.com/eddy-streams/eddy/serde/protobuf"
+	"github.com/eddy-streams/eddy/serde/registry"
+)
+
+// Format is how payments and balances are encoded on their topics. JSON,
+// the default, is the examples' contract; Avro and Protobuf are written in
+// the Confluent wire format through a schema registry, as a Kafka shop's
+// other clients write them. The record key is the account id as a plain
+// string in every format.
+type Format string
+
+const (
+	JSON     Format = "json"
+	Avro     Format = "avro"
+	Protobuf Format = "protobuf"
+)
+
+// ParseFormat reads a --format value.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case JSON, Avro, Protobuf:
+		return f, nil
+	}
+	return "", fmt.Errorf("unknown format %q: use json, avro or protobuf", s)
+}
+
+// The Avro schemas of payments and balances: the fields of their JSON.
+// A payment's ts defaults to 0 (absent), as in JSON.
+const (
+	PaymentAvroSchema = `{"type":"record","name":"Payment","namespace":"eddy.examples.ledger","fields":[` +
+		`{"name":"id","type":"string"},{"name":"account","type":"string"},{"name":"amount","type":"long"},` +
+		`{"name":"ts","type":"long","default":0}]}`
+	BalanceAvroSchema = `{"type":"record","name":"Balance","namespace":"eddy.examples.ledger","fields":[` +
+		`{"name":"id","type":"string"},{"name":"account","type":"string"},{"name":"amount","type":"long"},` +
+		`{"name":"seq","type":"long"},{"name":"balance","type":"long"}]}`
+)
+
+// Codecs are the serdes of payments and balances in one format.
+type Codecs struct {
+	Format   Format
+	Payments serde.Serde[Payment]
+	Balances serde.Serde[Balance]
+}
+
+// JSONCodecs are the examples' default serdes, which need no registry.
+func JSONCodecs() Codecs {
+	return Codecs{Format: JSON, Payments: PaymentSerde{}, Balances: BalanceSerde{}}
+}
+
+// NewCodecs returns the serdes of format for the payments of topic input
+// and the balances of topic output (their subjects are <topic>-value),
+// with reg the registry client (nil for JSON). It registers (or finds)
+// both schemas, so that one the registry refuses, e.g. as incompatible
+// with the subject's versions, stops the app at start with the
+// registry's message.
+func NewCodecs(ctx context.Context, format Format, reg *registry.Client, input, output string) (Codecs, error) {
+	c := Codecs{Format: format}
+	var err error
+	if c.Payments, err = PaymentCodec(ctx, format, reg, input); err != nil {
+		return c, err
+	}
+	if c.Balances, err = balanceCodec(ctx, format, reg, output); err != nil {
+		return c, fmt.Errorf("the balances' schema: %w", err)
+	}
+	return c, nil
+}
+
+// PaymentCodec returns the serde of format for the payments of topic, as
+// NewCodecs does; the windowed example writes its late payments with one.
+func PaymentCodec(ctx context.Context, format Format, reg *registry.Client, topic string) (serde.Serde[Payment], error) {
+	var s serde.Serde[Payment]
+	var err error
+	switch format {
+	case JSON:
+		return PaymentSerde{}, nil
+	case Avro:
+		s, err = checked[Payment](ctx, func() (*avro.Serde[Payment], error) {
+			return avro.Value[Payment](reg, topic, PaymentAvroSchema)
+		})
+	case Protobuf:
+		var p serde.Serde[*ledgerpb.Payment]
+		p, err = checked[*ledgerpb.Payment](ctx, func() (*protobuf.Serde[*ledgerpb.Payment], error) {
+			return protobuf.Value[*ledgerpb.Payment](reg, topic)
+		})
+		s = mapped[Payment, *ledgerpb.Payment]{p, paymentToProto, paymentFromProto}
+	default:
+		return nil, fmt.Errorf("unknown format %q: use json, avro or protobuf", format)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the payments' schema: %w", err)
+	}
+	return checkedPayments{s}, nil
+}
+
+func balanceCodec(ctx context.Context, format Format, reg *registry.Client, topic string) (serde.Serde[Balance], error) {
+	switch format {
+	case JSON:
+		return BalanceSerde{}, nil
+	case Avro:
+		return checked[Balance](ctx, func() (*avro.Serde[Balance], error) {
+			return avro.Value[Balance](reg, topic, BalanceAvroSchema)
+		})
+	case Protobuf:
+		b, err := checked[*ledgerpb.Balance](ctx, func() (*protobuf.Serde[*ledgerpb.Balance], error) {
+			return protobuf.Value[*ledgerpb.Balance](reg, topic)
+		})
+		return mapped[Balance, *ledgerpb.Balance]{b, balanceToProto, balanceFromProto}, err
+	}
+	return nil, fmt.Errorf("unknown format %q: use json, avro or protobuf", format)
+}
+
+// checked returns the serde that build returns once its schema is
+// registered (or found): Check.
+func checked[T any, S interface {
+	serde.Serde[T]
+	Check(ctx context.Context) error
+}](ctx context.Context, build func() (S, error)) (serde.Serde[T], error) {
+	s, err := build()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Check(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkedPayments refuses, as PaymentSerde does for JSON, a payment
+// whose id or account is empty or not valid UTF-8: Avro and Protobuf
+// decode an absent string as "", which would count a payment without an
+// account in the account "".
+type checkedPayments struct{ serde.Serde[Payment] }
+
+func (c checkedPayments) Deserialize(b []byte) (Payment, error) {
+	p, err := c.Serde.Deserialize(b)
+	if err != nil {
+		return Payment{}, err
+	}
+	if !utf8.ValidString(p.ID) || !utf8.ValidString(p.Account) {
+		return Payment{}, errors.New("payment: the id or account is not valid UTF-8")
+	}
+	return checkPayment(p, p.ID != "", p.Account != "", true)
+}
+
+// mapped is a serde of T that encodes T as the message M of a Protobuf
+// serde: the pipeline keeps its own types in every format.
+type mapped[T any, M any] struct {
+	inner serde.Serde[M]
+	to    func(T) M
+	from  func(M) T
+}
+
+func (m mapped[T, M]) Serialize(dst []byte, v T) ([]byte, error) {
+	return m.inner.Serialize(dst, m.to(v))
+}
+
+func (m mapped[T, M]) Deserialize(b []byte) (T, error) {
+	v, err := m.inner.Deserialize(b)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return m.from(v), nil
+}
+
+func paymentToProto(p Payment) *ledgerpb.Payment {
+	return &ledgerpb.Payment{Id: p.ID, Account: p.Account, Amount: p.Amount, Ts: p.TS}
+}
+
+func paymentFromProto(m *ledgerpb.Payment) Payment {
+	return Payment{ID: m.GetId(), Account: m.GetAccount(), Amount: m.GetAmount(), TS: m.GetTs()}
+}
+
+func balanceToProto(b Balance) *ledgerpb.Balance {
+	return &ledgerpb.Balance{Id: b.ID, Account: b.Account, Amount: b.Amount, Seq: b.Seq, Balance: b.Balance}
+}
+
+func balanceFromProto(m *ledgerpb.Balance) Balance {
+	return Balance{ID: m.GetId(), Account: m.GetAccount(), Amount: m.GetAmount(), Seq: m.GetSeq(), Balance: m.GetBalance()}
+}
+
+// FormatFlags are the --format and --schema-registry flags, which the
+// ledger and the windowed example share.
+type FormatFlags struct {
+	format, registry *string
+}
+
+// AddFormatFlags defines --format and --schema-registry on fs.
+func AddFormatFlags(fs *flag.FlagSet) *FormatFlags {
+	return &FormatFlags{
+		format:   fs.String("format", string(JSON), "encoding of the payments and the outputs: json, avro or protobuf (avro and protobuf in the Confluent wire format, through --schema-registry)"),
+		registry: fs.String("schema-registry", "", "URL of a Confluent-compatible schema registry for --format avro or protobuf, e.g. http://127.0.0.1:8081 (`eddy broker --schema-registry 127.0.0.1:8081` serves one); user:password@ in the URL is sent as basic auth"),
+	}
+}
+
+// Parse checks the flags and returns the format and, for Avro and
+// Protobuf, the registry's client (retrying an unreachable registry for up
+// to timeout, logging to log).
+func (f *FormatFlags) Parse(log *slog.Logger, timeout time.Duration) (Format, *registry.Client, error) {
+	format, err := ParseFormat(*f.format)
+	if err != nil {
+		return "", nil, fmt.Errorf("--format: %w", err)
+	}
+	if format == JSON {
+		if *f.registry != "" {
+			return "", nil, errors.New("--schema-registry is for --format avro or protobuf: JSON needs no registry")
+		}
+		return format, nil, nil
+	}
+	if *f.registry == "" {
+		return "", nil, fmt.Errorf("--format %s needs --schema-registry URL, e.g. http://127.0.0.1:8081 (`eddy broker --schema-registry 127.0.0.1:8081` serves one)", format)
+	}
+	u, err := url.Parse(*f.registry)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", nil, fmt.Errorf("--schema-registry %q: want an http:// or https:// URL, e.g. http://127.0.0.1:8081", *f.registry)
+	}
+	cfg := registry.Config{Logger: log, Timeout: timeout}
+	if u.User != nil {
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+		u.User = nil
+	}
+	cfg.URLs = []string{u.String()}
+	reg, err := registry.New(cfg)
+	if err != nil {
+		return "", nil, fmt.Errorf("--schema-registry: %w", err)
+	}
+	return format, reg, nil
+}

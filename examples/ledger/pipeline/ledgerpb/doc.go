@@ -1,0 +1,5 @@
+// Package ledgerpb holds the generated Protobuf messages of the ledger's
+// payments and balances (ledger.proto), for `ledger --format protobuf`.
+package ledgerpb
+
+//go:generate go run github.com/eddy-streams/eddy/internal/protogen ledger.proto
