@@ -333,8 +333,8 @@ func (s *Server) changeSubject(subject string, f func(st *state) (any, error)) (
 	}, f)
 }
 
-// write is change after allowed (nil: no check) lets it: only a change of
-// mode itself needs no check.
+// write runs f as change does, if allowed (nil: always) lets it; only a
+// change of mode itself is not checked.
 func (s *Server) write(allowed func(st *state) error, f func(st *state) (any, error)) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
