@@ -87,6 +87,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	if err != nil {
 		return err
 	}
+	if reg != nil {
+		defer reg.Close() // ends a registry retry still waiting when the app stops
+	}
 	// Opened before anything else, so a bad URL or an unreachable bucket
 	// is reported before any topic is created.
 	var store checkpoint.Store

@@ -104,6 +104,9 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	if err != nil {
 		return err
 	}
+	if reg != nil {
+		defer reg.Close() // ends a registry retry still waiting when the app stops
+	}
 	web, err := httpFlags.Open()
 	if err != nil {
 		return err
