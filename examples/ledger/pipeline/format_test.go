@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
+
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/eddy-streams/eddy"
@@ -22,13 +24,7 @@ import (
 // client of it.
 func startRegistry(t *testing.T) *registry.Client {
 	t.Helper()
-	reg, err := schemaregistry.NewServer("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg)
-	t.Cleanup(func() { srv.Close(); reg.Close() })
-	cl, err := registry.New(registry.Config{URLs: []string{srv.URL}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cl, err := registry.New(registry.Config{URLs: []string{registrytest.Start(t)}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
