@@ -45,8 +45,6 @@ func TestLedgerFormatsSurviveKillsAndBrokerRestart(t *testing.T) {
 			regAddr := freeAddr(t)
 			broker := startBrokerProc(t, "--schema-registry", regAddr)
 			regURL := "http://" + regAddr
-			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-			defer cancel()
 			// What the script needs to encode payments and decode
 			// balances: for Avro the payment's schema (the balances'
 			// comes with their ids); for Protobuf each message's file.
@@ -63,41 +61,15 @@ func TestLedgerFormatsSurviveKillsAndBrokerRestart(t *testing.T) {
 			t.Logf("confluent_kafka (librdkafka, murmur2 partitioner) wrote %s payments in %s", strings.TrimSpace(out), format)
 
 			var before map[string]int
-			res, err := Run(ctx, Options{
-				Brokers:       []string{broker.addr},
-				LedgerCommand: []string{eddyBin, "ledger"},
-				WorkDir:       t.TempDir(),
-				Rate:          1000,
-				Accounts:      200,
-				Partitions:    4,
-				Duration:      25 * time.Second,
-				CrashEvery:    2500 * time.Millisecond,
-				Seed:          uint64(time.Now().UnixNano()),
-				Format:        format,
-				RegistryURL:   regURL,
-				Preloaded:     preloaded,
+			runLedgerCrash(t, broker, Options{
+				Format:      format,
+				RegistryURL: regURL,
+				Preloaded:   preloaded,
 				MidRun: func() error {
 					before = subjectIDs(t, regURL)
 					return broker.restart()
 				},
-				Out: testWriter{t},
-			})
-			if err != nil {
-				t.Fatalf("%v\nledger log, last lines:\n%s", err, tail(res.LedgerLog, 40))
-			}
-			t.Logf("%v; crashes %d; dead letters %d of %d; recoveries %v", res.Report, res.Crashes, res.DeadLetters, res.Invalid, res.Resumes)
-			for _, e := range res.Report.Examples {
-				t.Log(e)
-			}
-			if res.Crashes < 5 {
-				t.Fatalf("only %d SIGKILLs happened; the test needs at least 5", res.Crashes)
-			}
-			if !res.OK() {
-				t.Fatalf("exactly-once violated: %v, dead letters %d for %d malformed payments (ledger log %s)", res.Report, res.DeadLetters, res.Invalid, res.LedgerLog)
-			}
-			if res.Report.Payments < 10000+preloaded {
-				t.Fatalf("only %d payments went through; the workload did not run", res.Report.Payments)
-			}
+			}, 10000+preloaded)
 			after := subjectIDs(t, regURL)
 			want := map[string]int{"payments-value": before["payments-value"], "balances-value": before["balances-value"]}
 			for s, id := range want {
@@ -109,6 +81,7 @@ func TestLedgerFormatsSurviveKillsAndBrokerRestart(t *testing.T) {
 
 			// Eddy's verifier decoded the balances with its own decoder;
 			// Confluent's client must decode the same ones.
+			ctx := t.Context()
 			recs, err := verify.ReadAll(ctx, []string{broker.addr}, outputTopic)
 			if err != nil {
 				t.Fatal(err)
