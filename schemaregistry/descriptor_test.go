@@ -160,6 +160,14 @@ func TestRegistryReidentifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Schemas[1].Identity = text
+	// And the same schema spaced otherwise, registered then under its
+	// own id (2) by subject q: one schema, two ids, once reidentified.
+	spacedRec := *st.Schemas[1]
+	spacedRec.Schema = strings.ReplaceAll(text, " = ", "=")
+	spacedRec.Identity = spacedRec.Schema
+	st.Schemas[2] = &spacedRec
+	st.Subjects["q"] = &subjectRecord{Versions: []versionRecord{{Version: 1, ID: 2}}}
+	st.NextID = 3
 	data, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
@@ -170,5 +178,10 @@ func TestRegistryReidentifies(t *testing.T) {
 	run(t, newServer(t, dir), []step{
 		{"spaced", "POST", "/subjects/p", typedBody("PROTOBUF", strings.ReplaceAll(text, "; ", ";\n  ")), 200, ""},
 		{"descriptor", "POST", "/subjects/p/versions", typedBody("PROTOBUF", orderDescriptor(t, descriptorpb.FieldDescriptorProto_TYPE_INT64)), 200, `{"id":1}`},
+		// q's version holds id 2: found, and registering again adds
+		// no version, whichever id the schema has elsewhere.
+		{"lookup q", "POST", "/subjects/q", typedBody("PROTOBUF", text), 200, ""},
+		{"register q", "POST", "/subjects/q/versions", typedBody("PROTOBUF", text), 200, `{"id":2}`},
+		{"q versions", "GET", "/subjects/q/versions", "", 200, `[1]`},
 	})
 }

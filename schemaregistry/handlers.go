@@ -225,11 +225,11 @@ func (s *Server) register(r *http.Request) (any, error) {
 			return nil, errInvalidSchema(rec.Type, err)
 		}
 		subj := st.Subjects[subject]
-		id := st.idFor(rec)
 		live := subj.live(false)
-		if id != 0 && slices.ContainsFunc(live, func(v versionRecord) bool { return v.ID == id }) {
-			return map[string]int{"id": id}, nil
+		if v, ok := st.versionWith(live, rec); ok {
+			return map[string]int{"id": v.ID}, nil
 		}
+		id := st.idFor(rec)
 		olds, err := st.olds(live)
 		if err != nil {
 			return nil, err
@@ -271,11 +271,8 @@ func (s *Server) lookup(r *http.Request) (any, error) {
 		if _, err := st.prepare(rec); err != nil {
 			return nil, errInvalidSchema(rec.Type, err)
 		}
-		id := st.idFor(rec)
-		for i := len(live) - 1; i >= 0 && id != 0; i-- {
-			if live[i].ID == id {
-				return st.subjectSchema(subject, live[i]), nil
-			}
+		if v, ok := st.versionWith(live, rec); ok {
+			return st.subjectSchema(subject, v), nil
 		}
 		return nil, errSchemaNotFound(0)
 	})

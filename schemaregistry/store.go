@@ -172,11 +172,29 @@ func (st *state) subjectNames(deleted bool) []string {
 func (st *state) idFor(rec *schemaRecord) int {
 	found := 0
 	for id, r := range st.Schemas {
-		if r.Type == rec.Type && r.Identity == rec.Identity && slices.Equal(r.References, rec.References) && (found == 0 || id < found) {
+		if same(r, rec) && (found == 0 || id < found) {
 			found = id
 		}
 	}
 	return found
+}
+
+// same reports whether two schema records are the same schema.
+func same(a, b *schemaRecord) bool {
+	return a != nil && a.Type == b.Type && a.Identity == b.Identity && slices.Equal(a.References, b.References)
+}
+
+// versionWith returns the newest of versions whose schema is the same as
+// rec, and whether there is one. It compares each version's own schema,
+// not one id: after reidentify, two ids may be one schema, and a subject
+// may hold either.
+func (st *state) versionWith(versions []versionRecord, rec *schemaRecord) (versionRecord, bool) {
+	for i := len(versions) - 1; i >= 0; i-- {
+		if same(st.Schemas[versions[i].ID], rec) {
+			return versions[i], true
+		}
+	}
+	return versionRecord{}, false
 }
 
 // reidentify computes every schema's identity again, after loading: how
