@@ -369,7 +369,7 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	// An unknown id (40403) is remembered by the client for
-	// registry.UnknownIDTTL: asked again within it, no request.
+	// the client's unknown-id TTL: asked again within it, no request.
 	before := f.requests.Load()
 	_, err := s.Deserialize(unknown)
 	if !errors.Is(err, registry.ErrUnknownID) || f.requests.Load()-before != 0 {

@@ -3,7 +3,7 @@ package registry
 import "time"
 
 // SetClock makes c read the time from now, so that a test moves past
-// UnknownIDTTL without waiting.
+// the unknown-id TTL without waiting.
 func SetClock(c *Client, now func() time.Time) { c.now = now }
 
 // SetFirstBackoff sets the wait after a request's first failure, so that

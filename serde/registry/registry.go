@@ -9,7 +9,7 @@
 // A format's serde (serde/avro) holds a *Client and asks it for a schema
 // only the first time it sees an id: the per-record path makes no
 // registry call. An id the registry does not know is remembered too, for
-// UnknownIDTTL, so that a flood of records carrying it makes one call.
+// Config.UnknownIDTTL, so that a flood of records carrying it makes one call.
 package registry
 
 import (
@@ -52,14 +52,22 @@ type Config struct {
 	// the credentials; then the serde's error wraps serde.ErrUnavailable
 	// and the app stops. Default DefaultTimeout.
 	Timeout time.Duration
+	// UnknownIDTTL is how long the client remembers that the registry
+	// does not know a schema id: records carrying it meanwhile fail at
+	// once (each one a decode error, the record's fault) instead of each
+	// asking the registry again; then it asks again. Default
+	// DefaultUnknownIDTTL; negative: never remembered, every such record
+	// asks.
+	UnknownIDTTL time.Duration
 }
 
-// UnknownIDTTL is how long a Client remembers that the registry does not
-// know a schema id: records carrying it meanwhile fail at once (each one
-// dead-lettered or skipped as the error policy says) instead of each
-// asking the registry again. A schema registered under that id later
-// (a registry's replica catching up) is readable once the time has passed.
-const UnknownIDTTL = 30 * time.Second
+// DefaultUnknownIDTTL is Config.UnknownIDTTL's default. It is short: a
+// record remembered as unknown is dead-lettered (or skipped, as the error
+// policy says) without asking, so a long window would send good records
+// of a schema a lagging registry replica learns a moment later to the
+// dead-letter topic, while a flood of one bogus id still makes only one
+// request a second.
+const DefaultUnknownIDTTL = time.Second
 
 // Client is a schema registry client with an id → schema cache. It is
 // safe for concurrent use; share one between the serdes of an app, and
@@ -70,6 +78,9 @@ type Client struct {
 	log     *slog.Logger
 	timeout time.Duration
 	now     func() time.Time // time.Now; a test moves it
+	// unknownTTL is Config.UnknownIDTTL, 0 when unknown ids are not
+	// remembered.
+	unknownTTL time.Duration
 	// firstBackoff is the const firstBackoff; a test lengthens it.
 	firstBackoff time.Duration
 
@@ -81,7 +92,7 @@ type Client struct {
 	mu  sync.RWMutex
 	ids map[int]sr.Schema
 	// unknown are the ids the registry answered it does not know, with
-	// when and its answer, kept for UnknownIDTTL.
+	// when and its answer, kept for unknownTTL.
 	unknown map[int]unknownID
 	// flights are the ids being fetched: records decoded at once with the
 	// same new id ask the registry once and share its answer, an error
@@ -137,7 +148,14 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("eddy: registry: %w", err)
 	}
 	done, closeFn := context.WithCancel(context.Background())
-	return &Client{sr: cl, url: strings.Join(urls, ","), log: cfg.Logger, timeout: cfg.Timeout, now: time.Now, firstBackoff: firstBackoff,
+	unknownTTL := cfg.UnknownIDTTL
+	switch {
+	case unknownTTL == 0:
+		unknownTTL = DefaultUnknownIDTTL
+	case unknownTTL < 0:
+		unknownTTL = 0
+	}
+	return &Client{sr: cl, url: strings.Join(urls, ","), log: cfg.Logger, timeout: cfg.Timeout, unknownTTL: unknownTTL, now: time.Now, firstBackoff: firstBackoff,
 		done: done, close: closeFn,
 		ids: map[int]sr.Schema{}, unknown: map[int]unknownID{}, flights: map[int]*flight{}}, nil
 }
@@ -173,7 +191,7 @@ func (c *Client) URL() string { return c.url }
 // SchemaByID returns the schema registered under id. Only the first call
 // for an id asks the registry. An id the registry does not know is an
 // error wrapping ErrUnknownID (the record's fault); that answer is
-// remembered for UnknownIDTTL, then asked again (a replica of the
+// remembered for Config.UnknownIDTTL, then asked again (a replica of the
 // registry that lags may know the id by then).
 func (c *Client) SchemaByID(ctx context.Context, id int) (sr.Schema, error) {
 	what := fmt.Sprintf("schema id %d", id)
@@ -192,7 +210,7 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (sr.Schema, error) {
 		return s, nil
 	}
 	if u, ok := c.unknown[id]; ok {
-		if c.now().Sub(u.at) < UnknownIDTTL {
+		if c.now().Sub(u.at) < c.unknownTTL {
 			c.mu.Unlock()
 			return sr.Schema{}, u.err
 		}
@@ -219,7 +237,7 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (sr.Schema, error) {
 	switch {
 	case f.err == nil:
 		c.ids[id] = f.s
-	case errors.Is(f.err, ErrUnknownID):
+	case errors.Is(f.err, ErrUnknownID) && c.unknownTTL > 0:
 		c.rememberUnknown(id, f.err)
 	}
 	c.mu.Unlock()
@@ -227,9 +245,9 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (sr.Schema, error) {
 	return f.s, f.err
 }
 
-// maxUnknown is the number of remembered unknown ids above which adding
-// one first forgets those remembered for longer than UnknownIDTTL: the
-// map holds at most the ids seen in one UnknownIDTTL, or about this many.
+// maxUnknown bounds the remembered unknown ids: adding one to a full map
+// first forgets those remembered for longer than the TTL, then, if none
+// was, one at random (it is asked again: a cache, not a record's fate).
 const maxUnknown = 1024
 
 // rememberUnknown keeps err as the answer for id; c.mu is held.
@@ -237,9 +255,15 @@ func (c *Client) rememberUnknown(id int, err error) {
 	now := c.now()
 	if len(c.unknown) >= maxUnknown {
 		for old, u := range c.unknown {
-			if now.Sub(u.at) >= UnknownIDTTL {
+			if now.Sub(u.at) >= c.unknownTTL {
 				delete(c.unknown, old)
 			}
+		}
+		for old := range c.unknown {
+			if len(c.unknown) < maxUnknown {
+				break
+			}
+			delete(c.unknown, old)
 		}
 	}
 	c.unknown[id] = unknownID{at: now, err: err}

@@ -123,9 +123,9 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // TestSchemaByID: an id is asked once, however often it is decoded
 // (measured: 0 requests after the first); an id the registry does not
 // know is ErrUnknownID, not unavailability, and that answer is kept for
-// UnknownIDTTL: N decodes of one unknown id make 1 request within it,
-// and the first decode after it asks again (and finds a schema registered
-// meanwhile).
+// Config.UnknownIDTTL (its default here): N decodes of one unknown id make
+// 1 request within it, and the first decode after it asks again (and
+// finds a schema registered meanwhile).
 func TestSchemaByID(t *testing.T) {
 	cr := newCountingRegistry(t)
 	id := cr.register(t, "s", `"string"`)
@@ -169,24 +169,24 @@ func TestSchemaByID(t *testing.T) {
 	}
 
 	// Registered meanwhile (by another client): still unknown to this one
-	// until UnknownIDTTL has passed.
+	// until the TTL has passed.
 	if got := cr.register(t, "t", `"int"`); got != unknown {
 		t.Fatalf("the registry assigned id %d, want %d", got, unknown)
 	}
-	now = now.Add(registry.UnknownIDTTL - time.Nanosecond)
+	now = now.Add(registry.DefaultUnknownIDTTL - time.Nanosecond)
 	before = cr.requests.Load()
 	if _, err := c.SchemaByID(ctx, unknown); !errors.Is(err, registry.ErrUnknownID) {
-		t.Fatalf("just within UnknownIDTTL: %v, want the remembered ErrUnknownID", err)
+		t.Fatalf("just within the TTL: %v, want the remembered ErrUnknownID", err)
 	}
 	if n := cr.requests.Load() - before; n != 0 {
-		t.Fatalf("within UnknownIDTTL: %d requests, want 0", n)
+		t.Fatalf("within the TTL: %d requests, want 0", n)
 	}
 	now = now.Add(time.Nanosecond)
 	if s, err := c.SchemaByID(ctx, unknown); err != nil || s.Schema != `"int"` {
-		t.Fatalf("after UnknownIDTTL: %+v %v, want the schema registered meanwhile", s, err)
+		t.Fatalf("after the TTL: %+v %v, want the schema registered meanwhile", s, err)
 	}
 	if n := cr.requests.Load() - before; n != 1 {
-		t.Fatalf("after UnknownIDTTL: %d requests, want 1", n)
+		t.Fatalf("after the TTL: %d requests, want 1", n)
 	}
 }
 
