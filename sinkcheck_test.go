@@ -70,7 +70,7 @@ func TestRunChecksSinkSerdes(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = run(t, topo("refused"), config(t, addr)).wait(t)
-	if lacks := errLacks(err, `eddy: the value serde of sink topic "refused"`, "ncompatible"); len(lacks) > 0 {
+	if lacks := errLacks(err, `eddy: the value serde of topic "refused"`, "ncompatible"); len(lacks) > 0 {
 		t.Fatalf("Run = %v; lacks %q", err, lacks)
 	}
 }

@@ -88,7 +88,13 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 		return err
 	}
 	if reg != nil {
-		defer reg.Close() // ends a registry retry still waiting when the app stops
+		// On SIGTERM, a record waiting for an unreachable registry
+		// must not hold the stop for --broker-timeout: closing the
+		// client ends its retries (the record is processed again at
+		// the next start, never dead-lettered).
+		stop := context.AfterFunc(ctx, func() { reg.Close() })
+		defer stop()
+		defer reg.Close()
 	}
 	// Opened before anything else, so a bad URL or an unreachable bucket
 	// is reported before any topic is created.

@@ -589,7 +589,7 @@ func paymentEncoder(ctx context.Context, opts Options) (func(ledgerpipe.Payment)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	s, err := ledgerpipe.PaymentCodec(ctx, opts.format(), reg, inputTopic)
+	s, err := ledgerpipe.PaymentCodec(opts.format(), reg, inputTopic)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
