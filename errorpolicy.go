@@ -105,7 +105,7 @@ func notTheRecords(err error) bool {
 	return errors.Is(err, state.ErrRead) || errors.Is(err, state.ErrCorrupt) || errors.Is(err, state.ErrClosed) || errors.Is(err, state.ErrFormat) ||
 		errors.Is(err, runtime.ErrNoTransaction) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, ErrSuppressBufferFull) ||
-		errors.Is(err, serde.ErrUnavailable) ||
+		errors.Is(err, serde.ErrUnavailable) || errors.Is(err, ErrSinkUnavailable) ||
 		errors.Is(err, runtime.ErrHeldUpdate)
 }
 
@@ -140,7 +140,7 @@ func (b *taskBuild) recordFailed(r *kgo.Record, err error) error {
 		if fault.stage == "decode" || fault.stage == stageTime {
 			return err // the source applied OnDecodeError
 		}
-	case errors.Is(err, ErrRecordTooLarge):
+	case errors.Is(err, ErrRecordTooLarge) || errors.As(err, new(*sinkRefusal)):
 		stage = "produce"
 		policy = b.cfg.OnProduceError
 	}

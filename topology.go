@@ -346,6 +346,9 @@ type taskBuild struct {
 	// count their updates since the task opened.
 	caches                         []heldUpdates
 	cacheForwarded, cacheCollapsed int64
+	// transactional are the task's transactional sinks (ToTransactional),
+	// which prepare in Flush and commit in Committed.
+	transactional []*twoPhase
 	// lateDropped counts the records that windowed operations dropped as
 	// late since the task opened (those of aborted transactions too);
 	// lateLogged is when the count was last logged.

@@ -280,6 +280,11 @@ func (p *InProcess) Commit(inputNext int64) error {
 		if err := t.Commit(); err != nil {
 			return err
 		}
+		if c, ok := t.Proc.(TaskCommitter); ok {
+			if err := c.Committed(); err != nil {
+				return fmt.Errorf("eddy: task %s: %w", t.ID, err)
+			}
+		}
 	}
 	return nil
 }

@@ -116,6 +116,17 @@ type TaskFlusher interface {
 	Discard()
 }
 
+// TaskCommitter is implemented by a TaskProcessor that writes to a system
+// outside Kafka in two phases (the DSL's ToTransactional): Flush prepared
+// that system's transaction and wrote its token in the task's state, so
+// in the changelog of the Kafka transaction; Committed is called once that
+// Kafka transaction committed and the task's state was applied, to commit
+// the prepared one. An error ends the session: the task, opened again,
+// commits it from the token its changelog holds (docs/design.md §3.7).
+type TaskCommitter interface {
+	Committed() error
+}
+
 // TaskContext is what a task's processors may use of the runtime while a
 // record is processed.
 type TaskContext interface {

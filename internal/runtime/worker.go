@@ -560,6 +560,11 @@ func (w *worker) commit() error {
 			if aerr := t.applyCommitted(); aerr != nil {
 				err = errors.Join(err, aerr)
 			}
+			if c, ok := t.proc.(TaskCommitter); ok {
+				if cerr := c.Committed(); cerr != nil {
+					err = errors.Join(err, fmt.Errorf("eddy: task %s: %w", t.id, cerr))
+				}
+			}
 			if !t.assignedAt.IsZero() {
 				t.log.Info("task's first transaction committed", "since_assigned", time.Since(t.assignedAt).Round(time.Millisecond))
 				t.assignedAt = time.Time{}
@@ -585,9 +590,11 @@ func (w *worker) commit() error {
 		return fmt.Errorf("eddy: transaction aborted: %w", err)
 	}
 	if err != nil {
-		// The transaction committed but a task's database did not take
-		// it: a new session restores that task from the changelog.
-		return fmt.Errorf("eddy: transaction committed, local state not updated: %w", err)
+		// The transaction committed but a task's database, or a
+		// transactional sink's second phase, did not take it: a new
+		// session restores that task from the changelog, and its sink
+		// commits from the token there.
+		return fmt.Errorf("eddy: transaction committed, local state or a sink not updated: %w", err)
 	}
 	if !committed {
 		w.log.Info("transaction aborted (the group rebalanced or the session was fenced); reprocessing from the committed offsets")

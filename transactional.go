@@ -1,0 +1,207 @@
+package eddy
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/eddy-streams/eddy/state"
+)
+
+// TransactionalSink is a system outside Kafka (a database) that a
+// stream's records are written to exactly once, in step with the task's
+// Kafka transaction: a two-phase commit, as Flink's
+// TwoPhaseCommitSinkFunction and its XA JDBC sink do it (docs/design.md
+// §3.7). Each task has its own sink, which the runtime drives:
+//
+//   - Write adds records to the sink's open transaction;
+//   - Prepare, when the Kafka transaction is about to commit, makes them
+//     durable but invisible (PostgreSQL's PREPARE TRANSACTION) and returns
+//     a token naming that transaction, which eddy writes in the task's
+//     state, so in its changelog, inside the Kafka transaction;
+//   - Commit, once the Kafka transaction committed, makes them visible;
+//     Abort drops them when it aborted;
+//   - Recover, when the task opens anywhere (after a crash, on another
+//     instance), gets the token of the last transaction the changelog
+//     holds as committed: what that token names is committed, every other
+//     prepared transaction of the task aborted.
+//
+// So the external writes commit if and only if the Kafka transaction
+// does, whatever crashes in between. A sink must also fence the task's
+// earlier owners (a zombie still writing): Recover raises an epoch in the
+// external system that every later Prepare checks.
+type TransactionalSink[K, V any] interface {
+	// Recover is called once, when the task opens, before any record:
+	// committed is the token of the last prepared transaction whose
+	// Kafka transaction committed (nil: none yet). It commits that
+	// transaction if it is still prepared, aborts the task's other
+	// prepared transactions, and fences earlier owners of the task.
+	Recover(committed []byte) error
+	// Write adds a record to the open transaction (beginning one if
+	// none is open).
+	Write(r Record[K, V]) error
+	// Prepare ends the open transaction's first phase: its writes are
+	// durable but not visible. It returns the transaction's token, or nil
+	// if it wrote nothing (then no Commit follows). An error aborts the
+	// Kafka transaction.
+	Prepare() (token []byte, err error)
+	// Commit makes the prepared transaction of token visible. An error
+	// ends the session; the task's next Recover commits it.
+	Commit(token []byte) error
+	// Abort drops the open transaction and, if token is not nil, the
+	// prepared one it names: the Kafka transaction aborted, and its
+	// records will be processed again. An error ends the session; the
+	// task's next Recover aborts it.
+	Abort(token []byte) error
+	// Close releases the sink when the task closes; what is prepared
+	// stays for the next Recover.
+	Close() error
+}
+
+// ErrSinkUnavailable is wrapped by the errors of a TransactionalSink whose
+// system is unreachable, refuses the sink's credentials, or cannot take
+// the sink's transaction (a database down, a lost connection): not the
+// record's fault. Such an error aborts the transaction and stops the app,
+// which processes the records again once restarted; no error policy
+// skips or dead-letters a record for it. Any other error of Write is the
+// record's (a value that does not map to the table): the produce-error
+// policy (Config.OnProduceError) decides.
+var ErrSinkUnavailable = errors.New("eddy: sink unavailable")
+
+// SinkTask identifies the task a TransactionalSink serves: its prepared
+// transactions and its fencing epoch are the task's, named by the app id
+// and the task id ("0_3": sub-topology 0, partition 3), which stay the
+// same wherever and whenever the task runs.
+type SinkTask struct {
+	AppID string
+	Task  string
+}
+
+// ToTransactional writes s to a TransactionalSink, one per task, which
+// open creates when the task opens. name names the operator and the
+// store that keeps the sink's last prepared token (its changelog is what
+// recovery reads). The pgsink package's sink is one.
+func ToTransactional[K, V any](s Stream[K, V], name string, open func(task SinkTask) (TransactionalSink[K, V], error)) {
+	topo := s.t
+	switch {
+	case name == "":
+		topo.failOn("ToTransactional", s.n, "name the sink: its store keeps the tokens of its transactions")
+		return
+	case open == nil:
+		topo.failOn("ToTransactional", s.n, "sink %q: pass the function that opens the sink of a task", name)
+		return
+	}
+	n := topo.add("transactional-"+name, s.n)
+	topo.addStore(name, n, 0, nil)
+	n.build = func(b *taskBuild) error {
+		buf, err := b.tc.Store(name)
+		if err != nil {
+			return err
+		}
+		sink, err := open(SinkTask{AppID: b.cfg.AppID, Task: b.tc.ID().String()})
+		if err != nil {
+			return fmt.Errorf("sink %q: open: %w", name, err)
+		}
+		b.closers = append(b.closers, sink.Close)
+		committed, _, err := buf.Get(committedTokenKey)
+		if err != nil {
+			return fmt.Errorf("sink %q: read the committed token: %w", name, err)
+		}
+		if err := sink.Recover(committed); err != nil {
+			return fmt.Errorf("sink %q: recover: %w", name, err)
+		}
+		p := &twoPhase{name: name, buf: buf, sink: sink}
+		in := output[K, V](b, s.n)
+		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
+			if p.broken != nil {
+				return p.broken
+			}
+			if err := sink.Write(r); err != nil {
+				if errors.Is(err, ErrSinkUnavailable) {
+					return fmt.Errorf("sink %q: %w", name, err)
+				}
+				return &sinkRefusal{fmt.Errorf("sink %q refused the record: %w", name, err)}
+			}
+			return nil
+		}))
+		b.transactional = append(b.transactional, p)
+		return nil
+	}
+}
+
+// committedTokenKey is the key of the sink's store that holds the token
+// of its last prepared transaction: written in the Kafka transaction, it
+// is committed exactly when that transaction is.
+var committedTokenKey = []byte("token")
+
+// twoPhase is a task's TransactionalSink as the commit cycle drives it
+// (the sink's types erased).
+type twoPhase struct {
+	name string
+	buf  *state.StoreBuffer
+	sink interface {
+		Prepare() ([]byte, error)
+		Commit(token []byte) error
+		Abort(token []byte) error
+	}
+	// pending is the token of the transaction prepared for the Kafka
+	// transaction being committed.
+	pending []byte
+	// broken is an Abort's failure: the external system may still hold
+	// the prepared transaction (and its locks), so the task writes no
+	// more until it is opened again and Recover resolves it.
+	broken error
+}
+
+// prepare is the first phase, at the start of the commit (Flush).
+func (p *twoPhase) prepare() error {
+	if p.broken != nil {
+		return p.broken
+	}
+	token, err := p.sink.Prepare()
+	if err != nil {
+		return fmt.Errorf("eddy: sink %q: prepare: %w", p.name, err)
+	}
+	if token != nil {
+		p.buf.Put(committedTokenKey, token)
+		p.pending = token
+	}
+	return nil
+}
+
+// commit is the second phase, once the Kafka transaction committed.
+func (p *twoPhase) commit() error {
+	token := p.pending
+	if token == nil {
+		return nil
+	}
+	p.pending = nil
+	if err := p.sink.Commit(token); err != nil {
+		return fmt.Errorf("sink %q: commit: %w", p.name, err)
+	}
+	return nil
+}
+
+// abort drops the transaction of an aborted Kafka transaction.
+func (p *twoPhase) abort() {
+	token := p.pending
+	p.pending = nil
+	if err := p.sink.Abort(token); err != nil {
+		p.broken = fmt.Errorf("eddy: sink %q: abort failed (%w); the task must be opened again to resolve it: %w", p.name, ErrSinkUnavailable, err)
+	}
+}
+
+// sinkRefusal is a TransactionalSink's refusal of a record: the record's
+// fault, which the produce-error policy handles.
+type sinkRefusal struct{ error }
+
+func (e *sinkRefusal) Unwrap() error { return e.error }
+
+// Committed commits the transactional sinks' prepared transactions once
+// the task's Kafka transaction committed (runtime.TaskCommitter).
+func (b *taskBuild) Committed() error {
+	var errs []error
+	for _, p := range b.transactional {
+		errs = append(errs, p.commit())
+	}
+	return errors.Join(errs...)
+}
