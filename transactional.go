@@ -115,6 +115,7 @@ func ToTransactional[K, V any](s Stream[K, V], name string, open func(task SinkT
 			if p.broken != nil {
 				return p.broken
 			}
+			p.open = true
 			if err := sink.Write(r); err != nil {
 				if errors.Is(err, ErrSinkUnavailable) {
 					return fmt.Errorf("sink %q: %w", name, err)
@@ -143,8 +144,10 @@ type twoPhase struct {
 		Commit(token []byte) error
 		Abort(token []byte) error
 	}
-	// pending is the token of the transaction prepared for the Kafka
-	// transaction being committed.
+	// open is set when a record was written since the last prepare or
+	// abort; pending is the token of the transaction prepared for the
+	// Kafka transaction being committed.
+	open    bool
 	pending []byte
 	// broken is an Abort's failure: the external system may still hold
 	// the prepared transaction (and its locks), so the task writes no
@@ -159,8 +162,9 @@ func (p *twoPhase) prepare() error {
 	}
 	token, err := p.sink.Prepare()
 	if err != nil {
-		return fmt.Errorf("eddy: sink %q: prepare: %w", p.name, err)
+		return fmt.Errorf("eddy: sink %q: prepare: %w", p.name, err) // open: the abort drops it
 	}
+	p.open = false
 	if token != nil {
 		p.buf.Put(committedTokenKey, token)
 		p.pending = token
@@ -183,8 +187,11 @@ func (p *twoPhase) commit() error {
 
 // abort drops the transaction of an aborted Kafka transaction.
 func (p *twoPhase) abort() {
-	token := p.pending
-	p.pending = nil
+	token, open := p.pending, p.open
+	p.pending, p.open = nil, false
+	if token == nil && !open {
+		return // nothing written since the last commit
+	}
 	if err := p.sink.Abort(token); err != nil {
 		p.broken = fmt.Errorf("eddy: sink %q: abort failed (%w); the task must be opened again to resolve it: %w", p.name, ErrSinkUnavailable, err)
 	}
