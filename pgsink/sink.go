@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/kafka"
 )
 
 // OffsetsTable is the table the sink keeps its offsets in, created at
@@ -201,7 +202,18 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("eddy: pgsink: kafka client: %w", err)
 	}
 	s.cl = cl
-	defer cl.Close()
+	defer func() {
+		// Close leaves the group, which waits for a held poll's rebalance.
+		cl.AllowRebalance()
+		cl.Close()
+	}()
+	if cfg.OnBadRecord == DeadLetter {
+		// Kafka's clients do not create topics on produce: a dead letter
+		// must not wait for a topic nobody creates.
+		if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: cfg.DeadLetterTopic}); err != nil {
+			return fmt.Errorf("eddy: pgsink: dead-letter topic: %w", err)
+		}
+	}
 	return s.loop(ctx)
 }
 
