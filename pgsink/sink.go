@@ -413,7 +413,7 @@ func (s *sink) write(ctx context.Context, conn *pgx.Conn, recs []*kgo.Record, sn
 		s.mu.Unlock()
 	}
 
-	var good []Row
+	var good prepared
 	var goodRecs []*kgo.Record
 	var bad []badRecord
 	next := map[int32]int64{}
@@ -423,28 +423,25 @@ func (s *sink) write(ctx context.Context, conn *pgx.Conn, recs []*kgo.Record, sn
 		}
 		next[r.Partition] = r.Offset + 1
 		row, err := s.cfg.Mapper(r.Key, r.Value)
+		var texts []*string
 		if err == nil {
-			_, err = s.w.layout([]Row{row})
+			texts, err = s.w.rowTexts(row)
 		}
 		if err != nil {
-			var re *RowError
-			if errors.As(err, &re) {
-				err = re.Err
-			}
 			bad = append(bad, badRecord{r, err})
 			continue
 		}
-		good = append(good, row)
+		good.add(texts, row.Delete)
 		goodRecs = append(goodRecs, r)
 	}
 	if len(next) == 0 {
 		return nil, nil
 	}
-	if len(good) > 0 {
+	if len(goodRecs) > 0 {
 		if _, err := tx.Exec(ctx, "SAVEPOINT eddy_batch"); err != nil {
 			return nil, err
 		}
-		err := s.w.Write(ctx, tx, good)
+		err := s.w.writePrepared(ctx, tx, good)
 		if err != nil && !IsRowError(err) {
 			return nil, err
 		}
@@ -453,7 +450,7 @@ func (s *sink) write(ctx context.Context, conn *pgx.Conn, recs []*kgo.Record, sn
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT eddy_batch"); err != nil {
 				return nil, err
 			}
-			errs, err := s.w.WriteEach(ctx, tx, good)
+			errs, err := s.w.writeEach(ctx, tx, good)
 			if err != nil {
 				return nil, err
 			}

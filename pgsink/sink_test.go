@@ -27,7 +27,9 @@ type env struct {
 	cl     *kgo.Client
 }
 
-func newEnv(t *testing.T, topics ...string) *env {
+func newEnv(t *testing.T, topics ...string) *env { return newBenchEnv(t, topics...) }
+
+func newBenchEnv(t testing.TB, topics ...string) *env {
 	t.Helper()
 	pg := pgtest.Start(t)
 	b, err := kafka.StartBroker(kafka.BrokerConfig{})
@@ -94,8 +96,12 @@ func run(t *testing.T, cfg Config) (stop func() error, done <-chan error) {
 // waitWritten waits until the group's stored offsets add up to n records:
 // the sink has committed every record of the topic.
 func (e *env) waitWritten(t *testing.T, group string, n int64, done <-chan error) {
+	e.waitWrittenB(t, group, n, done)
+}
+
+func (e *env) waitWrittenB(t testing.TB, group string, n int64, done <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(120 * time.Second)
 	var got int64
 	for time.Now().Before(deadline) {
 		err := e.conn.QueryRow(context.Background(), "SELECT coalesce(sum(next_offset), 0) FROM "+OffsetsTable+" WHERE group_id = $1", group).Scan(&got)

@@ -165,81 +165,111 @@ type batch struct {
 	n       int
 }
 
-// layout checks each row against the columns and lays the batch out: in
-// Upsert mode the last row of each key wins (an upsert or a delete), as
-// log compaction keeps the last record of a key.
-func (w *Writer) layout(rows []Row) (batch, error) {
-	b := batch{upserts: make([][]*string, len(w.cols)), deletes: make([][]*string, len(w.keyIdx))}
-	type slot struct {
-		del bool
-		at  int
+// prepared is rows checked against the columns, as the text of each
+// column's value (nil for NULL or a column not given), and whether each
+// is a delete.
+type prepared struct {
+	texts [][]*string
+	del   []bool
+}
+
+func (p *prepared) add(texts []*string, del bool) {
+	p.texts = append(p.texts, texts)
+	p.del = append(p.del, del)
+}
+
+func (p prepared) row(i int) prepared {
+	return prepared{texts: p.texts[i : i+1], del: p.del[i : i+1]}
+}
+
+// rowTexts checks a row against the columns and returns its values' text
+// per column. Its errors are the row's fault.
+func (w *Writer) rowTexts(row Row) ([]*string, error) {
+	if row.Delete && w.table.Mode == Append {
+		return nil, errors.New("append mode: a tombstone has no row to delete")
 	}
-	var last map[string]slot
-	if w.table.Mode == Upsert {
-		last = make(map[string]slot, len(rows))
+	vals := make([]*string, len(w.cols))
+	seen := 0
+	for i, c := range w.cols {
+		v, ok := row.Values[c.name]
+		if !ok {
+			if c.key {
+				return nil, fmt.Errorf("no value for key column %q", c.name)
+			}
+			continue
+		}
+		seen++
+		t, err := textOf(v)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", c.name, err)
+		}
+		if t == nil && c.key {
+			return nil, fmt.Errorf("key column %q is null", c.name)
+		}
+		vals[i] = t
 	}
-	texts := make([][]*string, len(rows))
+	if seen < len(row.Values) && !row.Delete {
+		return nil, w.unknownFields(row)
+	}
+	return vals, nil
+}
+
+// prepare checks every row (rowTexts); the first bad one fails it with a
+// RowError.
+func (w *Writer) prepare(rows []Row) (prepared, error) {
+	p := prepared{texts: make([][]*string, 0, len(rows)), del: make([]bool, 0, len(rows))}
 	for r, row := range rows {
-		if row.Delete && w.table.Mode == Append {
-			return b, &RowError{Row: r, Err: errors.New("append mode: a tombstone has no row to delete")}
+		t, err := w.rowTexts(row)
+		if err != nil {
+			return p, &RowError{Row: r, Err: err}
 		}
-		vals := make([]*string, len(w.cols))
-		seen := 0
-		for i, c := range w.cols {
-			v, ok := row.Values[c.name]
-			if !ok {
-				if c.key {
-					return b, &RowError{Row: r, Err: fmt.Errorf("no value for key column %q", c.name)}
-				}
-				continue
-			}
-			seen++
-			t, err := textOf(v)
-			if err != nil {
-				return b, &RowError{Row: r, Err: fmt.Errorf("column %q: %w", c.name, err)}
-			}
-			if t == nil && c.key {
-				return b, &RowError{Row: r, Err: fmt.Errorf("key column %q is null", c.name)}
-			}
-			vals[i] = t
-		}
-		if seen < len(row.Values) && !row.Delete {
-			return b, &RowError{Row: r, Err: w.unknownFields(row)}
-		}
-		texts[r] = vals
-		if last != nil {
-			var k strings.Builder
+		p.add(t, row.Delete)
+	}
+	return p, nil
+}
+
+// layout lays prepared rows out as the statements take them: in Upsert
+// mode the last row of each key wins (an upsert or a delete), as log
+// compaction keeps the last record of a key.
+func (w *Writer) layout(p prepared) batch {
+	b := batch{upserts: make([][]*string, len(w.cols)), deletes: make([][]*string, len(w.keyIdx))}
+	keep := func(r int) bool { return true }
+	if w.table.Mode == Upsert {
+		last := make(map[string]int, len(p.texts))
+		var k strings.Builder
+		for r, vals := range p.texts {
+			k.Reset()
 			for _, i := range w.keyIdx {
 				k.WriteString(*vals[i])
 				k.WriteByte(0)
 			}
-			last[k.String()] = slot{del: row.Delete, at: r}
+			last[k.String()] = r
 		}
-	}
-	keep := func(r int) bool { return true }
-	if last != nil {
-		winners := make([]bool, len(rows))
-		for _, s := range last {
-			winners[s.at] = true
+		winners := make([]bool, len(p.texts))
+		for _, r := range last {
+			winners[r] = true
 		}
 		keep = func(r int) bool { return winners[r] }
 	}
-	for r, row := range rows {
+	for i := range b.upserts {
+		b.upserts[i] = make([]*string, 0, len(p.texts))
+	}
+	for r, vals := range p.texts {
 		if !keep(r) {
 			continue
 		}
-		if row.Delete {
+		if p.del[r] {
 			for j, i := range w.keyIdx {
-				b.deletes[j] = append(b.deletes[j], texts[r][i])
+				b.deletes[j] = append(b.deletes[j], vals[i])
 			}
 			continue
 		}
 		for i := range w.cols {
-			b.upserts[i] = append(b.upserts[i], texts[r][i])
+			b.upserts[i] = append(b.upserts[i], vals[i])
 		}
 		b.n++
 	}
-	return b, nil
+	return b
 }
 
 func (w *Writer) unknownFields(row Row) error {
@@ -257,10 +287,15 @@ func (w *Writer) unknownFields(row Row) error {
 // error fails the whole batch (the transaction must then be rolled back,
 // or rolled back to a savepoint): WriteEach finds the rows at fault.
 func (w *Writer) Write(ctx context.Context, tx pgx.Tx, rows []Row) error {
-	b, err := w.layout(rows)
+	p, err := w.prepare(rows)
 	if err != nil {
 		return err
 	}
+	return w.writePrepared(ctx, tx, p)
+}
+
+func (w *Writer) writePrepared(ctx context.Context, tx pgx.Tx, p prepared) error {
+	b := w.layout(p)
 	if len(b.deletes) > 0 && len(b.deletes[0]) > 0 {
 		args := make([]any, len(b.deletes))
 		for i, d := range b.deletes {
@@ -327,11 +362,34 @@ func (w *Writer) writeCopy(ctx context.Context, tx pgx.Tx, b batch) error {
 // err; tx must then be rolled back.
 func (w *Writer) WriteEach(ctx context.Context, tx pgx.Tx, rows []Row) (rowErrs []error, err error) {
 	rowErrs = make([]error, len(rows))
-	for i := range rows {
+	var p prepared
+	var at []int // index in rows of each prepared row
+	for i, row := range rows {
+		t, err := w.rowTexts(row)
+		if err != nil {
+			rowErrs[i] = err
+			continue
+		}
+		p.add(t, row.Delete)
+		at = append(at, i)
+	}
+	errs, err := w.writeEach(ctx, tx, p)
+	if err != nil {
+		return nil, err
+	}
+	for j, e := range errs {
+		rowErrs[at[j]] = e
+	}
+	return rowErrs, nil
+}
+
+func (w *Writer) writeEach(ctx context.Context, tx pgx.Tx, p prepared) ([]error, error) {
+	rowErrs := make([]error, len(p.texts))
+	for i := range p.texts {
 		if _, err := tx.Exec(ctx, "SAVEPOINT eddy_row"); err != nil {
 			return nil, fmt.Errorf("eddy: pgsink: savepoint: %w", err)
 		}
-		werr := w.Write(ctx, tx, rows[i:i+1])
+		werr := w.writePrepared(ctx, tx, p.row(i))
 		if werr == nil {
 			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT eddy_row"); err != nil {
 				return nil, fmt.Errorf("eddy: pgsink: savepoint: %w", err)
@@ -340,10 +398,6 @@ func (w *Writer) WriteEach(ctx context.Context, tx pgx.Tx, rows []Row) (rowErrs 
 		}
 		if !IsRowError(werr) {
 			return nil, werr
-		}
-		var re *RowError
-		if errors.As(werr, &re) {
-			werr = re.Err
 		}
 		rowErrs[i] = werr
 		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT eddy_row"); err != nil {
