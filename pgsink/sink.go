@@ -277,6 +277,33 @@ func (s *sink) release(_ context.Context, _ *kgo.Client, lost map[string][]int32
 }
 
 func (s *sink) loop(ctx context.Context) error {
+	// One batch is written (by the goroutine below) while the next is
+	// polled and mapped: the database and the mapping overlap. Correctness
+	// does not rest on it: each write checks its epochs and offsets in the
+	// database.
+	jobs := make(chan job)
+	results := make(chan error, 1)
+	go func() {
+		for j := range jobs {
+			results <- s.flush(ctx, j)
+		}
+	}()
+	inflight := false
+	defer func() {
+		close(jobs)
+		if inflight {
+			<-results
+		}
+	}()
+	stopped := func(err error) error {
+		if ctx.Err() != nil {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.fatal
+		}
+		return err
+	}
+
 	var pending []*kgo.Record
 	snap := map[int32]int64{} // per partition of pending: the epoch when its first record came
 	var started time.Time
@@ -289,9 +316,7 @@ func (s *sink) loop(ctx context.Context) error {
 		fetches := s.cl.PollRecords(pctx, s.cfg.BatchSize-len(pending))
 		cancel()
 		if ctx.Err() != nil {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.fatal
+			return stopped(nil)
 		}
 		fetches.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -316,22 +341,64 @@ func (s *sink) loop(ctx context.Context) error {
 			s.mu.Unlock()
 			pending = append(pending, recs...)
 		}
-		if len(pending) > 0 && (len(pending) >= s.cfg.BatchSize || time.Since(started) >= s.cfg.BatchWait) {
-			if err := s.flush(ctx, pending, snap); err != nil {
-				if ctx.Err() != nil {
-					s.mu.Lock()
-					defer s.mu.Unlock()
-					return s.fatal
+		if inflight && len(pending) == 0 {
+			select {
+			case err := <-results:
+				inflight = false
+				if err != nil {
+					return stopped(err)
 				}
-				return err
+			default:
 			}
-			pending = pending[:0]
-			clear(snap)
+		}
+		if len(pending) > 0 && (len(pending) >= s.cfg.BatchSize || time.Since(started) >= s.cfg.BatchWait) {
+			j := s.prepare(pending, snap)
+			if inflight {
+				inflight = false
+				if err := <-results; err != nil {
+					return stopped(err)
+				}
+			}
+			jobs <- j
+			inflight = true
+			pending, snap = nil, map[int32]int64{}
 		}
 		if len(pending) == 0 {
 			s.cl.AllowRebalance()
 		}
 	}
+}
+
+// job is a batch for the writing goroutine: its records, mapped, and the
+// epochs of their partitions when they were polled.
+type job struct {
+	items []item
+	snap  map[int32]int64
+}
+
+// item is a record and its row: the texts of its columns and whether it
+// deletes, or why it cannot be written.
+type item struct {
+	r     *kgo.Record
+	texts []*string
+	del   bool
+	err   error
+}
+
+// prepare maps a batch's records to rows (Go's part of the work).
+func (s *sink) prepare(recs []*kgo.Record, snap map[int32]int64) job {
+	j := job{items: make([]item, len(recs)), snap: snap}
+	for i, r := range recs {
+		it := item{r: r}
+		row, err := s.cfg.Mapper(r.Key, r.Value)
+		if err == nil {
+			it.texts, err = s.w.rowTexts(row)
+			it.del = row.Delete
+		}
+		it.err = err
+		j.items[i] = it
+	}
+	return j
 }
 
 // badRecord is a record that cannot be written, and why.
@@ -342,11 +409,11 @@ type badRecord struct {
 
 // flush writes a batch in one transaction, redoing it while the database
 // fails (see db.do), then commits the offsets to Kafka for lag tools.
-func (s *sink) flush(ctx context.Context, recs []*kgo.Record, snap map[int32]int64) error {
+func (s *sink) flush(ctx context.Context, j job) error {
 	var next map[int32]int64
 	err := s.main.do(ctx, "write batch", func(ctx context.Context, conn *pgx.Conn) error {
 		var err error
-		next, err = s.write(ctx, conn, recs, snap)
+		next, err = s.write(ctx, conn, j)
 		return err
 	})
 	if err != nil {
@@ -368,7 +435,8 @@ func (s *sink) flush(ctx context.Context, recs []*kgo.Record, snap map[int32]int
 
 // write is one attempt at a batch: it returns the next offsets it
 // committed per partition.
-func (s *sink) write(ctx context.Context, conn *pgx.Conn, recs []*kgo.Record, snap map[int32]int64) (map[int32]int64, error) {
+func (s *sink) write(ctx context.Context, conn *pgx.Conn, j job) (map[int32]int64, error) {
+	snap := j.snap
 	parts := make([]int32, 0, len(snap))
 	for p := range snap {
 		parts = append(parts, p)
@@ -417,21 +485,17 @@ func (s *sink) write(ctx context.Context, conn *pgx.Conn, recs []*kgo.Record, sn
 	var goodRecs []*kgo.Record
 	var bad []badRecord
 	next := map[int32]int64{}
-	for _, r := range recs {
+	for _, it := range j.items {
+		r := it.r
 		if !owned[r.Partition] || r.Offset < from[r.Partition] {
 			continue // fenced, or written by an earlier commit
 		}
 		next[r.Partition] = r.Offset + 1
-		row, err := s.cfg.Mapper(r.Key, r.Value)
-		var texts []*string
-		if err == nil {
-			texts, err = s.w.rowTexts(row)
-		}
-		if err != nil {
-			bad = append(bad, badRecord{r, err})
+		if it.err != nil {
+			bad = append(bad, badRecord{r, it.err})
 			continue
 		}
-		good.add(texts, row.Delete)
+		good.add(it.texts, it.del)
 		goodRecs = append(goodRecs, r)
 	}
 	if len(next) == 0 {

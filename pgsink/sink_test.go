@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -84,7 +85,8 @@ func run(t *testing.T, cfg Config) (stop func() error, done <-chan error) {
 			select {
 			case err = <-ch:
 			case <-time.After(30 * time.Second):
-				err = fmt.Errorf("Run did not return 30s after its context was cancelled")
+				buf := make([]byte, 1<<20)
+				err = fmt.Errorf("Run did not return 30s after its context was cancelled:\n%s", buf[:runtime.Stack(buf, true)])
 			}
 		})
 		return err
