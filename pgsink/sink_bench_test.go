@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkSink measures the sink end to end: the ledger's balances (JSON,
-// 10,000 accounts) already in a 4-partition topic of the embedded broker,
+// over 10,000 or 1000 accounts: bal-10000, bal-1000) already in a 4-partition topic of the embedded broker,
 // written into PostgreSQL (fsync on) by Run with its defaults (batches of
 // 5000), exactly once, in each mode; and, on the same data and table, an
 // at-least-once loop: poll up to 5000 records, upsert them with the same
@@ -24,24 +24,28 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkSink -benchtime 1x ./pgsink
 func BenchmarkSink(b *testing.B) {
-	const records, accounts = 200000, 10000
-	e := newBenchEnv(b, "bal")
+	const records = 200000
+	e := newBenchEnv(b, "bal-10000", "bal-1000")
 	for _, q := range []string{
 		"CREATE TABLE balances (account text PRIMARY KEY, id text, amount bigint, seq bigint, balance bigint)",
 		"CREATE TABLE balance_log (account text, id text, amount bigint, seq bigint, balance bigint)",
 	} {
 		exec(b, e.conn, q)
 	}
-	var recs []*kgo.Record
-	for i := 1; i <= records; i++ {
-		acct := "acct-" + strconv.Itoa(i%accounts)
-		v := fmt.Sprintf(`{"id":"p-%d","account":%q,"amount":%d,"seq":%d,"balance":%d}`, i, acct, i%100, i, i*7)
-		recs = append(recs, &kgo.Record{Topic: "bal", Key: []byte(acct), Value: []byte(v)})
-		if len(recs) == 10000 {
-			if err := e.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				b.Fatal(err)
+	// 10,000 accounts as eddy bench's ledger, 1000 as eddy demo's.
+	for _, accounts := range []int{10000, 1000} {
+		var recs []*kgo.Record
+		topic := "bal-" + strconv.Itoa(accounts)
+		for i := 1; i <= records; i++ {
+			acct := "acct-" + strconv.Itoa(i%accounts)
+			v := fmt.Sprintf(`{"id":"p-%d","account":%q,"amount":%d,"seq":%d,"balance":%d}`, i, acct, i%100, i, i*7)
+			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(acct), Value: []byte(v)})
+			if len(recs) == 10000 {
+				if err := e.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+					b.Fatal(err)
+				}
+				recs = recs[:0]
 			}
-			recs = recs[:0]
 		}
 	}
 	run := 0
@@ -54,31 +58,33 @@ func BenchmarkSink(b *testing.B) {
 		{"exactly-once/append", "balance_log", Append, true},
 		{"at-least-once/upsert", "balances", Upsert, false},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				run++
-				exec(b, e.conn, "TRUNCATE "+tc.table)
-				cfg := Config{
-					Brokers: []string{e.broker.Addr()}, Topic: "bal", Group: fmt.Sprintf("bench-%d", run), DSN: e.pg.DSN(),
-					Table:  Table{Name: tc.table, Key: []string{"account"}, Mode: tc.mode},
-					Logger: slog.New(slog.NewTextHandler(&testutil.LogBuffer{}, nil)),
+		for _, topic := range []string{"bal-10000", "bal-1000"} {
+			b.Run(tc.name+"/"+topic, func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					run++
+					exec(b, e.conn, "TRUNCATE "+tc.table)
+					cfg := Config{
+						Brokers: []string{e.broker.Addr()}, Topic: topic, Group: fmt.Sprintf("bench-%d", run), DSN: e.pg.DSN(),
+						Table:  Table{Name: tc.table, Key: []string{"account"}, Mode: tc.mode},
+						Logger: slog.New(slog.NewTextHandler(&testutil.LogBuffer{}, nil)),
+					}
+					start := time.Now()
+					var elapsed time.Duration
+					if tc.exactlyOnce {
+						ctx, cancel := context.WithCancel(context.Background())
+						done := make(chan error, 1)
+						go func() { done <- Run(ctx, cfg) }()
+						e.waitWrittenB(b, cfg.Group, records, done)
+						elapsed = time.Since(start)
+						cancel()
+						<-done
+					} else {
+						elapsed = atLeastOnce(b, e, cfg, records)
+					}
+					b.ReportMetric(float64(records)/elapsed.Seconds(), "rows/s")
 				}
-				start := time.Now()
-				var elapsed time.Duration
-				if tc.exactlyOnce {
-					ctx, cancel := context.WithCancel(context.Background())
-					done := make(chan error, 1)
-					go func() { done <- Run(ctx, cfg) }()
-					e.waitWrittenB(b, cfg.Group, records, done)
-					elapsed = time.Since(start)
-					cancel()
-					<-done
-				} else {
-					elapsed = atLeastOnce(b, e, cfg, records)
-				}
-				b.ReportMetric(float64(records)/elapsed.Seconds(), "rows/s")
-			}
-		})
+			})
+		}
 	}
 }
 
