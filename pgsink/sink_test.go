@@ -312,6 +312,7 @@ func TestSinkDatabaseUnreachable(t *testing.T) {
 	for _, dsn := range []string{
 		"postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2",
 		strings.Replace(e.pg.DSN(), "/postgres?", "/nosuchdb?", 1),
+		strings.Replace(e.pg.DSN(), "postgres@", "nosuchuser@", 1), // refused credentials
 	} {
 		cfg := testConfig(e, "x", "t", Upsert, "k")
 		cfg.DSN = dsn

@@ -54,10 +54,11 @@ type Table struct {
 	// parsed as PostgreSQL parses a name: unquoted parts fold to lower
 	// case.
 	Name string
-	// Key names the key columns: the record key fills the one key column
-	// (several key columns come from the value, or from a record key
-	// holding a JSON object for a delete). Upsert needs them; Append may
-	// leave them empty.
+	// Key names the key columns. With JSONMapper the record key fills a
+	// single key column; several key columns come from the value's
+	// fields, and deleting by them needs a Mapper of one's own (a
+	// tombstone has no value). Upsert needs them; Append may leave them
+	// empty.
 	Key []string
 	// Mode is Upsert (the default) or Append.
 	Mode Mode

@@ -30,7 +30,8 @@ const (
 
 // Writer writes batches of rows into one table, inside a transaction its
 // caller owns: the sink commits the rows with its offsets, and an
-// in-cycle sink can PREPARE the same transaction.
+// in-cycle sink can PREPARE the same transaction. It holds no connection
+// and does not change after NewWriter: goroutines may share it.
 type Writer struct {
 	table  Table
 	name   string // quoted, schema-qualified as to_regclass printed it
