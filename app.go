@@ -88,6 +88,15 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	cfg, rt := a.cfg, a.rt
 	var err error
+	// The registry serdes' checks first, before the brokers' watch
+	// starts its BrokerTimeout: a registry slow to answer is not a broker
+	// that cannot be reached.
+	if err := checkSinkSerdes(ctx, cfg.AppID, a.sinkChecks); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil // stopped during the checks
+	}
 	// Every client of the app reports its connection attempts to reach,
 	// which warns while no broker answers and ends ctx after
 	// BrokerTimeout.
@@ -111,9 +120,7 @@ func (a *App) Run(ctx context.Context) error {
 			return fmt.Errorf("eddy: CheckpointURL: %w", err)
 		}
 	}
-	if err := checkSinkSerdes(ctx, a.sinkChecks); err != nil {
-		return err
-	}
+
 	rcfg := runtime.Config{
 		AppID:                    cfg.AppID,
 		Brokers:                  cfg.Brokers,

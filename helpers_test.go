@@ -16,54 +16,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/testutil/apprun"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/failpoint"
 	"github.com/eddy-streams/eddy/internal/harness/verify"
-	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/serde"
 )
 
 // hangGuard bounds every wait of these tests: it is a guard against a hang,
 // never an assertion about speed.
-const hangGuard = 60 * time.Second
+const hangGuard = apprun.HangGuard
 
 // startBroker starts an in-memory embedded broker for one test.
-func startBroker(t *testing.T) string {
-	t.Helper()
-	b, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: 4})
-	if err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	t.Cleanup(b.Close)
-	return b.Addr()
-}
+func startBroker(t *testing.T) string { return apprun.StartBroker(t) }
 
-func client(t *testing.T, addr string) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	return cl
-}
+func client(t *testing.T, addr string) *kgo.Client { return apprun.Client(t, addr) }
 
 // createTopics creates each topic with the given partition count.
 func createTopics(t *testing.T, addr string, partitions int32, topics ...string) {
-	t.Helper()
-	cl := client(t, addr)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
-	var specs []kafka.TopicSpec
-	for _, name := range topics {
-		specs = append(specs, kafka.TopicSpec{Name: name, Partitions: partitions})
-	}
-	if err := kafka.CreateTopics(ctx, cl, specs...); err != nil {
-		t.Fatalf("create topics %v: %v", topics, err)
-	}
+	apprun.CreateTopics(t, addr, partitions, topics...)
 }
 
 // produce writes recs to topic synchronously and returns them with their

@@ -31,15 +31,21 @@ func (t *Topology) addSinkChecks(topic string, keys, values any) {
 	}
 }
 
-// checkSinkSerdes runs the sinks' serde checks, so that a schema the
-// registry refuses (incompatible with its subject, or unregistered with
-// auto-register off) stops the app at start with the registry's message,
-// before a record is processed, as a Confluent serializer's first record
-// would later. Sources are not checked: a deserializer registers nothing.
-func checkSinkSerdes(ctx context.Context, checks []sinkCheck) error {
+// checkSinkSerdes runs the checks of the serdes of the topics the app
+// writes (To and repartitions), so that a schema the registry refuses
+// (incompatible with its subject, or unregistered with auto-register off)
+// stops the app at start with the registry's message, before a record is
+// processed, as a Confluent serializer's first record would later.
+// Sources are not checked: a deserializer registers nothing. A ctx
+// cancelled meanwhile (a stop while the registry is retried) is not an
+// error: Run returns nil, as it does for a stop.
+func checkSinkSerdes(ctx context.Context, appID string, checks []sinkCheck) error {
 	for _, c := range checks {
 		if err := c.check(ctx); err != nil {
-			return fmt.Errorf("eddy: the %s serde of sink topic %q: %w", c.side, c.topic, err)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("eddy: the %s serde of topic %q: %w", c.side, topicName(appID, c.topic), err)
 		}
 	}
 	return nil

@@ -2,15 +2,15 @@ package eddy_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
+
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/eddy-streams/eddy"
-	"github.com/eddy-streams/eddy/schemaregistry"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/serde/avro"
 	"github.com/eddy-streams/eddy/serde/registry"
@@ -26,18 +26,12 @@ const sinkCheckSchema = `{"type":"record","name":"Pay","fields":[{"name":"cents"
 // registry serdes before it processes a record, and a schema the registry
 // refuses stops Run at start with the registry's message, naming the sink.
 func TestRunChecksSinkSerdes(t *testing.T) {
-	regSrv, err := schemaregistry.NewServer("")
+	url := registrytest.Start(t)
+	reg, err := registry.New(registry.Config{URLs: []string{url}, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer regSrv.Close()
-	srv := httptest.NewServer(regSrv)
-	defer srv.Close()
-	reg, err := registry.New(registry.Config{URLs: []string{srv.URL}, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := sr.NewClient(sr.URLs(srv.URL))
+	plain, err := sr.NewClient(sr.URLs(url))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +70,7 @@ func TestRunChecksSinkSerdes(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = run(t, topo("refused"), config(t, addr)).wait(t)
-	if lacks := errLacks(err, `eddy: the value serde of sink topic "refused"`, "ncompatible"); len(lacks) > 0 {
+	if lacks := errLacks(err, `eddy: the value serde of topic "refused"`, "ncompatible"); len(lacks) > 0 {
 		t.Fatalf("Run = %v; lacks %q", err, lacks)
 	}
 }

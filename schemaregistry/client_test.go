@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/eddy-streams/eddy/schemaregistry"
@@ -157,7 +158,25 @@ func TestRegistryClientBasicAuth(t *testing.T) {
 // unless EDDY_REQUIRE_CONFLUENT_PYTHON is set (CI sets it, so CI never
 // skips).
 func TestRegistryClientConfluentPython(t *testing.T) {
-	const install = "apt-get install python3-confluent-kafka python3-requests"
+	runConfluentPython(t, "testdata/confluent_client.py", "confluent_kafka.schema_registry")
+}
+
+// TestRegistryConfluentPythonSerdes runs testdata/confluent_serdes.py:
+// Confluent's Python serializers (ProtobufSerializer, which sends schemas
+// as base64 descriptors, and the legacy Avro MessageSerializer) against
+// the server; skipped as TestRegistryClientConfluentPython is, also where
+// python3-protobuf or python3-avro is missing.
+func TestRegistryConfluentPythonSerdes(t *testing.T) {
+	runConfluentPython(t, "testdata/confluent_serdes.py",
+		"confluent_kafka.schema_registry.protobuf", "google.protobuf.message_factory", "confluent_kafka.avro")
+}
+
+// runConfluentPython runs script with a python3 that imports modules,
+// given the URL of a fresh in-memory server; its failure (a non-zero
+// exit) fails the test.
+func runConfluentPython(t *testing.T, script string, modules ...string) {
+	t.Helper()
+	const install = "apt-get install python3-confluent-kafka python3-requests python3-protobuf python3-avro"
 	skip := func(why string) {
 		t.Helper()
 		if os.Getenv("EDDY_REQUIRE_CONFLUENT_PYTHON") != "" {
@@ -169,17 +188,18 @@ func TestRegistryClientConfluentPython(t *testing.T) {
 	if err != nil {
 		skip("there is no python3")
 	}
-	// Debian's package is for Debian's python; a python3 earlier in PATH
-	// (pyenv) may not see it.
+	// Debian's packages are for Debian's python; a python3 earlier in PATH
+	// (pyenv) may not see them.
+	imports := "import " + strings.Join(modules, ", ")
 	for _, p := range []string{"/usr/bin/python3", python} {
-		if exec.Command(p, "-c", "import confluent_kafka.schema_registry").Run() == nil {
+		if exec.Command(p, "-c", imports).Run() == nil {
 			python = p
 			break
 		}
 		python = ""
 	}
 	if python == "" {
-		skip("confluent_kafka.schema_registry is not importable")
+		skip(strings.Join(modules, ", ") + " not importable")
 	}
 	reg, err := schemaregistry.NewServer("")
 	if err != nil {
@@ -188,8 +208,8 @@ func TestRegistryClientConfluentPython(t *testing.T) {
 	defer reg.Close()
 	srv := httptest.NewServer(reg)
 	defer srv.Close()
-	out, err := exec.CommandContext(t.Context(), python, "testdata/confluent_client.py", srv.URL).CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), python, script, srv.URL).CombinedOutput()
 	if err != nil {
-		t.Fatalf("confluent_client.py: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", script, err, out)
 	}
 }

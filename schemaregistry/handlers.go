@@ -152,6 +152,9 @@ func (s *Server) listVersions(r *http.Request) (any, error) {
 	})
 }
 
+// getVersion is GET /subjects/{subject}/versions/{version}. With
+// ?format=serialized a PROTOBUF schema is answered as Confluent does: its
+// FileDescriptorProto, serialized and base64-encoded, instead of its text.
 func (s *Server) getVersion(r *http.Request) (any, error) {
 	subject := r.PathValue("subject")
 	return s.read(func(st *state) (any, error) {
@@ -159,8 +162,27 @@ func (s *Server) getVersion(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return st.subjectSchema(subject, v), nil
+		ss := st.subjectSchema(subject, v)
+		if ss.Schema, err = st.formatted(st.Schemas[v.ID], r); err != nil {
+			return nil, err
+		}
+		return ss, nil
 	})
+}
+
+// formatted is rec's schema in the ?format= that r asks for: "serialized"
+// turns a PROTOBUF schema into its base64 descriptor; every other format,
+// and every other type, answer the stored text (Confluent's other formats
+// are for Avro and JSON Schema features this registry does not have).
+func (st *state) formatted(rec *schemaRecord, r *http.Request) (string, error) {
+	if rec.Type != typeProtobuf || r.URL.Query().Get("format") != "serialized" {
+		return rec.Schema, nil
+	}
+	text, err := st.serializedProtobuf(rec)
+	if err != nil {
+		return "", &apiError{http.StatusUnprocessableEntity, 42201, "Found an invalid PROTOBUF schema registered: " + err.Error()}
+	}
+	return text, nil
 }
 
 func (s *Server) getVersionText(r *http.Request) (any, error) {
@@ -197,17 +219,17 @@ func (s *Server) register(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.change(func(st *state) (any, error) {
+	return s.changeSubject(subject, func(st *state) (any, error) {
 		p, err := st.prepare(rec)
 		if err != nil {
 			return nil, errInvalidSchema(rec.Type, err)
 		}
 		subj := st.Subjects[subject]
-		id := st.idFor(rec)
 		live := subj.live(false)
-		if id != 0 && slices.ContainsFunc(live, func(v versionRecord) bool { return v.ID == id }) {
-			return map[string]int{"id": id}, nil
+		if v, ok := st.versionWith(live, rec); ok {
+			return map[string]int{"id": v.ID}, nil
 		}
+		id := st.idFor(rec)
 		olds, err := st.olds(live)
 		if err != nil {
 			return nil, err
@@ -249,11 +271,8 @@ func (s *Server) lookup(r *http.Request) (any, error) {
 		if _, err := st.prepare(rec); err != nil {
 			return nil, errInvalidSchema(rec.Type, err)
 		}
-		id := st.idFor(rec)
-		for i := len(live) - 1; i >= 0 && id != 0; i-- {
-			if live[i].ID == id {
-				return st.subjectSchema(subject, live[i]), nil
-			}
+		if v, ok := st.versionWith(live, rec); ok {
+			return st.subjectSchema(subject, v), nil
 		}
 		return nil, errSchemaNotFound(0)
 	})
@@ -271,7 +290,7 @@ func permanentParam(r *http.Request) bool {
 func (s *Server) deleteSubject(r *http.Request) (any, error) {
 	subject := r.PathValue("subject")
 	permanent := permanentParam(r)
-	return s.change(func(st *state) (any, error) {
+	return s.changeSubject(subject, func(st *state) (any, error) {
 		subj := st.Subjects[subject]
 		all, live := subj.live(true), subj.live(false)
 		if len(all) == 0 {
@@ -287,8 +306,9 @@ func (s *Server) deleteSubject(r *http.Request) (any, error) {
 					return nil, errReferenceExists(subject, v.Version)
 				}
 			}
-			// As Confluent, deleting the subject deletes its level too.
-			subj.Compatibility = ""
+			// As Confluent, deleting the subject deletes its level and
+			// mode too.
+			subj.Compatibility, subj.Mode = "", ""
 			for i := range subj.Versions {
 				if !subj.Versions[i].Deleted {
 					subj.Versions[i].Deleted = true
@@ -309,9 +329,10 @@ func (s *Server) deleteSubject(r *http.Request) (any, error) {
 	})
 }
 
-// dropIfEmpty forgets a subject left with neither versions nor a level.
+// dropIfEmpty forgets a subject left with neither versions nor a level
+// nor a mode.
 func (st *state) dropIfEmpty(subject string) {
-	if s := st.Subjects[subject]; s != nil && len(s.Versions) == 0 && s.Compatibility == "" {
+	if s := st.Subjects[subject]; s != nil && len(s.Versions) == 0 && s.Compatibility == "" && s.Mode == "" {
 		delete(st.Subjects, subject)
 	}
 }
@@ -321,7 +342,7 @@ func (st *state) dropIfEmpty(subject string) {
 func (s *Server) deleteVersion(r *http.Request) (any, error) {
 	subject := r.PathValue("subject")
 	permanent := permanentParam(r)
-	return s.change(func(st *state) (any, error) {
+	return s.changeSubject(subject, func(st *state) (any, error) {
 		// A soft delete resolves "latest" among live versions; a hard one
 		// among all, since it deletes soft-deleted versions.
 		v, err := st.version(subject, r.PathValue("version"), true)
@@ -347,6 +368,11 @@ func (s *Server) deleteVersion(r *http.Request) (any, error) {
 			st.dropIfEmpty(subject)
 		default:
 			subj.Versions[i].Deleted = true
+			if len(subj.live(false)) == 0 {
+				// As Confluent, deleting the last live version deletes
+				// the subject's level and mode, as deleting the subject.
+				subj.Compatibility, subj.Mode = "", ""
+			}
 		}
 		return v.Version, nil
 	})
@@ -375,7 +401,8 @@ func (st *state) schemaUsed(id int) (*schemaRecord, error) {
 
 // schemaByID is GET /schemas/ids/{id}. The ?subject= parameter, which
 // Confluent uses to pick a schema context, is accepted and has nothing to
-// pick: this registry has only the default context.
+// pick: this registry has only the default context. ?format= is as for
+// getVersion.
 func (s *Server) schemaByID(r *http.Request) (any, error) {
 	id, err := schemaID(r)
 	if err != nil {
@@ -386,11 +413,15 @@ func (s *Server) schemaByID(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		text, err := st.formatted(rec, r)
+		if err != nil {
+			return nil, err
+		}
 		return struct {
 			SchemaType string      `json:"schemaType,omitempty"`
 			References []Reference `json:"references,omitempty"`
 			Schema     string      `json:"schema"`
-		}{typeField(rec.Type), rec.References, rec.Schema}, nil
+		}{typeField(rec.Type), rec.References, text}, nil
 	})
 }
 
@@ -536,8 +567,7 @@ func (s *Server) checkCompatibility(r *http.Request) (any, error) {
 		} else {
 			versions = st.Subjects[subject].live(false)
 		}
-		st.resolveRefVersions(rec)
-		p, err := st.parse(rec)
+		p, err := st.prepare(rec)
 		if err != nil {
 			return nil, errInvalidSchema(rec.Type, err)
 		}
@@ -564,23 +594,37 @@ type modeBody struct {
 	Mode string `json:"mode"`
 }
 
-// getMode is GET /mode, and GET /mode/{subject}: subjects have no mode of
-// their own here, so that is Confluent's 40409 unless
-// ?defaultToGlobal=true.
+// modeOf is the mode that applies to subject: its own, or the global one.
+func (st *state) modeOf(subject string) string {
+	if s := st.Subjects[subject]; s != nil && s.Mode != "" {
+		return s.Mode
+	}
+	return st.Mode
+}
+
+// getMode is GET /mode, and GET /mode/{subject}: the subject's own mode,
+// or Confluent's 40409 if it has none, unless ?defaultToGlobal=true asks
+// for the mode that applies to it.
 func (s *Server) getMode(r *http.Request) (any, error) {
 	subject := r.PathValue("subject")
 	toGlobal, _ := strconv.ParseBool(r.URL.Query().Get("defaultToGlobal"))
 	return s.read(func(st *state) (any, error) {
-		if subject != "" && !toGlobal {
-			return nil, &apiError{http.StatusNotFound, 40409, "Subject '" + subject + "' does not have subject-level mode configured"}
+		if subject == "" || toGlobal {
+			return modeBody{st.modeOf(subject)}, nil
 		}
-		return modeBody{st.Mode}, nil
+		if subj := st.Subjects[subject]; subj != nil && subj.Mode != "" {
+			return modeBody{subj.Mode}, nil
+		}
+		return nil, &apiError{http.StatusNotFound, 40409, "Subject '" + subject + "' does not have subject-level mode configured"}
 	})
 }
 
-// putMode is PUT /mode: READWRITE or READONLY (which refuses every change
-// but this one).
+// putMode is PUT /mode and PUT /mode/{subject}: READWRITE or READONLY,
+// which refuses every change (of the subject's versions, for a subject's
+// mode) but a change of mode. A subject may have a mode before it has a
+// version, as in Confluent's.
 func (s *Server) putMode(r *http.Request) (any, error) {
+	subject := r.PathValue("subject")
 	var req modeBody
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 		return nil, errBadRequest(err)
@@ -589,8 +633,32 @@ func (s *Server) putMode(r *http.Request) (any, error) {
 	if mode != modeReadWrite && mode != modeReadOnly {
 		return nil, errInvalidMode(req.Mode)
 	}
-	return s.write(false, func(st *state) (any, error) {
-		st.Mode = mode
+	return s.write(nil, func(st *state) (any, error) {
+		if subject == "" {
+			st.Mode = mode
+			return modeBody{mode}, nil
+		}
+		if st.Subjects[subject] == nil {
+			st.Subjects[subject] = &subjectRecord{}
+		}
+		st.Subjects[subject].Mode = mode
 		return modeBody{mode}, nil
+	})
+}
+
+// deleteMode is DELETE /mode/{subject}: the subject follows the global
+// mode again. It answers the mode deleted; a subject without a mode of its
+// own is Confluent's 40401.
+func (s *Server) deleteMode(r *http.Request) (any, error) {
+	subject := r.PathValue("subject")
+	return s.write(nil, func(st *state) (any, error) {
+		subj := st.Subjects[subject]
+		if subj == nil || subj.Mode == "" {
+			return nil, errSubjectNotFound(subject)
+		}
+		prev := subj.Mode
+		subj.Mode = ""
+		st.dropIfEmpty(subject)
+		return modeBody{prev}, nil
 	})
 }

@@ -3,6 +3,9 @@ package schemaregistry
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +14,11 @@ import (
 	"github.com/bufbuild/protocompile"
 	"github.com/bufbuild/protocompile/linker"
 	"github.com/hamba/avro/v2"
+	"github.com/jhump/protoreflect/v2/protoprint"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // The schema types, spelled as in Confluent's "schemaType" (AVRO when the
@@ -45,9 +52,13 @@ func canonical(typ, text string) string {
 }
 
 // prepare checks a schema received from a client: it fixes its references'
-// versions, parses it and sets its identity. The error is for 42201.
+// versions, turns a Protobuf descriptor into text, parses it and sets its
+// identity. The error is for 42201.
 func (st *state) prepare(rec *schemaRecord) (*parsed, error) {
 	st.resolveRefVersions(rec)
+	if err := st.descriptorToText(rec); err != nil {
+		return nil, err
+	}
 	p, err := st.parse(rec)
 	if err != nil {
 		return nil, err
@@ -61,17 +72,147 @@ func (st *state) prepare(rec *schemaRecord) (*parsed, error) {
 // it back, so that key order, {"type":"string"} for "string" and
 // whitespace do not matter, as they do not to Confluent (which compares
 // Avro's Java form; the two forms differ, the equivalences they draw
-// are alike); for the others, the canonical text.
+// are alike); for Protobuf, a digest of the file's descriptor without its
+// name and source positions, so that whitespace, comments and the form the
+// schema came in (text or descriptor) do not matter, as they do not to
+// Confluent (which compares its canonical text); for JSON Schema, the
+// canonical text.
 func identity(rec *schemaRecord, p *parsed) (string, error) {
-	if p.avro == nil {
-		return rec.Schema, nil
+	switch {
+	case p.avro != nil:
+		b, err := json.Marshal(p.avro)
+		if err != nil {
+			return "", err
+		}
+		return string(b), nil
+	case p.proto != nil:
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(bareDescriptor(p.proto, ""))
+		if err != nil {
+			return "", err
+		}
+		sum := sha256.Sum256(b)
+		return "protobuf-descriptor-sha256:" + hex.EncodeToString(sum[:]), nil
 	}
-	b, err := json.Marshal(p.avro)
+	return rec.Schema, nil
+}
+
+// bareDescriptor is f's descriptor named name, without the source
+// positions and comments that the text it was compiled from gave it.
+func bareDescriptor(f linker.File, name string) *descriptorpb.FileDescriptorProto {
+	fdp := protodesc.ToFileDescriptorProto(f)
+	fdp.SourceCodeInfo = nil
+	fdp.Name = nil
+	if name != "" {
+		fdp.Name = proto.String(name)
+	}
+	return fdp
+}
+
+// descriptorToText replaces a PROTOBUF schema given as a base64-encoded
+// serialized FileDescriptorProto (what Confluent's Python and Go
+// serializers send) with the .proto text it describes, which is what the
+// registry stores and answers, as Confluent's registry does (its
+// ProtobufSchema parses the text and, failing that, a base64 descriptor).
+// A schema made only of base64's characters cannot be a .proto file that
+// defines anything (a definition needs ';' or '{'), so such a schema is
+// taken for a descriptor, and one that is not a valid descriptor is
+// refused saying so.
+func (st *state) descriptorToText(rec *schemaRecord) error {
+	if rec.Type != typeProtobuf || !isBase64(rec.Schema) {
+		return nil
+	}
+	b, err := base64.StdEncoding.DecodeString(rec.Schema)
+	if err != nil {
+		return fmt.Errorf("the schema is neither .proto text nor a base64-encoded FileDescriptorProto: %w", err)
+	}
+	fdp := &descriptorpb.FileDescriptorProto{}
+	if err := proto.Unmarshal(b, fdp); err != nil {
+		return fmt.Errorf("the schema is base64 but not a serialized FileDescriptorProto: %w", err)
+	}
+	refs, err := st.resolveRefs(rec.References)
+	if err != nil {
+		return err
+	}
+	fdp.Name = proto.String(protoMain)
+	defaultJSONNames(fdp.GetExtension(), fdp.GetMessageType())
+	f, err := compileProtobuf(protocompile.SearchResult{Proto: fdp}, refs)
+	if err != nil {
+		return fmt.Errorf("the schema is a FileDescriptorProto that does not link: %w", err)
+	}
+	text, err := (&protoprint.Printer{}).PrintProtoToString(f)
+	if err != nil {
+		return fmt.Errorf("the schema is a FileDescriptorProto that cannot be written as .proto text: %w", err)
+	}
+	rec.Schema = canonical(typeProtobuf, text)
+	return nil
+}
+
+// defaultJSONNames gives the fields of msgs without a json_name the one
+// protoc gives them (the linker takes a missing one for ""): descriptors
+// built by hand, or by Python's descriptor_pb2, often have none.
+func defaultJSONNames(fields []*descriptorpb.FieldDescriptorProto, msgs []*descriptorpb.DescriptorProto) {
+	for _, f := range fields {
+		if f.JsonName == nil {
+			f.JsonName = proto.String(jsonName(f.GetName()))
+		}
+	}
+	for _, m := range msgs {
+		defaultJSONNames(m.GetField(), nil)
+		defaultJSONNames(m.GetExtension(), m.GetNestedType())
+	}
+}
+
+// jsonName is protoc's default JSON name of a field: its name with each
+// underscore dropped and the letter after it capitalized.
+func jsonName(name string) string {
+	var b strings.Builder
+	upper := false
+	for _, r := range name {
+		switch {
+		case r == '_':
+			upper = true
+		case upper:
+			b.WriteString(strings.ToUpper(string(r)))
+			upper = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// isBase64 reports whether s is made of standard base64 only, in whole
+// 4-character groups.
+func isBase64(s string) bool {
+	if s == "" || len(s)%4 != 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+// serializedProtobuf is a PROTOBUF schema as Confluent's ?format=serialized
+// answers it: its FileDescriptorProto, serialized, base64-encoded. The
+// file is named protoSerializedName (the text does not say its name).
+func (st *state) serializedProtobuf(rec *schemaRecord) (string, error) {
+	p, err := st.parse(rec)
 	if err != nil {
 		return "", err
 	}
-	return string(b), nil
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(bareDescriptor(p.proto, protoSerializedName))
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
 }
+
+// protoSerializedName names the file of a serialized schema.
+const protoSerializedName = "schema.proto"
 
 // refSource is a referenced schema, resolved to its record.
 type refSource struct {
@@ -159,23 +300,38 @@ func parseAvro(text string, refs []refSource) (*parsed, error) {
 const protoMain = "eddy-schema-registry-input.proto"
 
 func parseProtobuf(text string, refs []refSource) (*parsed, error) {
-	files := map[string]string{protoMain: text}
+	f, err := compileProtobuf(protocompile.SearchResult{Source: strings.NewReader(text)}, refs)
+	if err != nil {
+		return nil, err
+	}
+	return &parsed{proto: f}, nil
+}
+
+// compileProtobuf compiles main (text, or a descriptor) as protoMain, its
+// imports resolved from refs (by their names, which are import paths)
+// and the standard imports (google/protobuf/*).
+func compileProtobuf(main protocompile.SearchResult, refs []refSource) (linker.File, error) {
+	files := map[string]string{}
 	for _, r := range refs {
 		if r.rec.Type != typeProtobuf {
 			return nil, fmt.Errorf("reference %q is a %s schema, not PROTOBUF", r.name, r.rec.Type)
 		}
 		files[r.name] = r.rec.Schema
 	}
+	sources := &protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(files)}
 	c := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-			Accessor: protocompile.SourceAccessorFromMap(files),
-		}),
+		Resolver: protocompile.WithStandardImports(protocompile.ResolverFunc(func(path string) (protocompile.SearchResult, error) {
+			if path == protoMain {
+				return main, nil
+			}
+			return sources.FindFileByPath(path)
+		})),
 	}
 	out, err := c.Compile(context.Background(), protoMain)
 	if err != nil {
 		return nil, err
 	}
-	return &parsed{proto: out[0]}, nil
+	return out[0], nil
 }
 
 // noLoader refuses every $ref that is not a registered reference: a

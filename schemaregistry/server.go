@@ -288,6 +288,8 @@ func (s *Server) routes() {
 	h("GET /mode", s.getMode)
 	h("PUT /mode", s.putMode)
 	h("GET /mode/{subject}", s.getMode)
+	h("PUT /mode/{subject}", s.putMode)
+	h("DELETE /mode/{subject}", s.deleteMode)
 	h("GET /{$}", func(*http.Request) (any, error) { return struct{}{}, nil })
 	// Everything else: Confluent's JSON 404, or 405 where another method
 	// has a route.
@@ -308,17 +310,38 @@ func (s *Server) routes() {
 // change runs f on the state under the lock and, if f succeeds, persists
 // the state before answering; if persisting fails, the state returns to
 // what is on disk, so that memory never holds what a restart would lose.
+// The global READONLY mode refuses it.
 func (s *Server) change(f func(st *state) (any, error)) (any, error) {
-	return s.write(true, f)
+	return s.write(func(st *state) error {
+		if st.Mode == modeReadOnly {
+			return errReadOnly("")
+		}
+		return nil
+	}, f)
 }
 
-// write is change, refused in READONLY mode if checkMode: only a change
-// of mode itself is allowed there.
-func (s *Server) write(checkMode bool, f func(st *state) (any, error)) (any, error) {
+// changeSubject is change for a change of subject's versions, which the
+// mode that applies to subject refuses if it is READONLY: the subject's
+// own, or else the global one (so a READWRITE subject takes changes while
+// the registry is READONLY, as in Confluent's).
+func (s *Server) changeSubject(subject string, f func(st *state) (any, error)) (any, error) {
+	return s.write(func(st *state) error {
+		if st.modeOf(subject) == modeReadOnly {
+			return errReadOnly(subject)
+		}
+		return nil
+	}, f)
+}
+
+// write runs f as change does, if allowed (nil: always) lets it; only a
+// change of mode itself is not checked.
+func (s *Server) write(allowed func(st *state) error, f func(st *state) (any, error)) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if checkMode && s.st.Mode == modeReadOnly {
-		return nil, errReadOnly("")
+	if allowed != nil {
+		if err := allowed(s.st); err != nil {
+			return nil, err
+		}
 	}
 	before, err := json.Marshal(s.st)
 	if err != nil {

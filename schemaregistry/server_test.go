@@ -195,7 +195,8 @@ func TestRegistryEndpoints(t *testing.T) {
 		{"versions restart", "GET", "/subjects/other-value/versions", "", 200, `[1]`},
 
 		{"read-only", "PUT", "/mode", `{"mode":"READONLY"}`, 200, `{"mode":"READONLY"}`},
-		{"read-only refuses", "POST", "/subjects/x/versions", body(userV1), 422, `{"error_code":42205,"message":"The registry is in read-only mode"}`},
+		{"read-only refuses", "POST", "/subjects/x/versions", body(userV1), 422, `{"error_code":42205,"message":"Subject x is in read-only mode"}`},
+		{"read-only refuses a level", "PUT", "/config", `{"compatibility":"NONE"}`, 422, `{"error_code":42205,"message":"The registry is in read-only mode"}`},
 		{"read-write", "PUT", "/mode", `{"mode":"READWRITE"}`, 200, `{"mode":"READWRITE"}`},
 		{"subject mode", "GET", "/mode/users-value", "", 404,
 			`{"error_code":40409,"message":"Subject 'users-value' does not have subject-level mode configured"}`},
@@ -513,4 +514,56 @@ func TestRegistryConcurrentRegistrations(t *testing.T) {
 		}
 	}
 	run(t, s, []step{{"ten versions", "GET", "/subjects/e/versions", "", 200, `[1,2,3,4,5,6,7,8,9,10]`}})
+}
+
+// TestRegistrySubjectMode: a subject's own mode (Confluent's /mode/{subject}
+// and its error codes), which overrides the global one both ways and is
+// persisted.
+func TestRegistrySubjectMode(t *testing.T) {
+	dir := t.TempDir()
+	s1, err := NewServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, s1, []step{
+		{"v1", "POST", "/subjects/s/versions", body(userV1), 200, `{"id":1}`},
+		{"no mode of its own", "GET", "/mode/s", "", 404,
+			`{"error_code":40409,"message":"Subject 's' does not have subject-level mode configured"}`},
+		{"the global mode applies", "GET", "/mode/s?defaultToGlobal=true", "", 200, `{"mode":"READWRITE"}`},
+		{"delete no mode", "DELETE", "/mode/s", "", 404, `{"error_code":40401,"message":"Subject 's' not found."}`},
+		{"invalid mode", "PUT", "/mode/s", `{"mode":"SIDEWAYS"}`, 422,
+			`{"error_code":42204,"message":"Invalid mode \"SIDEWAYS\". Valid values are READWRITE and READONLY (this development registry does not implement IMPORT)"}`},
+		{"read-only subject", "PUT", "/mode/s", `{"mode":"readonly"}`, 200, `{"mode":"READONLY"}`},
+		{"its mode", "GET", "/mode/s", "", 200, `{"mode":"READONLY"}`},
+		{"its mode, defaultToGlobal", "GET", "/mode/s?defaultToGlobal=true", "", 200, `{"mode":"READONLY"}`},
+		{"the global mode unchanged", "GET", "/mode", "", 200, `{"mode":"READWRITE"}`},
+		{"refuses a registration", "POST", "/subjects/s/versions", body(userV2), 422, `{"error_code":42205,"message":"Subject s is in read-only mode"}`},
+		{"refuses a version delete", "DELETE", "/subjects/s/versions/1", "", 422, `{"error_code":42205,"message":"Subject s is in read-only mode"}`},
+		{"refuses a subject delete", "DELETE", "/subjects/s", "", 422, `{"error_code":42205,"message":"Subject s is in read-only mode"}`},
+		{"reads still answer", "POST", "/subjects/s", body(userV1), 200,
+			`{"subject":"s","version":1,"id":1,"schema":` + quote(userV1) + `}`},
+		{"other subjects take changes", "POST", "/subjects/o/versions", body(userV2), 200, `{"id":2}`},
+		{"a mode before any version", "PUT", "/mode/later", `{"mode":"READONLY"}`, 200, `{"mode":"READONLY"}`},
+		{"global read-only", "PUT", "/mode", `{"mode":"READONLY"}`, 200, `{"mode":"READONLY"}`},
+		{"a read-write subject", "PUT", "/mode/o", `{"mode":"READWRITE"}`, 200, `{"mode":"READWRITE"}`},
+	})
+	s1.Close()
+
+	s2 := newServer(t, dir)
+	run(t, s2, []step{
+		{"persisted", "GET", "/mode/s", "", 200, `{"mode":"READONLY"}`},
+		{"persisted before any version", "GET", "/mode/later", "", 200, `{"mode":"READONLY"}`},
+		{"no versions listed for it", "GET", "/subjects", "", 200, `["o","s"]`},
+		{"a read-write subject takes changes in a read-only registry", "POST", "/subjects/o/versions", body(userV1), 200, `{"id":1}`},
+		{"others do not", "POST", "/subjects/n/versions", body(userV1), 422, `{"error_code":42205,"message":"Subject n is in read-only mode"}`},
+		{"global read-write", "PUT", "/mode", `{"mode":"READWRITE"}`, 200, `{"mode":"READWRITE"}`},
+		{"s still read-only", "POST", "/subjects/s/versions", body(userV2), 422, `{"error_code":42205,"message":"Subject s is in read-only mode"}`},
+		{"delete its mode", "DELETE", "/mode/s", "", 200, `{"mode":"READONLY"}`},
+		{"gone", "GET", "/mode/s", "", 404, `{"error_code":40409,"message":"Subject 's' does not have subject-level mode configured"}`},
+		{"s takes changes again", "POST", "/subjects/s/versions", body(userV2), 200, `{"id":2}`},
+		{"delete the mode of a subject without versions", "DELETE", "/mode/later", "", 200, `{"mode":"READONLY"}`},
+		{"o's mode", "GET", "/mode/o", "", 200, `{"mode":"READWRITE"}`},
+		{"soft-deleting a subject deletes its mode", "DELETE", "/subjects/o", "", 200, `[1,2]`},
+		{"o's mode gone", "GET", "/mode/o", "", 404, `{"error_code":40409,"message":"Subject 'o' does not have subject-level mode configured"}`},
+	})
 }

@@ -53,12 +53,13 @@ type Reference struct {
 }
 
 // subjectRecord is a subject's versions, oldest first, and its own
-// compatibility level ("" when it follows the global one). A subject whose
-// every version was permanently deleted keeps its record only while it has
-// a level of its own.
+// compatibility level and mode ("" when it follows the global one). A
+// subject whose every version was permanently deleted keeps its record
+// only while it has a level or a mode of its own.
 type subjectRecord struct {
 	Versions      []versionRecord `json:"versions"`
 	Compatibility string          `json:"compatibility,omitempty"`
+	Mode          string          `json:"mode,omitempty"`
 }
 
 type versionRecord struct {
@@ -94,6 +95,7 @@ func loadState(dir string) (*state, error) {
 	if st.Format != stateFormat {
 		return nil, fmt.Errorf("eddy: schema registry: %s has format %d; this eddy reads format %d", filepath.Join(dir, stateFile), st.Format, stateFormat)
 	}
+	st.reidentify()
 	return st, nil
 }
 
@@ -164,14 +166,53 @@ func (st *state) subjectNames(deleted bool) []string {
 	return names
 }
 
-// idFor returns the id of an identical schema registered before, or 0.
+// idFor returns the id of an identical schema registered before, or 0; the
+// smallest, if several are (schemas registered before identity was
+// computed as it is now, see reidentify).
 func (st *state) idFor(rec *schemaRecord) int {
+	found := 0
 	for id, r := range st.Schemas {
-		if r.Type == rec.Type && r.Identity == rec.Identity && slices.Equal(r.References, rec.References) {
-			return id
+		if same(r, rec) && (found == 0 || id < found) {
+			found = id
 		}
 	}
-	return 0
+	return found
+}
+
+// same reports whether two schema records are the same schema.
+func same(a, b *schemaRecord) bool {
+	return a != nil && a.Type == b.Type && a.Identity == b.Identity && slices.Equal(a.References, b.References)
+}
+
+// versionWith returns the newest of versions whose schema is the same as
+// rec, and whether there is one. It compares each version's own schema,
+// not one id: after reidentify, two ids may be one schema, and a subject
+// may hold either.
+func (st *state) versionWith(versions []versionRecord, rec *schemaRecord) (versionRecord, bool) {
+	for i := len(versions) - 1; i >= 0; i-- {
+		if same(st.Schemas[versions[i].ID], rec) {
+			return versions[i], true
+		}
+	}
+	return versionRecord{}, false
+}
+
+// reidentify computes every schema's identity again, after loading: how
+// it is computed may have changed since the state was written (Protobuf
+// schemas were identified by their text, whitespace included, before they
+// could be sent as descriptors), and a schema must be found by the
+// identity this registry computes for the same schema sent now. A schema
+// that no longer parses keeps its identity.
+func (st *state) reidentify() {
+	for _, rec := range st.Schemas {
+		p, err := st.parse(rec)
+		if err != nil {
+			continue
+		}
+		if id, err := identity(rec, p); err == nil {
+			rec.Identity = id
+		}
+	}
 }
 
 // usages lists the subject versions that use schema id, sorted.

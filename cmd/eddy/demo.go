@@ -43,7 +43,7 @@ func runDemo(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--format: %w", err))
 	}
-	if format != ledger.JSON && *hostile {
+	if err == nil && format != ledger.JSON && *hostile {
 		hostileSet := false
 		fs.Visit(func(f *flag.Flag) { hostileSet = hostileSet || f.Name == "hostile" })
 		if hostileSet {

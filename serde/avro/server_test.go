@@ -3,10 +3,11 @@ package avro_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
 
 	"github.com/eddy-streams/eddy/schemaregistry"
 	"github.com/eddy-streams/eddy/serde"
@@ -18,14 +19,7 @@ import (
 // schemaregistry), which checks compatibility as Confluent's does, where
 // srfake accepts every schema.
 func eddyRegistry(t *testing.T, opts ...schemaregistry.Option) string {
-	t.Helper()
-	reg, err := schemaregistry.NewServer("", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg)
-	t.Cleanup(func() { srv.Close(); reg.Close() })
-	return srv.URL
+	return registrytest.Start(t, opts...)
 }
 
 // TestEddyRegistry runs the serde against eddy's registry: evolution

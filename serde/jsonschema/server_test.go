@@ -3,26 +3,17 @@ package jsonschema_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/eddy-streams/eddy/schemaregistry"
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
+
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/serde/jsonschema"
 	"github.com/eddy-streams/eddy/serde/registry"
 )
 
-func eddyRegistry(t *testing.T) string {
-	t.Helper()
-	reg, err := schemaregistry.NewServer("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg)
-	t.Cleanup(func() { srv.Close(); reg.Close() })
-	return srv.URL
-}
+func eddyRegistry(t *testing.T) string { return registrytest.Start(t) }
 
 // TestEddyRegistry runs the serde against eddy's registry, which checks
 // JSON Schema compatibility: an optional property added is accepted and

@@ -3,14 +3,14 @@ package protobuf_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
 
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/eddy-streams/eddy/schemaregistry"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/serde/protobuf"
 	"github.com/eddy-streams/eddy/serde/protobuf/internal/testpb"
@@ -20,16 +20,7 @@ import (
 // eddyRegistry serves eddy's own development registry, which parses
 // Protobuf schemas and checks their compatibility, where srfake accepts
 // every text.
-func eddyRegistry(t *testing.T) string {
-	t.Helper()
-	reg, err := schemaregistry.NewServer("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg)
-	t.Cleanup(func() { srv.Close(); reg.Close() })
-	return srv.URL
-}
+func eddyRegistry(t *testing.T) string { return registrytest.Start(t) }
 
 // TestEddyRegistry: the printed .proto is accepted by a registry that
 // parses it; a newer writer's record is read by the old serde; a schema

@@ -8,7 +8,8 @@
 //
 // A format's serde (serde/avro) holds a *Client and asks it for a schema
 // only the first time it sees an id: the per-record path makes no
-// registry call.
+// registry call. An id the registry does not know is remembered too, for
+// Config.UnknownIDTTL, so that a flood of records carrying it makes one call.
 package registry
 
 import (
@@ -51,23 +52,59 @@ type Config struct {
 	// the credentials; then the serde's error wraps serde.ErrUnavailable
 	// and the app stops. Default DefaultTimeout.
 	Timeout time.Duration
+	// UnknownIDTTL is how long the client remembers that the registry
+	// does not know a schema id: records carrying it meanwhile fail at
+	// once (each one a decode error, the record's fault) instead of each
+	// asking the registry again; then it asks again. Default
+	// DefaultUnknownIDTTL; negative: never remembered, every such record
+	// asks.
+	UnknownIDTTL time.Duration
 }
 
+// DefaultUnknownIDTTL is Config.UnknownIDTTL's default. It is short: a
+// record remembered as unknown is dead-lettered (or skipped, as the error
+// policy says) without asking, so a long window would send good records
+// of a schema a lagging registry replica learns a moment later to the
+// dead-letter topic, while a flood of one bogus id still makes only one
+// request a second.
+const DefaultUnknownIDTTL = time.Second
+
 // Client is a schema registry client with an id → schema cache. It is
-// safe for concurrent use; share one between the serdes of an app.
+// safe for concurrent use; share one between the serdes of an app, and
+// Close it when the app has stopped.
 type Client struct {
 	sr      *sr.Client
 	url     string // the URLs, for messages
 	log     *slog.Logger
 	timeout time.Duration
+	now     func() time.Time // time.Now; a test moves it
+	// unknownTTL is Config.UnknownIDTTL, 0 when unknown ids are not
+	// remembered.
+	unknownTTL time.Duration
+	// firstBackoff is the const firstBackoff; a test lengthens it.
+	firstBackoff time.Duration
+
+	// done is cancelled by Close: it ends the retries in flight and
+	// refuses later calls.
+	done  context.Context
+	close context.CancelFunc
 
 	mu  sync.RWMutex
 	ids map[int]sr.Schema
+	// unknown are the ids the registry answered it does not know, with
+	// when and its answer, kept for unknownTTL.
+	unknown map[int]unknownID
 	// flights are the ids being fetched: records decoded at once with the
 	// same new id ask the registry once and share its answer, an error
 	// included (so N of them wait one retry bound, not N one after
 	// another), while other ids are fetched meanwhile.
 	flights map[int]*flight
+}
+
+// unknownID is a remembered "no such id" answer.
+type unknownID struct {
+	at  time.Time
+	err error // wraps ErrUnknownID
 }
 
 // flight is one fetch of a schema by id; done closes when s and err are
@@ -110,17 +147,57 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eddy: registry: %w", err)
 	}
-	return &Client{sr: cl, url: strings.Join(urls, ","), log: cfg.Logger, timeout: cfg.Timeout, ids: map[int]sr.Schema{}, flights: map[int]*flight{}}, nil
+	done, closeFn := context.WithCancel(context.Background())
+	unknownTTL := cfg.UnknownIDTTL
+	switch {
+	case unknownTTL == 0:
+		unknownTTL = DefaultUnknownIDTTL
+	case unknownTTL < 0:
+		unknownTTL = 0
+	}
+	return &Client{sr: cl, url: strings.Join(urls, ","), log: cfg.Logger, timeout: cfg.Timeout, unknownTTL: unknownTTL, now: time.Now, firstBackoff: firstBackoff,
+		done: done, close: closeFn,
+		ids: map[int]sr.Schema{}, unknown: map[int]unknownID{}, flights: map[int]*flight{}}, nil
+}
+
+// ErrClosed is wrapped by the errors of a Client's calls once Close was
+// called, those it interrupted included. They wrap serde.ErrUnavailable
+// too: a record that failed because the client was closed is not the
+// record's fault, and no error policy skips or dead-letters it.
+var ErrClosed = errors.New("the schema registry client is closed")
+
+// Close ends the client's retries in flight (their calls return at once
+// with an error wrapping ErrClosed and serde.ErrUnavailable) and makes
+// every later call fail the same way, whether or not its answer is
+// cached. (A serde keeps what it resolved itself: records carrying an id
+// it has already met still decode without the client.) Call it once the
+// app that uses the client has stopped, or earlier to abort an app stuck
+// waiting for an unreachable registry: the app stops with that error, as
+// with a registry down for longer than Config.Timeout. Calling it again
+// does nothing; it always returns nil (it is an io.Closer).
+func (c *Client) Close() error {
+	c.close()
+	return nil
+}
+
+// closedErr is the error of a call made or interrupted after Close.
+func (c *Client) closedErr(what string) error {
+	return fmt.Errorf("schema registry %s: %s: %w: %w", c.url, what, ErrClosed, serde.ErrUnavailable)
 }
 
 // URL names the registry, as the errors do.
 func (c *Client) URL() string { return c.url }
 
 // SchemaByID returns the schema registered under id. Only the first call
-// for an id asks the registry; an id the registry does not know is an
-// error wrapping ErrUnknownID (the record's fault, not cached: a replica
-// of the registry that lags may know it later).
+// for an id asks the registry. An id the registry does not know is an
+// error wrapping ErrUnknownID (the record's fault); that answer is
+// remembered for Config.UnknownIDTTL, then asked again (a replica of the
+// registry that lags may know the id by then).
 func (c *Client) SchemaByID(ctx context.Context, id int) (sr.Schema, error) {
+	what := fmt.Sprintf("schema id %d", id)
+	if c.done.Err() != nil {
+		return sr.Schema{}, c.closedErr(what)
+	}
 	c.mu.RLock()
 	s, ok := c.ids[id]
 	c.mu.RUnlock()
@@ -132,35 +209,70 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (sr.Schema, error) {
 		c.mu.Unlock()
 		return s, nil
 	}
+	if u, ok := c.unknown[id]; ok {
+		if c.now().Sub(u.at) < c.unknownTTL {
+			c.mu.Unlock()
+			return sr.Schema{}, u.err
+		}
+		delete(c.unknown, id)
+	}
 	if f, ok := c.flights[id]; ok { // another call is fetching it: share its answer
 		c.mu.Unlock()
 		select {
 		case <-f.done:
 			return f.s, f.err
 		case <-ctx.Done():
-			return sr.Schema{}, fmt.Errorf("schema registry %s: schema id %d: %w", c.url, id, ctx.Err())
+			return sr.Schema{}, fmt.Errorf("schema registry %s: %s: %w", c.url, what, ctx.Err())
 		}
 	}
 	f := &flight{done: make(chan struct{})}
 	c.flights[id] = f
 	c.mu.Unlock()
-	f.err = c.retry(ctx, fmt.Sprintf("schema id %d", id), func(ctx context.Context) (err error) {
+	f.err = c.retry(ctx, what, func(ctx context.Context) (err error) {
 		f.s, err = c.sr.SchemaByID(ctx, id)
 		return err
 	})
 	c.mu.Lock()
 	delete(c.flights, id)
-	if f.err == nil {
+	switch {
+	case f.err == nil:
 		c.ids[id] = f.s
+	case errors.Is(f.err, ErrUnknownID) && c.unknownTTL > 0:
+		c.rememberUnknown(id, f.err)
 	}
 	c.mu.Unlock()
 	close(f.done)
 	return f.s, f.err
 }
 
+// maxUnknown bounds the remembered unknown ids: adding one to a full map
+// first forgets those remembered for longer than the TTL, then, if none
+// was, one at random (it is asked again: a cache, not a record's fate).
+const maxUnknown = 1024
+
+// rememberUnknown keeps err as the answer for id; c.mu is held.
+func (c *Client) rememberUnknown(id int, err error) {
+	now := c.now()
+	if len(c.unknown) >= maxUnknown {
+		for old, u := range c.unknown {
+			if now.Sub(u.at) >= c.unknownTTL {
+				delete(c.unknown, old)
+			}
+		}
+		for old := range c.unknown {
+			if len(c.unknown) < maxUnknown {
+				break
+			}
+			delete(c.unknown, old)
+		}
+	}
+	c.unknown[id] = unknownID{at: now, err: err}
+}
+
 func (c *Client) cache(id int, s sr.Schema) {
 	c.mu.Lock()
 	c.ids[id] = s
+	delete(c.unknown, id)
 	c.mu.Unlock()
 }
 
@@ -234,12 +346,20 @@ const (
 
 // retry runs req until it succeeds, fails with an answer of the registry
 // (returned at once, classified), or the registry stays unavailable for
-// c.timeout (an error wrapping serde.ErrUnavailable and the last cause).
-// It warns at the first failure and every warnEvery.
+// c.timeout (an error wrapping serde.ErrUnavailable and the last cause),
+// or Close interrupts it (ErrClosed and serde.ErrUnavailable). It warns
+// at the first failure and every warnEvery.
 func (c *Client) retry(ctx context.Context, what string, req func(context.Context) error) error {
+	if c.done.Err() != nil {
+		return c.closedErr(what)
+	}
+	// Close cancels the request in flight and the wait between attempts.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.done, cancel)()
 	start := time.Now()
 	deadline := start.Add(c.timeout)
-	backoff := firstBackoff
+	backoff := c.firstBackoff
 	var warned time.Time
 	for attempt := 1; ; attempt++ {
 		err := req(ctx)
@@ -248,6 +368,9 @@ func (c *Client) retry(ctx context.Context, what string, req func(context.Contex
 				c.log.Info("schema registry reachable again", "url", c.url, "request", what, "after", time.Since(start).Round(time.Millisecond))
 			}
 			return nil
+		}
+		if c.done.Err() != nil {
+			return c.closedErr(what)
 		}
 		cause, unavailable := classify(err)
 		if !unavailable {
@@ -271,9 +394,12 @@ func (c *Client) retry(ctx context.Context, what string, req func(context.Contex
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			if c.done.Err() != nil {
+				return c.closedErr(what)
+			}
 			return fmt.Errorf("schema registry %s: %s: %w", c.url, what, ctx.Err())
 		}
-		backoff = min(2*backoff, maxBackoff)
+		backoff = max(min(2*backoff, maxBackoff), c.firstBackoff)
 	}
 }
 

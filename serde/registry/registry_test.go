@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/eddy-streams/eddy/schemaregistry"
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/serde/avro"
 	"github.com/eddy-streams/eddy/serde/registry"
 )
 
@@ -75,35 +78,229 @@ func TestNewRejectsNegativeTimeout(t *testing.T) {
 	}
 }
 
-// TestSchemaByID: one request per id, however often it is asked, and an
-// id the registry does not know is ErrUnknownID, not unavailability.
+// countingRegistry is eddy's development registry behind a handler that
+// counts the requests reaching it.
+type countingRegistry struct {
+	url      string
+	requests atomic.Int64
+}
+
+func newCountingRegistry(t *testing.T) *countingRegistry {
+	t.Helper()
+	reg, err := schemaregistry.NewServer("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	cr := &countingRegistry{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cr.requests.Add(1)
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cr.url = srv.URL
+	return cr
+}
+
+// register registers an Avro schema under subject with a client of its
+// own (so that the client under test has cached nothing) and returns its
+// id.
+func (cr *countingRegistry) register(t *testing.T, subject, schema string) int {
+	t.Helper()
+	cl, err := sr.NewClient(sr.URLs(cr.url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := cl.CreateSchema(context.Background(), subject, sr.Schema{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss.ID
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestSchemaByID: an id is asked once, however often it is decoded
+// (measured: 0 requests after the first); an id the registry does not
+// know is ErrUnknownID, not unavailability, and that answer is kept for
+// Config.UnknownIDTTL (its default here): N decodes of one unknown id make
+// 1 request within it, and the first decode after it asks again (and
+// finds a schema registered meanwhile).
 func TestSchemaByID(t *testing.T) {
-	f := srfake.New()
-	defer f.Close()
-	var requests atomic.Int64
-	f.Intercept(func(http.ResponseWriter, *http.Request) bool { requests.Add(1); return false })
-	id, _, err := f.RegisterSchema("s", sr.Schema{Schema: `"string"`})
+	cr := newCountingRegistry(t)
+	id := cr.register(t, "s", `"string"`)
+	c, err := registry.New(registry.Config{URLs: []string{cr.url}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := registry.New(registry.Config{URLs: []string{f.URL()}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
+	defer c.Close()
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	registry.SetClock(c, func() time.Time { return now })
+	ctx := context.Background()
+
+	before := cr.requests.Load()
+	if s, err := c.SchemaByID(ctx, id); err != nil || s.Schema != `"string"` {
+		t.Fatalf("SchemaByID = %+v %v", s, err)
 	}
-	for range 10 {
-		s, err := c.SchemaByID(context.Background(), id)
-		if err != nil || s.Schema != `"string"` {
+	if n := cr.requests.Load() - before; n != 1 {
+		t.Fatalf("first decode of id %d: %d requests, want 1", id, n)
+	}
+	before = cr.requests.Load()
+	for range 100 {
+		if s, err := c.SchemaByID(ctx, id); err != nil || s.Schema != `"string"` {
 			t.Fatalf("SchemaByID = %+v %v", s, err)
 		}
 	}
-	if requests.Load() != 1 {
-		t.Fatalf("%d requests for one id asked 10 times, want 1", requests.Load())
+	if n := cr.requests.Load() - before; n != 0 {
+		t.Fatalf("100 decodes of a known id: %d requests, want 0", n)
 	}
-	_, err = c.SchemaByID(context.Background(), 999)
-	if !errors.Is(err, registry.ErrUnknownID) || errors.Is(err, serde.ErrUnavailable) {
-		t.Fatalf("unknown id: %v", err)
+
+	// The next id the registry will assign: unknown now.
+	unknown := id + 1
+	before = cr.requests.Load()
+	for i := range 100 {
+		_, err := c.SchemaByID(ctx, unknown)
+		if !errors.Is(err, registry.ErrUnknownID) || errors.Is(err, serde.ErrUnavailable) {
+			t.Fatalf("decode %d of unknown id %d: %v, want ErrUnknownID", i, unknown, err)
+		}
+	}
+	if n := cr.requests.Load() - before; n != 1 {
+		t.Fatalf("100 decodes of one unknown id: %d requests, want 1", n)
+	}
+
+	// Registered meanwhile (by another client): still unknown to this one
+	// until the TTL has passed.
+	if got := cr.register(t, "t", `"int"`); got != unknown {
+		t.Fatalf("the registry assigned id %d, want %d", got, unknown)
+	}
+	now = now.Add(registry.DefaultUnknownIDTTL - time.Nanosecond)
+	before = cr.requests.Load()
+	if _, err := c.SchemaByID(ctx, unknown); !errors.Is(err, registry.ErrUnknownID) {
+		t.Fatalf("just within the TTL: %v, want the remembered ErrUnknownID", err)
+	}
+	if n := cr.requests.Load() - before; n != 0 {
+		t.Fatalf("within the TTL: %d requests, want 0", n)
+	}
+	now = now.Add(time.Nanosecond)
+	if s, err := c.SchemaByID(ctx, unknown); err != nil || s.Schema != `"int"` {
+		t.Fatalf("after the TTL: %+v %v, want the schema registered meanwhile", s, err)
+	}
+	if n := cr.requests.Load() - before; n != 1 {
+		t.Fatalf("after the TTL: %d requests, want 1", n)
 	}
 }
+
+// TestSchemaByIDUnknownShared: concurrent decodes of one unknown id share
+// one request too.
+func TestSchemaByIDUnknownShared(t *testing.T) {
+	cr := newCountingRegistry(t)
+	c, err := registry.New(registry.Config{URLs: []string{cr.url}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const callers = 16
+	errs := make(chan error, callers)
+	for range callers {
+		go func() { _, err := c.SchemaByID(context.Background(), 5); errs <- err }()
+	}
+	for range callers {
+		if err := <-errs; !errors.Is(err, registry.ErrUnknownID) {
+			t.Fatalf("unknown id: %v", err)
+		}
+	}
+	if n := cr.requests.Load(); n != 1 {
+		t.Fatalf("%d concurrent decodes of one unknown id: %d requests, want 1", callers, n)
+	}
+}
+
+// TestClose: a Deserialize blocked retrying a registry that is down (a
+// closed port; a bound of a day, and an hour's wait before the second
+// attempt, so that only Close can end the call before the test times out)
+// returns when the client is closed, with ErrClosed and serde.ErrUnavailable (so no error policy
+// dead-letters the record); later calls fail the same way, a cached id
+// included, without a request; Close again is harmless.
+func TestClose(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	l.Close()
+	warned := make(chan struct{}, 1)
+	c, err := registry.New(registry.Config{URLs: []string{url}, Timeout: 24 * time.Hour,
+		Logger: slog.New(signalHandler{warned})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry.SetFirstBackoff(c, time.Hour)
+	s, err := avro.Value[string](c, "t", `"string"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := registry.AppendHeader(nil, 1)
+	record = append(record, 0) // the empty string
+	done := make(chan error, 1)
+	go func() { _, err := s.Deserialize(record); done <- err }()
+	<-warned // the first attempt failed: it is retrying
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	err = <-done
+	if !errors.Is(err, registry.ErrClosed) || !errors.Is(err, serde.ErrUnavailable) {
+		t.Fatalf("Deserialize interrupted by Close = %v; want ErrClosed and ErrUnavailable", err)
+	}
+	if _, err := c.SchemaByID(context.Background(), 1); !errors.Is(err, registry.ErrClosed) || !errors.Is(err, serde.ErrUnavailable) {
+		t.Fatalf("SchemaByID after Close = %v", err)
+	}
+	if _, err := c.Register(context.Background(), "t-value", sr.Schema{Schema: `"string"`}); !errors.Is(err, registry.ErrClosed) {
+		t.Fatalf("Register after Close = %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+}
+
+// TestCloseRefusesCachedIDs: after Close even an id the client holds is
+// refused, and nothing reaches the registry.
+func TestCloseRefusesCachedIDs(t *testing.T) {
+	cr := newCountingRegistry(t)
+	id := cr.register(t, "s", `"string"`)
+	c, err := registry.New(registry.Config{URLs: []string{cr.url}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SchemaByID(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	before := cr.requests.Load()
+	if _, err := c.SchemaByID(context.Background(), id); !errors.Is(err, registry.ErrClosed) {
+		t.Fatalf("SchemaByID of a cached id after Close = %v", err)
+	}
+	if _, err := c.SchemaByID(context.Background(), id+1); !errors.Is(err, registry.ErrClosed) {
+		t.Fatalf("SchemaByID of a new id after Close = %v", err)
+	}
+	if n := cr.requests.Load() - before; n != 0 {
+		t.Fatalf("%d requests after Close, want 0", n)
+	}
+}
+
+// signalHandler is a slog.Handler that signals its first warning.
+type signalHandler struct{ warned chan struct{} }
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		select {
+		case h.warned <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h signalHandler) WithGroup(string) slog.Handler      { return h }
 
 // TestSchemaByIDSharesAFailure: calls that wait for the same new id while
 // the registry is down share the one fetch's answer, its error included,

@@ -65,86 +65,96 @@ func JSONCodecs() Codecs {
 // NewCodecs returns the serdes of format for the payments of topic input
 // and the balances of topic output (their subjects are <topic>-value),
 // with reg the registry client (nil for JSON). It registers (or finds)
-// both schemas, so that one the registry refuses, e.g. as incompatible
-// with the subject's versions, stops the app at start with the
-// registry's message.
+// the balances' schema, so that one the registry refuses, e.g. as
+// incompatible with the subject's versions, stops the app at start with
+// the registry's message (eddy.Run would too, checking its sinks). The
+// payments' serde registers nothing: a reader reads whatever schema each
+// payment names.
 func NewCodecs(ctx context.Context, format Format, reg *registry.Client, input, output string) (Codecs, error) {
 	c := Codecs{Format: format}
 	var err error
-	if c.Payments, err = PaymentCodec(ctx, format, reg, input); err != nil {
+	if c.Payments, err = PaymentCodec(format, reg, input); err != nil {
 		return c, err
 	}
-	if c.Balances, err = balanceCodec(ctx, format, reg, output); err != nil {
+	if c.Balances, err = balanceCodec(format, reg, output); err != nil {
+		return c, err
+	}
+	if err := check(ctx, c.Balances); err != nil {
 		return c, fmt.Errorf("the balances' schema: %w", err)
 	}
 	return c, nil
 }
 
-// PaymentCodec returns the serde of format for the payments of topic, as
-// NewCodecs does; the windowed example writes its late payments with one.
-func PaymentCodec(ctx context.Context, format Format, reg *registry.Client, topic string) (serde.Serde[Payment], error) {
+// PaymentCodec returns the serde of format for the payments of topic; the
+// windowed example writes its late payments with one. Its schema is
+// registered by its first Serialize or its Check (which eddy.Run calls
+// for a sink's serde), never by reading.
+func PaymentCodec(format Format, reg *registry.Client, topic string) (serde.Serde[Payment], error) {
 	var s serde.Serde[Payment]
 	var err error
 	switch format {
 	case JSON:
 		return PaymentSerde{}, nil
 	case Avro:
-		s, err = checked[Payment](ctx, func() (*avro.Serde[Payment], error) {
-			return avro.Value[Payment](reg, topic, PaymentAvroSchema)
-		})
+		s, err = avro.Value[Payment](reg, topic, PaymentAvroSchema)
 	case Protobuf:
-		var p serde.Serde[*ledgerpb.Payment]
-		p, err = checked[*ledgerpb.Payment](ctx, func() (*protobuf.Serde[*ledgerpb.Payment], error) {
-			return protobuf.Value[*ledgerpb.Payment](reg, topic)
-		})
+		var p *protobuf.Serde[*ledgerpb.Payment]
+		p, err = protobuf.Value[*ledgerpb.Payment](reg, topic)
 		s = mapped[Payment, *ledgerpb.Payment]{p, paymentToProto, paymentFromProto}
 	default:
 		return nil, fmt.Errorf("unknown format %q: use json, avro or protobuf", format)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the payments' schema: %w", err)
+		return nil, fmt.Errorf("the payments' serde: %w", err)
 	}
 	return checkedPayments{s}, nil
 }
 
-func balanceCodec(ctx context.Context, format Format, reg *registry.Client, topic string) (serde.Serde[Balance], error) {
+func balanceCodec(format Format, reg *registry.Client, topic string) (serde.Serde[Balance], error) {
+	var err error
 	switch format {
 	case JSON:
 		return BalanceSerde{}, nil
 	case Avro:
-		return checked[Balance](ctx, func() (*avro.Serde[Balance], error) {
-			return avro.Value[Balance](reg, topic, BalanceAvroSchema)
-		})
+		var b *avro.Serde[Balance]
+		if b, err = avro.Value[Balance](reg, topic, BalanceAvroSchema); err == nil {
+			return b, nil
+		}
 	case Protobuf:
-		b, err := checked[*ledgerpb.Balance](ctx, func() (*protobuf.Serde[*ledgerpb.Balance], error) {
-			return protobuf.Value[*ledgerpb.Balance](reg, topic)
-		})
-		return mapped[Balance, *ledgerpb.Balance]{b, balanceToProto, balanceFromProto}, err
+		var b *protobuf.Serde[*ledgerpb.Balance]
+		if b, err = protobuf.Value[*ledgerpb.Balance](reg, topic); err == nil {
+			return mapped[Balance, *ledgerpb.Balance]{b, balanceToProto, balanceFromProto}, nil
+		}
+	default:
+		err = fmt.Errorf("unknown format %q: use json, avro or protobuf", format)
 	}
-	return nil, fmt.Errorf("unknown format %q: use json, avro or protobuf", format)
+	return nil, fmt.Errorf("the balances' serde: %w", err)
 }
 
-// checked returns the serde that build returns once its schema is
-// registered (or found): Check.
-func checked[T any, S interface {
-	serde.Serde[T]
+// checker is a registry serde's Check, which the wrappers below pass on so
+// that eddy.Run finds it on a sink's serde.
+type checker interface {
 	Check(ctx context.Context) error
-}](ctx context.Context, build func() (S, error)) (serde.Serde[T], error) {
-	s, err := build()
-	if err != nil {
-		return nil, err
+}
+
+// check calls s's Check, if it has one.
+func check(ctx context.Context, s any) error {
+	if c, ok := s.(checker); ok {
+		return c.Check(ctx)
 	}
-	if err := s.Check(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return nil
 }
 
 // checkedPayments refuses, as PaymentSerde does for JSON, a payment
 // whose id or account is empty or not valid UTF-8: Avro and Protobuf
 // decode an absent string as "", which would count a payment without an
-// account in the account "".
+// account in the account "". An absent amount cannot be told apart: Avro
+// requires the field, and Protobuf (proto3) decodes an absent int64 as 0,
+// as it encodes a 0; so a Protobuf payment without an amount counts as
+// one of 0, where a JSON one is refused.
 type checkedPayments struct{ serde.Serde[Payment] }
+
+func (c checkedPayments) Check(ctx context.Context) error { return check(ctx, c.Serde) }
 
 func (c checkedPayments) Deserialize(b []byte) (Payment, error) {
 	p, err := c.Serde.Deserialize(b)
@@ -164,6 +174,8 @@ type mapped[T any, M any] struct {
 	to    func(T) M
 	from  func(M) T
 }
+
+func (m mapped[T, M]) Check(ctx context.Context) error { return check(ctx, m.inner) }
 
 func (m mapped[T, M]) Serialize(dst []byte, v T) ([]byte, error) {
 	return m.inner.Serialize(dst, m.to(v))

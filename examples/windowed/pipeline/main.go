@@ -104,6 +104,15 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	if err != nil {
 		return err
 	}
+	if reg != nil {
+		// On SIGTERM, a record waiting for an unreachable registry
+		// must not hold the stop for --broker-timeout: closing the
+		// client ends its retries (the record is processed again at
+		// the next start, never dead-lettered).
+		stop := context.AfterFunc(ctx, func() { reg.Close() })
+		defer stop()
+		defer reg.Close()
+	}
 	web, err := httpFlags.Open()
 	if err != nil {
 		return err
@@ -118,11 +127,11 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 		return err
 	}
 	o := Options{Input: *input, Output: *output, LateTopic: *lateTopic, Window: *window, Grace: *grace}
-	if o.Payments, err = ledger.PaymentCodec(ctx, format, reg, *input); err != nil {
+	if o.Payments, err = ledger.PaymentCodec(format, reg, *input); err != nil {
 		return err
 	}
 	if *lateTopic != "" {
-		if o.LatePayments, err = ledger.PaymentCodec(ctx, format, reg, *lateTopic); err != nil {
+		if o.LatePayments, err = ledger.PaymentCodec(format, reg, *lateTopic); err != nil {
 			return fmt.Errorf("--late-topic: %w", err)
 		}
 	}

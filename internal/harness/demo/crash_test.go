@@ -22,21 +22,30 @@ func TestLedgerSurvivesKillsAndBrokerRestart(t *testing.T) {
 		t.Skip("crash test runs processes for about a minute")
 	}
 	broker := startBrokerProc(t)
+	res := runLedgerCrash(t, broker, Options{}, 10000)
+	checkWithKcat(t, broker.addr, res.Report.Outputs)
+}
+
+// runLedgerCrash runs the ledger against broker with opts completed as
+// the crash tests run it (1,000 payments/s to 200 accounts for 25 s, a
+// SIGKILL about every 2.5 s, the broker restarted half-way unless opts
+// has its own MidRun), and fails the test unless the run was exactly once
+// with at least five kills and minPayments payments.
+func runLedgerCrash(t *testing.T, broker *brokerProc, opts Options, minPayments int) Result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Options{
-		Brokers:       []string{broker.addr},
-		LedgerCommand: []string{eddyBin, "ledger"},
-		WorkDir:       t.TempDir(),
-		Rate:          1000,
-		Accounts:      200,
-		Partitions:    4,
-		Duration:      25 * time.Second,
-		CrashEvery:    2500 * time.Millisecond,
-		Seed:          uint64(time.Now().UnixNano()),
-		MidRun:        broker.restart,
-		Out:           testWriter{t},
-	})
+	opts.Brokers = []string{broker.addr}
+	opts.LedgerCommand = []string{eddyBin, "ledger"}
+	opts.WorkDir = t.TempDir()
+	opts.Rate, opts.Accounts, opts.Partitions = 1000, 200, 4
+	opts.Duration, opts.CrashEvery = 25*time.Second, 2500*time.Millisecond
+	opts.Seed = uint64(time.Now().UnixNano())
+	opts.Out = testWriter{t}
+	if opts.MidRun == nil {
+		opts.MidRun = broker.restart
+	}
+	res, err := Run(ctx, opts)
 	if err != nil {
 		t.Fatalf("%v\nledger log, last lines:\n%s", err, tail(res.LedgerLog, 40))
 	}
@@ -50,10 +59,10 @@ func TestLedgerSurvivesKillsAndBrokerRestart(t *testing.T) {
 	if !res.OK() {
 		t.Fatalf("exactly-once violated: %v, dead letters %d for %d malformed payments (ledger log %s)", res.Report, res.DeadLetters, res.Invalid, res.LedgerLog)
 	}
-	if res.Report.Payments < 10000 {
+	if res.Report.Payments < minPayments {
 		t.Fatalf("only %d payments went through; the workload did not run", res.Report.Payments)
 	}
-	checkWithKcat(t, broker.addr, res.Report.Outputs)
+	return res
 }
 
 // checkWithKcat reads the balances with librdkafka's kcat, a non-Go

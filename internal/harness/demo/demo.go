@@ -103,12 +103,12 @@ func (o Options) formatArgs() []string {
 	return []string{"--format", string(o.format()), "--schema-registry", o.RegistryURL}
 }
 
-// readTopic reads topic as verify.ReadAll does; the values of a topic in
-// the run's format (payments, balances, late payments) are decoded into
-// the JSON the verifiers read.
-func (o Options) readTopic(ctx context.Context, topic string, inFormat bool) ([]*kgo.Record, error) {
+// readTopic reads one of the topics in the run's format (payments,
+// balances, late payments) as verify.ReadAll does, with the values
+// decoded into the JSON the verifiers read.
+func (o Options) readTopic(ctx context.Context, topic string) ([]*kgo.Record, error) {
 	recs, err := verify.ReadAll(ctx, o.Brokers, topic, o.ClientOpts...)
-	if err != nil || !inFormat || o.format() == ledgerpipe.JSON {
+	if err != nil || o.format() == ledgerpipe.JSON {
 		return recs, err
 	}
 	tc, err := verify.NewTranscoder(o.RegistryURL)
@@ -355,10 +355,11 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 
 	gen := &Generator{Seeds: opts.Brokers, ClientOpts: opts.ClientOpts, Topic: inputTopic, Rate: opts.Rate, Accounts: opts.Accounts, InvalidEvery: 5000, Seed: opts.Seed}
 	if opts.format() != ledgerpipe.JSON {
-		enc, err := paymentEncoder(ctx, opts)
+		enc, closeEnc, err := paymentEncoder(opts)
 		if err != nil {
 			return res, err
 		}
+		defer closeEnc()
 		gen.Encode = enc
 	}
 	if opts.Hostile {
@@ -503,7 +504,7 @@ func setWants(ctx context.Context, opts Options, gen *Generator, ledger, win *ap
 		if err := gen.Close(ctx, (opts.window() + opts.grace()).Milliseconds()); err != nil {
 			return err
 		}
-		payments, err := opts.readTopic(ctx, inputTopic, true)
+		payments, err := opts.readTopic(ctx, inputTopic)
 		if err != nil {
 			return err
 		}
@@ -539,7 +540,7 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 			res.WindowedResumes = a.resumes
 		}
 	}
-	payments, err := opts.readTopic(ctx, inputTopic, true)
+	payments, err := opts.readTopic(ctx, inputTopic)
 	if err != nil {
 		return res, err
 	}
@@ -550,7 +551,7 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 	producers := map[int64]string{}
 	var ran []string
 	if res.Ledger {
-		outputs, err := opts.readTopic(ctx, outputTopic, true)
+		outputs, err := opts.readTopic(ctx, outputTopic)
 		if err != nil {
 			return res, err
 		}
@@ -563,7 +564,7 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 		if err != nil {
 			return res, err
 		}
-		late, err := opts.readTopic(ctx, lateTopic, true)
+		late, err := opts.readTopic(ctx, lateTopic)
 		if err != nil {
 			return res, err
 		}
@@ -583,17 +584,19 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 }
 
 // paymentEncoder is the generator's encoder of opts.Format: the ledger's
-// own serde of the payments, through the registry.
-func paymentEncoder(ctx context.Context, opts Options) (func(ledgerpipe.Payment) ([]byte, error), error) {
+// own serde of the payments, through the registry; close closes its
+// registry client.
+func paymentEncoder(opts Options) (encode func(ledgerpipe.Payment) ([]byte, error), close func(), err error) {
 	reg, err := registry.New(registry.Config{URLs: []string{opts.RegistryURL}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, nil, fmt.Errorf("demo: %w", err)
 	}
-	s, err := ledgerpipe.PaymentCodec(ctx, opts.format(), reg, inputTopic)
+	s, err := ledgerpipe.PaymentCodec(opts.format(), reg, inputTopic)
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		reg.Close()
+		return nil, nil, fmt.Errorf("demo: %w", err)
 	}
-	return func(p ledgerpipe.Payment) ([]byte, error) { return s.Serialize(nil, p) }, nil
+	return func(p ledgerpipe.Payment) ([]byte, error) { return s.Serialize(nil, p) }, func() { reg.Close() }, nil
 }
 
 // waitTopic waits until topic exists (the ledger creates its topics).

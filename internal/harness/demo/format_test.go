@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	"github.com/eddy-streams/eddy/examples/ledger/pipeline/ledgerpb"
@@ -44,59 +45,31 @@ func TestLedgerFormatsSurviveKillsAndBrokerRestart(t *testing.T) {
 			regAddr := freeAddr(t)
 			broker := startBrokerProc(t, "--schema-registry", regAddr)
 			regURL := "http://" + regAddr
-			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-			defer cancel()
-			schema := ledger.PaymentAvroSchema
+			// What the script needs to encode payments and decode
+			// balances: for Avro the payment's schema (the balances'
+			// comes with their ids); for Protobuf each message's file.
+			paymentSchema, balanceSchema := ledger.PaymentAvroSchema, "-"
 			if format == ledger.Protobuf {
-				b, err := proto.Marshal(protodesc.ToFileDescriptorProto(ledgerpb.File_ledger_proto))
-				if err != nil {
-					t.Fatal(err)
-				}
-				schema = base64.StdEncoding.EncodeToString(b)
+				paymentSchema = descriptorBase64(t, ledgerpb.File_payment_proto)
+				balanceSchema = descriptorBase64(t, ledgerpb.File_balance_proto)
 			}
 			// The non-Go producer first, on the topic as the ledger
 			// creates it.
 			createTopic(t, broker.addr, inputTopic, 4)
 			const preloaded = 2000
-			out := runPython(t, python, "produce", string(format), broker.addr, regURL, inputTopic, strconv.Itoa(preloaded), schema)
+			out := runPython(t, python, "produce", string(format), broker.addr, regURL, inputTopic, strconv.Itoa(preloaded), paymentSchema)
 			t.Logf("confluent_kafka (librdkafka, murmur2 partitioner) wrote %s payments in %s", strings.TrimSpace(out), format)
 
 			var before map[string]int
-			res, err := Run(ctx, Options{
-				Brokers:       []string{broker.addr},
-				LedgerCommand: []string{eddyBin, "ledger"},
-				WorkDir:       t.TempDir(),
-				Rate:          1000,
-				Accounts:      200,
-				Partitions:    4,
-				Duration:      25 * time.Second,
-				CrashEvery:    2500 * time.Millisecond,
-				Seed:          uint64(time.Now().UnixNano()),
-				Format:        format,
-				RegistryURL:   regURL,
-				Preloaded:     preloaded,
+			runLedgerCrash(t, broker, Options{
+				Format:      format,
+				RegistryURL: regURL,
+				Preloaded:   preloaded,
 				MidRun: func() error {
 					before = subjectIDs(t, regURL)
 					return broker.restart()
 				},
-				Out: testWriter{t},
-			})
-			if err != nil {
-				t.Fatalf("%v\nledger log, last lines:\n%s", err, tail(res.LedgerLog, 40))
-			}
-			t.Logf("%v; crashes %d; dead letters %d of %d; recoveries %v", res.Report, res.Crashes, res.DeadLetters, res.Invalid, res.Resumes)
-			for _, e := range res.Report.Examples {
-				t.Log(e)
-			}
-			if res.Crashes < 5 {
-				t.Fatalf("only %d SIGKILLs happened; the test needs at least 5", res.Crashes)
-			}
-			if !res.OK() {
-				t.Fatalf("exactly-once violated: %v, dead letters %d for %d malformed payments (ledger log %s)", res.Report, res.DeadLetters, res.Invalid, res.LedgerLog)
-			}
-			if res.Report.Payments < 10000+preloaded {
-				t.Fatalf("only %d payments went through; the workload did not run", res.Report.Payments)
-			}
+			}, 10000+preloaded)
 			after := subjectIDs(t, regURL)
 			want := map[string]int{"payments-value": before["payments-value"], "balances-value": before["balances-value"]}
 			for s, id := range want {
@@ -108,6 +81,7 @@ func TestLedgerFormatsSurviveKillsAndBrokerRestart(t *testing.T) {
 
 			// Eddy's verifier decoded the balances with its own decoder;
 			// Confluent's client must decode the same ones.
+			ctx := t.Context()
 			recs, err := verify.ReadAll(ctx, []string{broker.addr}, outputTopic)
 			if err != nil {
 				t.Fatal(err)
@@ -124,7 +98,7 @@ func TestLedgerFormatsSurviveKillsAndBrokerRestart(t *testing.T) {
 			for _, r := range decoded {
 				goLines = append(goLines, canonicalBalance(t, r.Value))
 			}
-			pyOut := runPython(t, python, "consume", string(format), broker.addr, regURL, outputTopic, strconv.Itoa(len(recs)), schema)
+			pyOut := runPython(t, python, "consume", string(format), broker.addr, regURL, outputTopic, strconv.Itoa(len(recs)), balanceSchema)
 			var pyLines []string
 			sc := bufio.NewScanner(strings.NewReader(pyOut))
 			for sc.Scan() {
@@ -147,6 +121,17 @@ func TestLedgerFormatsSurviveKillsAndBrokerRestart(t *testing.T) {
 			t.Logf("confluent_kafka (read_committed) decoded the %d %s balances eddy's verifier checked, %d of them of its own payments", len(pyLines), format, py)
 		})
 	}
+}
+
+// descriptorBase64 is file's FileDescriptorProto, serialized and
+// base64-encoded, from which the Python script builds the message class.
+func descriptorBase64(t *testing.T, file protoreflect.FileDescriptor) string {
+	t.Helper()
+	b, err := proto.Marshal(protodesc.ToFileDescriptorProto(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 // canonicalBalance re-encodes a balance's JSON with its fields in one

@@ -2,11 +2,11 @@ package verify
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
+
 	ledger "github.com/eddy-streams/eddy/examples/ledger/pipeline"
-	"github.com/eddy-streams/eddy/schemaregistry"
 	"github.com/eddy-streams/eddy/serde/registry"
 )
 
@@ -14,18 +14,12 @@ import (
 // serdes write, in both formats, and refuses what is not framed or names
 // an unknown schema.
 func TestTranscoder(t *testing.T) {
-	srv, err := schemaregistry.NewServer("")
+	url := registrytest.Start(t)
+	reg, err := registry.New(registry.Config{URLs: []string{url}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
-	web := httptest.NewServer(srv)
-	defer web.Close()
-	reg, err := registry.New(registry.Config{URLs: []string{web.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc, err := NewTranscoder(web.URL)
+	tc, err := NewTranscoder(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,8 @@ func StartBroker(t *testing.T) string {
 	return b.Addr()
 }
 
-func kafkaClient(t *testing.T, addr string) *kgo.Client {
+// Client is a plain client of the broker at addr.
+func Client(t *testing.T, addr string) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -44,7 +45,7 @@ func kafkaClient(t *testing.T, addr string) *kgo.Client {
 // CreateTopics creates each topic with the given partition count.
 func CreateTopics(t *testing.T, addr string, partitions int32, topics ...string) {
 	t.Helper()
-	cl := kafkaClient(t, addr)
+	cl := Client(t, addr)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), HangGuard)
 	defer cancel()
@@ -60,7 +61,7 @@ func CreateTopics(t *testing.T, addr string, partitions int32, topics ...string)
 // Produce writes recs to topic synchronously, in order.
 func Produce(t *testing.T, addr, topic string, recs ...*kgo.Record) {
 	t.Helper()
-	cl := kafkaClient(t, addr)
+	cl := Client(t, addr)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), HangGuard)
 	defer cancel()

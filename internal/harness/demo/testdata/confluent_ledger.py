@@ -12,9 +12,11 @@ and python3-protobuf), run by TestLedgerFormatsSurviveKillsAndBrokerRestart:
       reads N records of TOPIC read_committed and prints each decoded balance
       as one JSON line.
 
-FORMAT is avro or protobuf. SCHEMA is, for avro, the payment's schema (JSON);
-for protobuf, the ledger's FileDescriptorProto, serialized and base64-encoded:
-the message classes are built from it at run time (no protoc, no _pb2 file).
+FORMAT is avro or protobuf. SCHEMA is, for avro, the payment's schema (JSON)
+to produce and unused to consume (a balance's schema comes by its id); for
+protobuf, the FileDescriptorProto of the message's file (payment.proto to
+produce, balance.proto to consume), serialized and base64-encoded: the
+message class is built from it at run time (no protoc, no _pb2 file).
 It exits non-zero, naming the step, on any failure."""
 
 import base64
@@ -32,15 +34,13 @@ def avro_serializer(registry):
     return MessageSerializer(CachedSchemaRegistryClient({"url": registry}))
 
 
-def proto_classes(descriptor_b64):
+def proto_class(descriptor_b64, name):
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
     fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(descriptor_b64))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
-    factory = message_factory.MessageFactory(pool)
-    pkg = fdp.package
-    return (factory.GetPrototype(pool.FindMessageTypeByName(pkg + ".Payment")),
-            factory.GetPrototype(pool.FindMessageTypeByName(pkg + ".Balance")))
+    desc = pool.FindMessageTypeByName(fdp.package + "." + name)
+    return message_factory.MessageFactory(pool).GetPrototype(desc)
 
 
 def produce(fmt, brokers, registry, topic, n, schema):
@@ -52,7 +52,7 @@ def produce(fmt, brokers, registry, topic, n, schema):
         from confluent_kafka.schema_registry import SchemaRegistryClient
         from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
         from confluent_kafka.serialization import MessageField, SerializationContext
-        payment, _ = proto_classes(schema)
+        payment = proto_class(schema, "Payment")
         ser = ProtobufSerializer(payment, SchemaRegistryClient({"url": registry}))
         ctx = SerializationContext(topic, MessageField.VALUE)
         encode = lambda p: ser(payment(**p), ctx)
@@ -76,7 +76,7 @@ def consume(fmt, brokers, registry, topic, n, schema):
         decode = ser.decode_message
     else:
         from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
-        _, balance = proto_classes(schema)
+        balance = proto_class(schema, "Balance")
         des = ProtobufDeserializer(balance)
 
         def decode(v):
