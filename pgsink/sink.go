@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -164,7 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+OffsetsTable+` (
 			group_id text NOT NULL, topic text NOT NULL, partition int NOT NULL,
 			next_offset bigint NOT NULL, epoch bigint NOT NULL,
-			PRIMARY KEY (group_id, topic, partition))`); err != nil {
+			PRIMARY KEY (group_id, topic, partition))`); err != nil && !createdMeanwhile(err) {
 			return fmt.Errorf("eddy: pgsink: create %s: %w", OffsetsTable, err)
 		}
 		w, err := NewWriter(ctx, conn, cfg.Table)
@@ -189,8 +190,11 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
-		// No rebalance while a batch is held: a partition's epoch cannot
-		// change under a batch being gathered.
+		// No rebalance while a batch is gathered, so that one batch does
+		// not straddle a reassignment (its records of a partition that
+		// moved would be fenced and fetched again). Exactly once does not
+		// rest on it: a batch being written when the group rebalances is
+		// checked against the epochs in the database.
 		kgo.BlockRebalanceOnPoll(),
 		kgo.AdjustFetchOffsetsFn(s.claim),
 		kgo.OnPartitionsRevoked(s.release),
@@ -215,6 +219,15 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	return s.loop(ctx)
+}
+
+// createdMeanwhile reports whether CREATE TABLE IF NOT EXISTS failed
+// because another instance created the table at the same moment (the
+// catalog's unique index on type names, or the table itself): the table
+// exists, which is what was wanted.
+func createdMeanwhile(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07")
 }
 
 // claim is the group's offset adjustment for newly assigned partitions:
