@@ -342,3 +342,38 @@ func TestSinkMappingValidated(t *testing.T) {
 }
 
 func slicesSort(s []string) { sort.Strings(s) }
+
+// TestSinkFencedByEpoch: once another owner has raised a partition's
+// epoch in the database, an instance that still believes it owns the
+// partition writes none of its records (the offsets alone would not stop
+// it: nobody advanced them).
+func TestSinkFencedByEpoch(t *testing.T) {
+	e := newEnv(t, "f")
+	exec(t, e.conn, "CREATE TABLE f (k text PRIMARY KEY, v bigint)")
+	cfg := testConfig(e, "f", "f", Upsert, "k")
+	logs := &testutil.LogBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	stop, done := run(t, cfg)
+	e.produce(t, "f", "a", `{"v": 1}`, "b", `{"v": 2}`, "c", `{"v": 3}`, "d", `{"v": 4}`)
+	e.waitWritten(t, cfg.Group, 4, done)
+	// Another owner takes every partition (as a successor's claim does).
+	exec(t, e.conn, "UPDATE "+OffsetsTable+" SET epoch = epoch + 1 WHERE group_id = $1", cfg.Group)
+	e.produce(t, "f", "a", `{"v": 10}`, "b", `{"v": 20}`, "c", `{"v": 30}`, "d", `{"v": 40}`)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "fenced") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "fenced") {
+		t.Fatalf("no fencing logged:\n%s", logs)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, e.conn, "f", "k"); fmt.Sprint(got) != "[k=a,v=1 k=b,v=2 k=c,v=3 k=d,v=4]" {
+		t.Fatalf("a fenced instance wrote: %q", got)
+	}
+	var n int64
+	if err := e.conn.QueryRow(context.Background(), "SELECT sum(next_offset) FROM "+OffsetsTable+" WHERE group_id = $1", cfg.Group).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("offsets advanced to %d (%v) by a fenced instance, want 4", n, err)
+	}
+}
