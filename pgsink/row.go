@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strconv"
 	"time"
+
+	"github.com/eddy-streams/eddy/serde"
 )
 
 // Row is one change to a table: the values of its columns by name (key
@@ -166,4 +168,35 @@ func textOf(v any) (*string, error) {
 		}
 	}
 	return &s, nil
+}
+
+// SerdeMapper maps records whose value a serde decodes (eddy's Avro,
+// Protobuf or JSON Schema serdes of the schema registry, or any
+// serde.Serde): fields returns the decoded value's columns. As with
+// JSONMapper, a non-empty record key fills keyColumn (when not empty) and
+// a tombstone deletes the row of keyColumn = the key. A decode error is
+// the record's fault (dead-lettered), except one wrapping
+// serde.ErrUnavailable (the registry unreachable): the sink stops on it
+// rather than blame the record.
+func SerdeMapper[V any](keyColumn string, s serde.Serde[V], fields func(V) map[string]any) Mapper {
+	return func(key, value []byte) (Row, error) {
+		if value == nil {
+			if keyColumn == "" || key == nil {
+				return Row{}, errors.New("tombstone without a key to delete by")
+			}
+			return Row{Delete: true, Values: map[string]any{keyColumn: string(key)}}, nil
+		}
+		v, err := s.Deserialize(value)
+		if err != nil {
+			return Row{}, fmt.Errorf("decode value: %w", err)
+		}
+		vals := fields(v)
+		if keyColumn != "" && len(key) > 0 {
+			if vals == nil {
+				vals = map[string]any{}
+			}
+			vals[keyColumn] = string(key)
+		}
+		return Row{Values: vals}, nil
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/serde"
 )
 
 // OffsetsTable is the table the sink keeps its offsets in, created at
@@ -504,6 +505,11 @@ func (s *sink) write(ctx context.Context, conn *pgx.Conn, j job) (map[int32]int6
 			continue // fenced, or written by an earlier commit
 		}
 		next[r.Partition] = r.Offset + 1
+		if errors.Is(it.err, serde.ErrUnavailable) {
+			// Not the record's fault: stop, as eddy's apps do; the
+			// record is written once the sink is restarted.
+			return nil, permanent{fmt.Errorf("eddy: pgsink: record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, it.err)}
+		}
 		if it.err != nil {
 			bad = append(bad, badRecord{r, it.err})
 			continue

@@ -2,6 +2,7 @@ package pgsink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/testutil"
 	"github.com/eddy-streams/eddy/internal/testutil/pgtest"
+	"github.com/eddy-streams/eddy/serde"
 )
 
 // env is a broker, a database and a producer for a sink test.
@@ -76,14 +78,21 @@ func run(t *testing.T, cfg Config) (stop func() error, done <-chan error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1)
-	go func() { ch <- Run(ctx, cfg) }()
+	finished := make(chan struct{})
+	var result error
+	go func() {
+		result = Run(ctx, cfg)
+		close(finished)
+		ch <- result
+	}()
 	var once sync.Once
 	var err error
 	stop = func() error {
 		once.Do(func() {
 			cancel()
 			select {
-			case err = <-ch:
+			case <-finished:
+				err = result
 			case <-time.After(30 * time.Second):
 				buf := make([]byte, 1<<20)
 				err = fmt.Errorf("Run did not return 30s after its context was cancelled:\n%s", buf[:runtime.Stack(buf, true)])
@@ -376,4 +385,54 @@ func TestSinkFencedByEpoch(t *testing.T) {
 	if err := e.conn.QueryRow(context.Background(), "SELECT sum(next_offset) FROM "+OffsetsTable+" WHERE group_id = $1", cfg.Group).Scan(&n); err != nil || n != 4 {
 		t.Fatalf("offsets advanced to %d (%v) by a fenced instance, want 4", n, err)
 	}
+}
+
+type typedBalance struct {
+	Account string `json:"account"`
+	Cents   int64  `json:"cents"`
+}
+
+// flakyRegistry is a serde whose registry is unreachable for the value
+// "down": Deserialize fails wrapping serde.ErrUnavailable.
+type flakyRegistry struct{ serde.Serde[typedBalance] }
+
+func (f flakyRegistry) Deserialize(b []byte) (typedBalance, error) {
+	if string(b) == "down" {
+		return typedBalance{}, fmt.Errorf("registry: %w", serde.ErrUnavailable)
+	}
+	return f.Serde.Deserialize(b)
+}
+
+// TestSinkSerdeMapper: a serde's typed values fill the columns; a value it
+// cannot decode is dead-lettered; a registry that is unreachable stops the
+// sink with an error wrapping serde.ErrUnavailable, blaming no record.
+func TestSinkSerdeMapper(t *testing.T) {
+	e := newEnv(t, "typed")
+	exec(t, e.conn, "CREATE TABLE typed (account text PRIMARY KEY, balance numeric)")
+	s := flakyRegistry{serde.JSON[typedBalance]()}
+	mp := SerdeMapper[typedBalance]("account", s, func(b typedBalance) map[string]any {
+		return map[string]any{"balance": float64(b.Cents) / 100}
+	})
+	e.produce(t, "typed", "a", `{"cents": 150}`, "b", `{"cents": -5}`, "c", `[oops`, "a", `{"cents": 275}`)
+	cfg := testConfig(e, "typed", "typed", Upsert, "account")
+	cfg.Mapper = mp
+	_, done := run(t, cfg)
+	e.waitWritten(t, cfg.Group, 4, done)
+	if got := dump(t, e.conn, "typed", "account"); fmt.Sprint(got) != "[account=a,balance=2.75 account=b,balance=-0.05]" {
+		t.Fatalf("table = %q", got)
+	}
+	if dl := consumeAll(t, e, "typed.dlq", 1); string(dl[0].Key) != "c" {
+		t.Fatalf("dead letter %q, want c's", dl[0].Key)
+	}
+
+	e.produce(t, "typed", "d", "down")
+	select {
+	case err := <-done:
+		if !errors.Is(err, serde.ErrUnavailable) {
+			t.Fatalf("Run = %v, want an error wrapping serde.ErrUnavailable", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run went on with the registry unavailable")
+	}
+	consumeAll(t, e, "typed.dlq", 1) // still only c's
 }
