@@ -31,6 +31,7 @@ func commands() []command {
 		{"acls", "print (or create) the ACLs an application needs on a cluster with authorization on", runACLs},
 		{"chaos", "inject faults (kills, zombies, broker crashes and errors, disk and network faults) into the examples and verify exactly-once", runChaos},
 		{"inspect", "print what a state directory holds: tasks, stores, keys, sizes, offsets", runInspect},
+		{"sink", "write a topic into a database exactly once (eddy sink postgres --topic T --dsn DSN --table TABLE --key COL)", runSink},
 		{"query", "query an app's state stores over its HTTP API (--http HOST:PORT --store S --key K)", runQuery},
 	}
 }

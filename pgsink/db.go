@@ -1,0 +1,122 @@
+package pgsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// db is one connection that reconnects: do runs a unit of work on it and,
+// when the database fails (down, restarting, refusing the credentials, a
+// broken connection), logs, waits with backoff and runs it again, until
+// timeout has passed since the first failure. A unit of work must
+// therefore be one transaction that is safe to redo.
+type db struct {
+	dsn     string
+	timeout time.Duration
+	log     *slog.Logger
+	// setup runs on each new connection.
+	setup []string
+	conn  *pgx.Conn
+}
+
+// permanent marks an error that retrying cannot cure: do returns it at
+// once.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// retryable reports whether err is the database's passing trouble rather
+// than something a retry repeats: a row's fault (class 22 and 23), an
+// error of the statement or schema (class 42: a table dropped under the
+// sink) and the sink's own permanent errors are not.
+func retryable(err error) bool {
+	var p permanent
+	if errors.As(err, &p) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		for _, class := range []string{"22", "23", "42"} {
+			if strings.HasPrefix(pe.Code, class) {
+				return false
+			}
+		}
+	}
+	var re *RowError
+	return !errors.As(err, &re)
+}
+
+func backoff(fails int) time.Duration {
+	d := 100 * time.Millisecond << min(fails, 6)
+	return min(d, 5*time.Second)
+}
+
+func (d *db) connect(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, d.dsn)
+	if err != nil {
+		return err
+	}
+	for _, s := range d.setup {
+		if _, err := conn.Exec(cctx, s); err != nil {
+			conn.Close(ctx)
+			return err
+		}
+	}
+	d.conn = conn
+	return nil
+}
+
+func (d *db) close() {
+	if d.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		d.conn.Close(ctx)
+		cancel()
+		d.conn = nil
+	}
+}
+
+func (d *db) do(ctx context.Context, what string, f func(context.Context, *pgx.Conn) error) error {
+	var first time.Time
+	for fails := 0; ; fails++ {
+		var err error
+		if d.conn == nil || d.conn.IsClosed() {
+			err = d.connect(ctx)
+		}
+		if err == nil {
+			if err = f(ctx, d.conn); err == nil {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !retryable(err) {
+			return err
+		}
+		// A failed connection may be left in an unknown state: start over.
+		d.close()
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if waited := time.Since(first); waited >= d.timeout {
+			return fmt.Errorf("eddy: pgsink: %s: the database failed for %v (--db-timeout): %w", what, waited.Round(time.Second), err)
+		}
+		wait := backoff(fails)
+		d.log.Warn("pgsink: database unavailable, retrying", "what", what, "err", err, "retry_in", wait, "failing_for", time.Since(first).Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}

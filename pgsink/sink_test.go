@@ -1,0 +1,438 @@
+package pgsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/internal/testutil"
+	"github.com/eddy-streams/eddy/internal/testutil/pgtest"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// env is a broker, a database and a producer for a sink test.
+type env struct {
+	broker *kafka.Broker
+	pg     *pgtest.Cluster
+	conn   *pgx.Conn
+	cl     *kgo.Client
+}
+
+func newEnv(t *testing.T, topics ...string) *env { return newBenchEnv(t, topics...) }
+
+func newBenchEnv(t testing.TB, topics ...string) *env {
+	t.Helper()
+	pg := pgtest.Start(t)
+	b, err := kafka.StartBroker(kafka.BrokerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tp := range topics {
+		if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: tp, Partitions: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &env{broker: b, pg: pg, conn: connect(t, pg.DSN()), cl: cl}
+}
+
+func (e *env) produce(t *testing.T, topic string, kv ...string) {
+	t.Helper()
+	var recs []*kgo.Record
+	for i := 0; i < len(kv); i += 2 {
+		r := &kgo.Record{Topic: topic, Key: []byte(kv[i])}
+		if kv[i+1] != "<tombstone>" {
+			r.Value = []byte(kv[i+1])
+		}
+		recs = append(recs, r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run starts Run in a goroutine; the returned func cancels it and
+// returns its error.
+func run(t *testing.T, cfg Config) (stop func() error, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan error, 1)
+	finished := make(chan struct{})
+	var result error
+	go func() {
+		result = Run(ctx, cfg)
+		close(finished)
+		ch <- result
+	}()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-finished:
+				err = result
+			case <-time.After(30 * time.Second):
+				buf := make([]byte, 1<<20)
+				err = fmt.Errorf("Run did not return 30s after its context was cancelled:\n%s", buf[:runtime.Stack(buf, true)])
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return stop, ch
+}
+
+// waitWritten waits until the group's stored offsets add up to n records:
+// the sink has committed every record of the topic.
+func (e *env) waitWritten(t *testing.T, group string, n int64, done <-chan error) {
+	e.waitWrittenB(t, group, n, done)
+}
+
+func (e *env) waitWrittenB(t testing.TB, group string, n int64, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	var got int64
+	for time.Now().Before(deadline) {
+		err := e.conn.QueryRow(context.Background(), "SELECT coalesce(sum(next_offset), 0) FROM "+OffsetsTable+" WHERE group_id = $1", group).Scan(&got)
+		if err == nil && got == n {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the sink stopped at %d of %d records: %v", got, n, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("the sink wrote %d of %d records in 60s", got, n)
+}
+
+func testConfig(e *env, topic, table string, mode Mode, key ...string) Config {
+	return Config{
+		Brokers:   []string{e.broker.Addr()},
+		Topic:     topic,
+		Group:     "g-" + table,
+		DSN:       e.pg.DSN(),
+		Table:     Table{Name: table, Key: key, Mode: mode},
+		BatchSize: 100,
+		BatchWait: 20 * time.Millisecond,
+		DBTimeout: 5 * time.Second,
+		Logger:    slog.New(slog.NewTextHandler(&testutil.LogBuffer{}, nil)),
+	}
+}
+
+// TestSinkUpsertResumes: the sink upserts by the record key (last per key
+// wins, tombstones delete); a second instance after the first stopped
+// resumes at the stored offsets: the table equals the reference and the
+// offsets add up to the records produced.
+func TestSinkUpsertResumes(t *testing.T) {
+	e := newEnv(t, "bal")
+	exec(t, e.conn, "CREATE TABLE balances (account text PRIMARY KEY, balance bigint NOT NULL, seq bigint)")
+	want := map[string]string{}
+	var kv []string
+	for i := 0; i < 600; i++ {
+		acct := fmt.Sprintf("a%02d", i%40)
+		if i%97 == 0 {
+			kv = append(kv, acct, "<tombstone>")
+			delete(want, acct)
+			continue
+		}
+		kv = append(kv, acct, fmt.Sprintf(`{"balance": %d, "seq": %d}`, i*10, i))
+		want[acct] = fmt.Sprintf("account=%s,balance=%d,seq=%d", acct, i*10, i)
+	}
+	e.produce(t, "bal", kv[:600]...)
+	cfg := testConfig(e, "bal", "balances", Upsert, "account")
+	stop, done := run(t, cfg)
+	e.waitWritten(t, cfg.Group, 300, done)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.produce(t, "bal", kv[600:]...)
+	_, done = run(t, cfg)
+	e.waitWritten(t, cfg.Group, 600, done)
+	var wantRows []string
+	for _, r := range want {
+		wantRows = append(wantRows, r)
+	}
+	slicesSort(wantRows)
+	got := dump(t, e.conn, "balances", "account")
+	if fmt.Sprint(got) != fmt.Sprint(wantRows) {
+		t.Fatalf("table:\n got %q\nwant %q", got, wantRows)
+	}
+}
+
+// TestSinkAppendExactlyOnce: in append mode every record is one row, none
+// twice, across a sink stopped mid-stream and restarted, and across the
+// database killed (pg_ctl stop -m immediate) and restarted under a
+// running sink.
+func TestSinkAppendExactlyOnce(t *testing.T) {
+	e := newEnv(t, "pay")
+	exec(t, e.conn, "CREATE TABLE payments (account text, seq bigint, amount bigint)")
+	cfg := testConfig(e, "pay", "payments", Append)
+	cfg.Mapper = JSONMapper("account")
+	batch := func(from, n int) []string {
+		var kv []string
+		for i := from; i < from+n; i++ {
+			kv = append(kv, fmt.Sprintf("a%d", i%13), fmt.Sprintf(`{"seq": %d, "amount": %d}`, i, i%7))
+		}
+		return kv
+	}
+	stop, done := run(t, cfg)
+	e.produce(t, "pay", batch(0, 2000)...)
+	time.Sleep(30 * time.Millisecond) // stop it while it writes, usually
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, done = run(t, cfg)
+	e.waitWritten(t, cfg.Group, 2000, done)
+
+	// The database crashes under the running sink, with records flowing.
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for i := 0; i < 20; i++ {
+			e.produce(t, "pay", batch(2000+i*100, 100)...)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := e.pg.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := e.pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-produced
+	e.conn = connect(t, e.pg.DSN())
+	e.waitWritten(t, cfg.Group, 4000, done)
+	var rows, distinct, lo, hi int64
+	if err := e.conn.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT seq), min(seq), max(seq) FROM payments").Scan(&rows, &distinct, &lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 4000 || distinct != 4000 || lo != 0 || hi != 3999 {
+		t.Fatalf("payments: %d rows, %d distinct seqs in [%d, %d]; want 4000 of each in [0, 3999]", rows, distinct, lo, hi)
+	}
+}
+
+// TestSinkDeadLetters: records that do not decode, do not map to the
+// table or break a constraint go to the dead-letter topic with their
+// reason; the rest of their batch is written. Under Stop the first stops
+// the sink with an error naming it, and nothing of its batch is written.
+func TestSinkDeadLetters(t *testing.T) {
+	e := newEnv(t, "in")
+	exec(t, e.conn, "CREATE TABLE acc (account text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))")
+	e.produce(t, "in",
+		"a", `{"balance": 1}`,
+		"b", `not json`,
+		"c", `{"balance": 3, "colour": "red"}`,
+		"d", `{"balance": -4}`,
+		"e", `{"balance": "five"}`,
+		"f", `{"balance": 6}`,
+	)
+	cfg := testConfig(e, "in", "acc", Upsert, "account")
+	_, done := run(t, cfg)
+	e.waitWritten(t, cfg.Group, 6, done)
+	if got := dump(t, e.conn, "acc", "account"); fmt.Sprint(got) != "[account=a,balance=1 account=f,balance=6]" {
+		t.Fatalf("table = %q", got)
+	}
+	dl := consumeAll(t, e, "in.dlq", 4)
+	want := map[string]string{"b": "not a JSON object", "c": `no column "colour"`, "d": "violates check constraint", "e": "invalid input syntax for type bigint"}
+	for _, r := range dl {
+		h := map[string]string{}
+		for _, x := range r.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		k := string(r.Key)
+		if !strings.Contains(h[eddy.HeaderDLQError], want[k]) || want[k] == "" || h[eddy.HeaderDLQStage] != "sink" ||
+			h[eddy.HeaderDLQTopic] != "in" || h[eddy.HeaderDLQOffset] == "" || h[eddy.HeaderDLQPartition] == "" {
+			t.Errorf("dead letter %s: headers %v, want the error to contain %q", k, h, want[k])
+		}
+		delete(want, k)
+	}
+	if len(want) > 0 {
+		t.Errorf("no dead letter for %v", want)
+	}
+
+	// Stop: the sink returns the record's error and writes nothing.
+	exec(t, e.conn, "CREATE TABLE acc2 (account text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))")
+	cfg = testConfig(e, "in", "acc2", Upsert, "account")
+	cfg.OnBadRecord = Stop
+	_, done = run(t, cfg)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "in/") || !strings.HasPrefix(err.Error(), "eddy: pgsink: record") {
+			t.Fatalf("Run under Stop: %v, want the bad record's error", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run under Stop did not stop on a bad record")
+	}
+	var n int
+	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM acc2").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("acc2 has %d rows (%v) after a stop, want 0", n, err)
+	}
+}
+
+func consumeAll(t *testing.T, e *env, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.broker.Addr()), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n && ctx.Err() == nil {
+		out = append(out, cl.PollFetches(ctx).Records()...)
+	}
+	if len(out) != n {
+		t.Fatalf("%s: %d records, want %d", topic, len(out), n)
+	}
+	return out
+}
+
+// TestSinkDatabaseUnreachable: a database that cannot be reached, or that
+// refuses the connection (no such database), stops Run with a clear error
+// after DBTimeout, having retried meanwhile; it is not blamed on a record.
+func TestSinkDatabaseUnreachable(t *testing.T) {
+	e := newEnv(t, "x")
+	for _, dsn := range []string{
+		"postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2",
+		strings.Replace(e.pg.DSN(), "/postgres?", "/nosuchdb?", 1),
+		strings.Replace(e.pg.DSN(), "postgres@", "nosuchuser@", 1), // refused credentials
+	} {
+		cfg := testConfig(e, "x", "t", Upsert, "k")
+		cfg.DSN = dsn
+		cfg.DBTimeout = 2 * time.Second
+		logs := &testutil.LogBuffer{}
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		err := Run(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), "the database failed for") || !strings.HasPrefix(err.Error(), "eddy: pgsink:") {
+			t.Errorf("%s: Run = %v, want the database's error after the bound", dsn, err)
+		}
+		if !strings.Contains(logs.String(), "retrying") {
+			t.Errorf("%s: no retry logged:\n%s", dsn, logs)
+		}
+	}
+}
+
+// TestSinkMappingValidated: a table that does not fit stops Run at start
+// with an error naming the column, without retrying.
+func TestSinkMappingValidated(t *testing.T) {
+	e := newEnv(t, "x")
+	exec(t, e.conn, "CREATE TABLE t (k text PRIMARY KEY, v bigint)")
+	cfg := testConfig(e, "x", "t", Upsert, "key")
+	err := Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), `table t has no column "key"`) {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+func slicesSort(s []string) { sort.Strings(s) }
+
+// TestSinkFencedByEpoch: once another owner has raised a partition's
+// epoch in the database, an instance that still believes it owns the
+// partition writes none of its records (the offsets alone would not stop
+// it: nobody advanced them).
+func TestSinkFencedByEpoch(t *testing.T) {
+	e := newEnv(t, "f")
+	exec(t, e.conn, "CREATE TABLE f (k text PRIMARY KEY, v bigint)")
+	cfg := testConfig(e, "f", "f", Upsert, "k")
+	logs := &testutil.LogBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	stop, done := run(t, cfg)
+	e.produce(t, "f", "a", `{"v": 1}`, "b", `{"v": 2}`, "c", `{"v": 3}`, "d", `{"v": 4}`)
+	e.waitWritten(t, cfg.Group, 4, done)
+	// Another owner takes every partition (as a successor's claim does).
+	exec(t, e.conn, "UPDATE "+OffsetsTable+" SET epoch = epoch + 1 WHERE group_id = $1", cfg.Group)
+	e.produce(t, "f", "a", `{"v": 10}`, "b", `{"v": 20}`, "c", `{"v": 30}`, "d", `{"v": 40}`)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "fenced") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "fenced") {
+		t.Fatalf("no fencing logged:\n%s", logs)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, e.conn, "f", "k"); fmt.Sprint(got) != "[k=a,v=1 k=b,v=2 k=c,v=3 k=d,v=4]" {
+		t.Fatalf("a fenced instance wrote: %q", got)
+	}
+	var n int64
+	if err := e.conn.QueryRow(context.Background(), "SELECT sum(next_offset) FROM "+OffsetsTable+" WHERE group_id = $1", cfg.Group).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("offsets advanced to %d (%v) by a fenced instance, want 4", n, err)
+	}
+}
+
+type typedBalance struct {
+	Account string `json:"account"`
+	Cents   int64  `json:"cents"`
+}
+
+// flakyRegistry is a serde whose registry is unreachable for the value
+// "down": Deserialize fails wrapping serde.ErrUnavailable.
+type flakyRegistry struct{ serde.Serde[typedBalance] }
+
+func (f flakyRegistry) Deserialize(b []byte) (typedBalance, error) {
+	if string(b) == "down" {
+		return typedBalance{}, fmt.Errorf("registry: %w", serde.ErrUnavailable)
+	}
+	return f.Serde.Deserialize(b)
+}
+
+// TestSinkSerdeMapper: a serde's typed values fill the columns; a value it
+// cannot decode is dead-lettered; a registry that is unreachable stops the
+// sink with an error wrapping serde.ErrUnavailable, blaming no record.
+func TestSinkSerdeMapper(t *testing.T) {
+	e := newEnv(t, "typed")
+	exec(t, e.conn, "CREATE TABLE typed (account text PRIMARY KEY, balance numeric)")
+	s := flakyRegistry{serde.JSON[typedBalance]()}
+	mp := SerdeMapper[typedBalance]("account", s, func(b typedBalance) map[string]any {
+		return map[string]any{"balance": float64(b.Cents) / 100}
+	})
+	e.produce(t, "typed", "a", `{"cents": 150}`, "b", `{"cents": -5}`, "c", `[oops`, "a", `{"cents": 275}`)
+	cfg := testConfig(e, "typed", "typed", Upsert, "account")
+	cfg.Mapper = mp
+	_, done := run(t, cfg)
+	e.waitWritten(t, cfg.Group, 4, done)
+	if got := dump(t, e.conn, "typed", "account"); fmt.Sprint(got) != "[account=a,balance=2.75 account=b,balance=-0.05]" {
+		t.Fatalf("table = %q", got)
+	}
+	if dl := consumeAll(t, e, "typed.dlq", 1); string(dl[0].Key) != "c" {
+		t.Fatalf("dead letter %q, want c's", dl[0].Key)
+	}
+
+	e.produce(t, "typed", "d", "down")
+	select {
+	case err := <-done:
+		if !errors.Is(err, serde.ErrUnavailable) {
+			t.Fatalf("Run = %v, want an error wrapping serde.ErrUnavailable", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run went on with the registry unavailable")
+	}
+	consumeAll(t, e, "typed.dlq", 1) // still only c's
+}
