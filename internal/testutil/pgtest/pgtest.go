@@ -40,12 +40,16 @@ type Cluster struct {
 	dir  string // root of the cluster: data/, the socket, the log
 	port int
 	cred *syscall.Credential // nil when not root
+	// settings are server settings ("name=value") after the defaults.
+	settings []string
 }
 
 // Start initdb's a cluster in a new temporary directory, starts it and
 // registers its stop (immediate) and removal with t.Cleanup. It skips t
-// when PostgreSQL is not installed, unless RequireEnv is set.
-func Start(t testing.TB) *Cluster {
+// when PostgreSQL is not installed, unless RequireEnv is set. settings
+// ("name=value") are server settings after the defaults, which they
+// override (e.g. "max_prepared_transactions=0").
+func Start(t testing.TB, settings ...string) *Cluster {
 	t.Helper()
 	bin, err := FindBin()
 	if err != nil {
@@ -59,6 +63,7 @@ func Start(t testing.TB) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Remove)
+	c.settings = settings
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -161,13 +166,17 @@ func (c *Cluster) Start() error {
 		}
 		c.port = p
 	}
-	opts := strings.Join([]string{
+	args := []string{
 		"-p", strconv.Itoa(c.port),
 		"-k", c.dir,
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "max_prepared_transactions=64",
 		"-c", "max_connections=100",
-	}, " ")
+	}
+	for _, s := range c.settings {
+		args = append(args, "-c", s)
+	}
+	opts := strings.Join(args, " ")
 	// -w waits for the server to accept connections (pg_ctl's default
 	// timeout is 60s).
 	out, err := c.command("pg_ctl", "start", "-w", "-D", c.dataDir(), "-l", c.LogPath(), "-o", opts).CombinedOutput()
