@@ -3,6 +3,7 @@ package eddy
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/eddy-streams/eddy/state"
 )
@@ -68,12 +69,17 @@ type TransactionalSink[K, V any] interface {
 var ErrSinkUnavailable = errors.New("eddy: sink unavailable")
 
 // SinkTask identifies the task a TransactionalSink serves: its prepared
-// transactions and its fencing epoch are the task's, named by the app id
-// and the task id ("0_3": sub-topology 0, partition 3), which stay the
-// same wherever and whenever the task runs.
+// transactions and its fencing epoch are the task's, named by the app id,
+// the sink's name and the task id ("0_3": sub-topology 0, partition 3),
+// which stay the same wherever and whenever the task runs. The app id and
+// the sink's name are Kafka names (they name the sink's changelog topic):
+// letters, digits, '.', '_' and '-'.
 type SinkTask struct {
 	AppID string
-	Task  string
+	// Sink is the name given to ToTransactional: a task may have
+	// several sinks, each with its own transactions and epoch.
+	Sink string
+	Task string
 }
 
 // ToTransactional writes s to a TransactionalSink, one per task, which
@@ -86,6 +92,9 @@ func ToTransactional[K, V any](s Stream[K, V], name string, open func(task SinkT
 	case name == "":
 		topo.failOn("ToTransactional", s.n, "name the sink: its store keeps the tokens of its transactions")
 		return
+	case strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "":
+		topo.failOn("ToTransactional", s.n, "sink %q: use letters, digits, '.', '_' and '-' only: the name is part of its changelog topic's and of the sink's transaction ids", name)
+		return
 	case open == nil:
 		topo.failOn("ToTransactional", s.n, "sink %q: pass the function that opens the sink of a task", name)
 		return
@@ -97,7 +106,7 @@ func ToTransactional[K, V any](s Stream[K, V], name string, open func(task SinkT
 		if err != nil {
 			return err
 		}
-		sink, err := open(SinkTask{AppID: b.cfg.AppID, Task: b.tc.ID().String()})
+		sink, err := open(SinkTask{AppID: b.cfg.AppID, Sink: name, Task: b.tc.ID().String()})
 		if err != nil {
 			return fmt.Errorf("sink %q: open: %w", name, err)
 		}

@@ -16,7 +16,8 @@ import (
 )
 
 // TasksTable is the table where the in-cycle sink (To) keeps each task's
-// owner epoch: the fence against a task's earlier owner still writing.
+// owner epoch, per app and sink: the fence against a task's earlier owner
+// still writing.
 const TasksTable = "eddy_sink_tasks"
 
 // CycleConfig configures To.
@@ -79,10 +80,11 @@ type cycleSink[K, V any] struct {
 }
 
 // gidPrefix is what the global ids of the task's prepared transactions
-// start with: eddy:<app>:<task>:. App ids are Kafka names
-// ([a-zA-Z0-9._-]) and task ids digits and "_", so ':' separates them.
+// start with: eddy:<app>:<sink>:<task>:. App ids and sink names are Kafka
+// names ([a-zA-Z0-9._-]) and task ids digits and "_", so ':' separates
+// them.
 func (s *cycleSink[K, V]) gidPrefix() string {
-	return "eddy:" + s.task.AppID + ":" + s.task.Task + ":"
+	return "eddy:" + s.task.AppID + ":" + s.task.Sink + ":" + s.task.Task + ":"
 }
 
 func (s *cycleSink[K, V]) Recover(committed []byte) error {
@@ -95,7 +97,7 @@ func (s *cycleSink[K, V]) Recover(committed []byte) error {
 		if max == "0" {
 			return permanent{fmt.Errorf("eddy: pgsink: the server's max_prepared_transactions is 0, so it refuses PREPARE TRANSACTION: set it to at least the number of tasks that write to it (e.g. max_prepared_transactions = 64 in postgresql.conf) and restart PostgreSQL")}
 		}
-		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+TasksTable+` (app text NOT NULL, task text NOT NULL, epoch bigint NOT NULL, PRIMARY KEY (app, task))`); err != nil && !isDuplicateTable(err) {
+		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+TasksTable+` (app text NOT NULL, sink text NOT NULL, task text NOT NULL, epoch bigint NOT NULL, PRIMARY KEY (app, sink, task))`); err != nil && !isDuplicateTable(err) {
 			return err
 		}
 		w, err := NewWriter(ctx, conn, s.cfg.Table)
@@ -161,8 +163,8 @@ func raiseEpoch(ctx context.Context, conn *pgx.Conn, task eddy.SinkTask) (int64,
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1s'"); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `INSERT INTO `+TasksTable+` AS t (app, task, epoch) VALUES ($1, $2, 1)
-			ON CONFLICT (app, task) DO UPDATE SET epoch = t.epoch + 1 RETURNING epoch`, task.AppID, task.Task).Scan(&epoch)
+		return tx.QueryRow(ctx, `INSERT INTO `+TasksTable+` AS t (app, sink, task, epoch) VALUES ($1, $2, $3, 1)
+			ON CONFLICT (app, sink, task) DO UPDATE SET epoch = t.epoch + 1 RETURNING epoch`, task.AppID, task.Sink, task.Task).Scan(&epoch)
 	})
 	return epoch, err
 }
@@ -198,7 +200,7 @@ func (s *cycleSink[K, V]) Prepare() ([]byte, error) {
 		}
 		defer tx.Rollback(ctx) // a no-op once prepared
 		var epoch int64
-		err = tx.QueryRow(ctx, `SELECT epoch FROM `+TasksTable+` WHERE app = $1 AND task = $2 FOR SHARE`, s.task.AppID, s.task.Task).Scan(&epoch)
+		err = tx.QueryRow(ctx, `SELECT epoch FROM `+TasksTable+` WHERE app = $1 AND sink = $2 AND task = $3 FOR SHARE`, s.task.AppID, s.task.Sink, s.task.Task).Scan(&epoch)
 		if err != nil {
 			return err
 		}

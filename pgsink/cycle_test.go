@@ -83,7 +83,7 @@ func TestToInTheCycle(t *testing.T) {
 
 func newCycleSink(c *pgtest.Cluster, task string) *cycleSink[string, int64] {
 	cfg := CycleConfig[string, int64]{DSN: c.DSN(), Table: Table{Name: "balances", Key: []string{"account"}}, Rows: balanceRow, Timeout: 1, Logger: quiet()}
-	return &cycleSink[string, int64]{cfg: cfg, task: eddy.SinkTask{AppID: "app", Task: task}, db: &db{dsn: cfg.DSN, timeout: cfg.Timeout, log: quiet()}}
+	return &cycleSink[string, int64]{cfg: cfg, task: eddy.SinkTask{AppID: "app", Sink: "pg", Task: task}, db: &db{dsn: cfg.DSN, timeout: cfg.Timeout, log: quiet()}}
 }
 
 func put(t *testing.T, s *cycleSink[string, int64], account string, balance int64) {

@@ -45,6 +45,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	checkpointURL := fs.String("checkpoint-url", "", "remote checkpoints of the state: file:///absolute/path or s3://bucket/prefix (S3 endpoint, credentials and region from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); default none")
 	checkpointInterval := fs.Duration("checkpoint-interval", eddy.DefaultCheckpointInterval, "how often each task is checkpointed with --checkpoint-url; 0: only at a clean stop")
 	brokerTimeout := fs.Duration("broker-timeout", eddy.DefaultBrokerTimeout, "give up when no broker of --brokers answered within this long (unreachable brokers are logged meanwhile)")
+	postgres := fs.String("postgres", "", "also write the balances to PostgreSQL exactly once, in the commit cycle (two-phase commit): a connection string (postgres://user:pass@host:5432/db); tables "+BalancesTable+" (each account's latest seq and balance) and "+PaymentsTable+" (every balance record), created if missing; the server needs max_prepared_transactions > 0")
 	formatFlags := AddFormatFlags(fs)
 	security := kafkaclient.AddSecurityFlags(fs)
 	httpFlags := AddHTTPFlags(fs, "127.0.0.1:8080")
@@ -141,7 +142,14 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	}
 	SetErrorPolicies(&cfg)
 	defer Adjust(&cfg, opts)()
-	app, err := eddy.New(TopologyWith(*input, *output, codecs), cfg)
+	var sinks func(eddy.Stream[string, Balance])
+	if *postgres != "" {
+		if err := CreateTables(ctx, *postgres); err != nil {
+			return err
+		}
+		sinks = func(b eddy.Stream[string, Balance]) { toPostgres(b, *postgres, *brokerTimeout) }
+	}
+	app, err := eddy.New(topology(*input, *output, codecs, sinks), cfg)
 	if err != nil {
 		return err
 	}

@@ -78,6 +78,12 @@ func Topology(input, output string) *eddy.Topology {
 // TopologyWith is Topology with the payments and balances in the format of
 // codecs (NewCodecs).
 func TopologyWith(input, output string, codecs Codecs) *eddy.Topology {
+	return topology(input, output, codecs, nil)
+}
+
+// topology builds the ledger; sinks, if not nil, adds sinks of the
+// balances (--postgres).
+func topology(input, output string, codecs Codecs, sinks func(eddy.Stream[string, Balance])) *eddy.Topology {
 	t := eddy.NewTopology()
 	accounts := eddy.NewKeyValueStoreSpec(StoreName, serde.String(), AccountSerde{})
 	payments := eddy.Source(t, input, AccountKeySerde{}, codecs.Payments)
@@ -85,6 +91,9 @@ func TopologyWith(input, output string, codecs Codecs) *eddy.Topology {
 		return &ledger{spec: accounts}
 	}, accounts)
 	eddy.To(balances, output, serde.String(), codecs.Balances)
+	if sinks != nil {
+		sinks(balances)
+	}
 	return t
 }
 

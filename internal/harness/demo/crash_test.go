@@ -28,8 +28,8 @@ func TestLedgerSurvivesKillsAndBrokerRestart(t *testing.T) {
 
 // runLedgerCrash runs the ledger against broker with opts completed as
 // the crash tests run it (1,000 payments/s to 200 accounts for 25 s, a
-// SIGKILL about every 2.5 s, the broker restarted half-way unless opts
-// has its own MidRun), and fails the test unless the run was exactly once
+// SIGKILL about every 2.5 s unless opts says otherwise, the broker
+// restarted half-way unless opts has its own MidRun), and fails the test unless the run was exactly once
 // with at least five kills and minPayments payments.
 func runLedgerCrash(t *testing.T, broker *brokerProc, opts Options, minPayments int) Result {
 	t.Helper()
@@ -39,7 +39,10 @@ func runLedgerCrash(t *testing.T, broker *brokerProc, opts Options, minPayments 
 	opts.LedgerCommand = []string{eddyBin, "ledger"}
 	opts.WorkDir = t.TempDir()
 	opts.Rate, opts.Accounts, opts.Partitions = 1000, 200, 4
-	opts.Duration, opts.CrashEvery = 25*time.Second, 2500*time.Millisecond
+	opts.Duration = 25 * time.Second
+	if opts.CrashEvery == 0 {
+		opts.CrashEvery = 2500 * time.Millisecond
+	}
 	opts.Seed = uint64(time.Now().UnixNano())
 	opts.Out = testWriter{t}
 	if opts.MidRun == nil {

@@ -8,15 +8,20 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	ledgerpipe "github.com/eddy-streams/eddy/examples/ledger/pipeline"
 	windowed "github.com/eddy-streams/eddy/examples/windowed/pipeline"
+	"github.com/eddy-streams/eddy/internal/failpoint"
 	"github.com/eddy-streams/eddy/internal/harness/verify"
 	"github.com/eddy-streams/eddy/serde/registry"
 )
@@ -86,6 +91,13 @@ type Options struct {
 	// before the run (a test wrote them with another client); the ledger
 	// owes them balances too.
 	Preloaded int64
+	// LedgerFailpoints are failpoints (internal/failpoint's
+	// EDDY_FAILPOINTS values) to crash the ledger at, in order: each
+	// restart is armed with the first not yet hit, and a life that
+	// SIGKILLs itself at it is restarted like a killed one (one killed
+	// by the schedule first leaves it to the next life), so a run
+	// crashes in chosen windows of the commit cycle too.
+	LedgerFailpoints []string
 }
 
 func (o Options) format() ledgerpipe.Format {
@@ -154,8 +166,10 @@ type Result struct {
 	// Windows compares the windowed example's totals (and late records)
 	// with the reference.
 	Windows verify.WindowReport
-	// Crashes counts the SIGKILLs; each kills every app.
-	Crashes int
+	// Crashes counts the SIGKILLs; each kills every app (but those of
+	// FailpointCrashes, which a ledger life armed with a failpoint sent
+	// itself).
+	Crashes, FailpointCrashes int
 	// Resumes are, per restart after a kill, the time from the restart to
 	// the new ledger process's first committed transaction;
 	// WindowedResumes the same for the windowed example.
@@ -219,6 +233,11 @@ type app struct {
 	restartedAt time.Time
 	waiting     bool
 	resumes     []time.Duration
+	// failpoints are the failpoints still to hit
+	// (Options.LedgerFailpoints); armed says the running life is armed
+	// with the first, so its own SIGKILL is a crash.
+	failpoints []string
+	armed      bool
 	// want is the number of outputs an exact run has, once known (-1
 	// before); lastProgress is when the output count last moved.
 	want         int64
@@ -240,16 +259,37 @@ func startApp(name string, argv []string, dir string, seeds []string, output str
 	return a, nil
 }
 
-// kill SIGKILLs the app and starts it again at once.
+// kill SIGKILLs the app and starts it again at once, armed with the
+// failpoints of restart n if any.
 func (a *app) kill(n int) error {
 	a.child.Kill()
-	c, err := StartChild(a.argv, a.logf, FirstCommitMarker, a.marks)
+	var env []string
+	a.armed = len(a.failpoints) > 0
+	if a.armed {
+		env = []string{failpoint.Env + "=" + a.failpoints[0]}
+	}
+	c, err := StartChildEnv(a.argv, env, a.logf, FirstCommitMarker, a.marks)
 	if err != nil {
 		return err
 	}
 	a.child, a.restartedAt, a.waiting = c, time.Now(), true
-	fmt.Fprintf(a.logf, "=== demo: SIGKILL #%d, restarted as pid %d\n", n, c.Pid())
+	fmt.Fprintf(a.logf, "=== demo: SIGKILL #%d, restarted as pid %d %s\n", n, c.Pid(), strings.Join(env, " "))
 	return nil
+}
+
+// killedItself reports whether the app's life ended at its own failpoint,
+// which is then hit.
+func (a *app) killedItself() bool {
+	var exit *exec.ExitError
+	if !a.armed || !errors.As(a.child.Err(), &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		return false
+	}
+	a.failpoints = a.failpoints[1:]
+	return true
 }
 
 // exited is the error of an app that stopped although nobody stopped it.
@@ -327,6 +367,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		if err != nil {
 			return res, err
 		}
+		a.failpoints = slices.Clone(opts.LedgerFailpoints)
 		ledger, res.LedgerLog = a, a.logPath
 		apps = append(apps, a)
 	}
@@ -438,7 +479,15 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		case at := <-win.marksC():
 			win.mark(at)
 		case <-ledger.doneC():
-			return res, ledger.exited()
+			if !ledger.killedItself() {
+				return res, ledger.exited()
+			}
+			// Its failpoint crashed it: a crash like the others.
+			res.Crashes++
+			res.FailpointCrashes++
+			if err := ledger.kill(res.Crashes); err != nil {
+				return res, err
+			}
 		case <-win.doneC():
 			return res, win.exited()
 		case now := <-progress.C:

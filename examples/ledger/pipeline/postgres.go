@@ -1,0 +1,63 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/pgsink"
+)
+
+// The tables the ledger writes with --postgres, in the commit cycle
+// (pgsink.To): each account's latest state, upserted, and every balance
+// record, appended. Both commit exactly when the Kafka transaction that
+// produced the balances does.
+const (
+	BalancesTable = "ledger_balances"
+	PaymentsTable = "ledger_payments"
+)
+
+// CreateTables creates the --postgres tables if they are missing.
+// ledger_payments has no key on purpose: a payment written twice would
+// show as two rows.
+func CreateTables(ctx context.Context, dsn string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("--postgres: %w", err)
+	}
+	defer conn.Close(context.Background())
+	for _, sql := range []string{
+		`CREATE TABLE IF NOT EXISTS ` + BalancesTable + ` (account text PRIMARY KEY, seq bigint NOT NULL, balance bigint NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + PaymentsTable + ` (id text NOT NULL, account text NOT NULL, amount bigint NOT NULL, seq bigint NOT NULL, balance bigint NOT NULL)`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("--postgres: %w", err)
+		}
+	}
+	return nil
+}
+
+// toPostgres writes the balances to the --postgres tables.
+func toPostgres(balances eddy.Stream[string, Balance], dsn string, timeout time.Duration) {
+	pgsink.To(balances, "pg-balances", pgsink.CycleConfig[string, Balance]{
+		DSN: dsn, Timeout: timeout,
+		Table: pgsink.Table{Name: BalancesTable, Key: []string{"account"}},
+		Rows: func(r eddy.Record[string, Balance]) (pgsink.Row, error) {
+			b := r.Value
+			return pgsink.Row{Values: map[string]any{"account": b.Account, "seq": b.Seq, "balance": b.Balance}}, nil
+		},
+	})
+	pgsink.To(balances, "pg-payments", pgsink.CycleConfig[string, Balance]{
+		DSN: dsn, Timeout: timeout,
+		Table: pgsink.Table{Name: PaymentsTable, Mode: pgsink.Append},
+		Rows: func(r eddy.Record[string, Balance]) (pgsink.Row, error) {
+			b := r.Value
+			return pgsink.Row{Values: map[string]any{"id": b.ID, "account": b.Account, "amount": b.Amount, "seq": b.Seq, "balance": b.Balance}}, nil
+		},
+	})
+}
