@@ -282,7 +282,7 @@ func (p *InProcess) Commit(inputNext int64) error {
 		}
 		if c, ok := t.Proc.(TaskCommitter); ok {
 			if err := c.Committed(); err != nil {
-				return fmt.Errorf("eddy: task %s: %w", t.ID, err)
+				return fmt.Errorf("eddy: task %s: %w", t.ID(), err)
 			}
 		}
 	}
