@@ -97,7 +97,7 @@ func (s *cycleSink[K, V]) Recover(committed []byte) error {
 		if max == "0" {
 			return permanent{fmt.Errorf("eddy: pgsink: the server's max_prepared_transactions is 0, so it refuses PREPARE TRANSACTION: set it to at least the number of tasks that write to it (e.g. max_prepared_transactions = 64 in postgresql.conf) and restart PostgreSQL")}
 		}
-		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+TasksTable+` (app text NOT NULL, sink text NOT NULL, task text NOT NULL, epoch bigint NOT NULL, PRIMARY KEY (app, sink, task))`); err != nil && !isDuplicateTable(err) {
+		if err := createIfMissing(ctx, conn, TasksTable, `CREATE TABLE IF NOT EXISTS `+TasksTable+` (app text NOT NULL, sink text NOT NULL, task text NOT NULL, epoch bigint NOT NULL, PRIMARY KEY (app, sink, task))`); err != nil {
 			return err
 		}
 		w, err := NewWriter(ctx, conn, s.cfg.Table)
@@ -254,14 +254,9 @@ func (s *cycleSink[K, V]) Close() error {
 }
 
 // wrapUnavailable marks the database's failures as not the records'
-// (eddy.ErrSinkUnavailable): a row's fault (RowError, classes 22 and 23)
-// is left as it is.
+// (eddy.ErrSinkUnavailable): a row's fault (IsRowError) is left as it is.
 func wrapUnavailable(err error) error {
 	if err == nil || IsRowError(err) {
-		return err
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23")) {
 		return err
 	}
 	return unavailable{err}
@@ -290,5 +285,4 @@ func pgCode(err error) string {
 
 func isUndefinedObject(err error) bool { return pgCode(err) == "42704" }
 func isDuplicateObject(err error) bool { return pgCode(err) == "42710" }
-func isDuplicateTable(err error) bool  { return pgCode(err) == "42P07" || pgCode(err) == "23505" }
 func isLockTimeout(err error) bool     { return pgCode(err) == "55P03" }

@@ -34,21 +34,17 @@ func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
 
 // retryable reports whether err is the database's passing trouble rather
-// than something a retry repeats: a row's fault (class 22 and 23), an
-// error of the statement or schema (class 42: a table dropped under the
-// sink) and the sink's own permanent errors are not.
+// than something a retry repeats: a row's fault (rowFault), an error of
+// the statement or schema (class 42: a table dropped under the sink) and
+// the sink's own permanent errors are not.
 func retryable(err error) bool {
 	var p permanent
 	if errors.As(err, &p) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		for _, class := range []string{"22", "23", "42"} {
-			if strings.HasPrefix(pe.Code, class) {
-				return false
-			}
-		}
+	if errors.As(err, &pe) && (rowFault(pe.Code) || strings.HasPrefix(pe.Code, "42")) {
+		return false
 	}
 	var re *RowError
 	return !errors.As(err, &re)

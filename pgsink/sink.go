@@ -163,11 +163,11 @@ func Run(ctx context.Context, cfg Config) error {
 	defer s.claims.close()
 
 	err := s.main.do(ctx, "start", func(ctx context.Context, conn *pgx.Conn) error {
-		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+OffsetsTable+` (
+		if err := createIfMissing(ctx, conn, OffsetsTable, `CREATE TABLE IF NOT EXISTS `+OffsetsTable+` (
 			group_id text NOT NULL, topic text NOT NULL, partition int NOT NULL,
 			next_offset bigint NOT NULL, epoch bigint NOT NULL,
-			PRIMARY KEY (group_id, topic, partition))`); err != nil && !createdMeanwhile(err) {
-			return fmt.Errorf("eddy: pgsink: create %s: %w", OffsetsTable, err)
+			PRIMARY KEY (group_id, topic, partition))`); err != nil {
+			return err
 		}
 		w, err := NewWriter(ctx, conn, cfg.Table)
 		if err != nil {
@@ -222,6 +222,23 @@ func Run(ctx context.Context, cfg Config) error {
 	return s.loop(ctx)
 }
 
+// createIfMissing creates table with create unless it exists: a user
+// without CREATE on the schema (PostgreSQL 15's default for public) can
+// run the sinks once the table was created for it.
+func createIfMissing(ctx context.Context, conn *pgx.Conn, table, create string) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, create); err != nil && !createdMeanwhile(err) {
+		return fmt.Errorf("eddy: pgsink: create %s: %w", table, err)
+	}
+	return nil
+}
+
 // createdMeanwhile reports whether CREATE TABLE IF NOT EXISTS failed
 // because another instance created the table at the same moment (the
 // catalog's unique index on type names, or the table itself): the table
@@ -264,6 +281,11 @@ func (s *sink) claim(ctx context.Context, assigned map[string]map[int32]kgo.Offs
 		return rows.Err()
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			// A new rebalance (franz-go cancels the claim's context) or
+			// a stop: the next session claims again.
+			return nil, err
+		}
 		s.mu.Lock()
 		s.fatal = fmt.Errorf("eddy: pgsink: claiming partitions %v: %w", parts, err)
 		s.mu.Unlock()

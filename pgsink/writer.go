@@ -153,10 +153,17 @@ func IsRowError(err error) bool {
 		return true
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23")
-	}
-	return false
+	return errors.As(err, &pe) && rowFault(pe.Code)
+}
+
+// rowFault reports whether a PostgreSQL error code is a row's fault, which
+// a retry repeats: data exceptions (class 22), integrity violations (23),
+// two rows of a batch that the table sees as one key (21000: keys equal
+// as values, not as text), a value too large for an index (54000), and a
+// trigger's RAISE (P0001).
+func rowFault(code string) bool {
+	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") ||
+		code == "21000" || code == "54000" || code == "P0001"
 }
 
 // batch is rows laid out as the statements take them.
