@@ -35,10 +35,20 @@ func runDemo(ctx context.Context, args []string) (err error) {
 	grace := fs.Duration("grace", windowed.DefaultGrace, "grace period of the windowed example")
 	hostile := fs.Bool("hostile", true, "spread one hostile record of each kind over the run (bad keys, garbage, bad times, forged headers, an overflow...) and check that each app dead-letters each bad one exactly once and processes the odd good ones (JSON only: off with another --format)")
 	formatName := fs.String("format", string(ledger.JSON), "encoding of the payments, balances and late payments: json, avro or protobuf (avro and protobuf through a schema registry the demo serves beside its broker; the malformed payments are then plain JSON, which the apps dead-letter)")
+	sink := fs.String("sink", "", "also write the ledger's balances to an external system exactly once, in the commit cycle, and verify it: postgres (with --dsn)")
+	dsn := fs.String("dsn", "", "the database of --sink postgres (postgres://user:pass@host:5432/db); its server needs max_prepared_transactions > 0")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	var errs []error
+	switch {
+	case *sink == "" && *dsn != "":
+		errs = append(errs, errors.New("--dsn is for --sink postgres: add --sink postgres"))
+	case *sink == "postgres" && *dsn == "":
+		errs = append(errs, errors.New("--sink postgres needs --dsn: the database to write to, e.g. postgres://postgres@127.0.0.1:5432/postgres"))
+	case *sink != "" && *sink != "postgres":
+		errs = append(errs, fmt.Errorf("--sink %q: the only sink is postgres", *sink))
+	}
 	format, err := ledger.ParseFormat(*formatName)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--format: %w", err))
@@ -135,6 +145,7 @@ func runDemo(ctx context.Context, args []string) (err error) {
 		Hostile:         *hostile,
 		Format:          format,
 		RegistryURL:     registryURL,
+		PostgresDSN:     *dsn,
 	})
 	if err != nil {
 		return err
@@ -152,6 +163,13 @@ func runDemo(ctx context.Context, args []string) (err error) {
 			h.Records, h.Bad, h.Problems, h.Records-h.Bad)
 		fmt.Printf("                %s\n", h.KindList())
 		for _, e := range h.Examples {
+			fmt.Printf("  e.g. %s\n", e)
+		}
+	}
+	if pg := res.Postgres; pg != nil {
+		fmt.Printf("  postgres      %s: %d rows for %d accounts (%d wrong); %s: %d rows for %d balances (%d twice, %d wrong, %d missing); %d prepared transactions left\n",
+			ledger.BalancesTable, pg.AccountRows, pg.Accounts, pg.WrongAccounts, ledger.PaymentsTable, pg.PaymentRows, pg.Payments, pg.Duplicates, pg.Wrong, pg.Missing, pg.Prepared)
+		for _, e := range pg.Examples {
 			fmt.Printf("  e.g. %s\n", e)
 		}
 	}
@@ -180,6 +198,9 @@ func runDemo(ctx context.Context, args []string) (err error) {
 		return errors.New("exactly-once violated: see the counts above")
 	}
 	fmt.Println("\nexactly once: every payment has exactly one correct balance record")
+	if res.Postgres != nil {
+		fmt.Println("exactly once: PostgreSQL holds each account's last balance and every balance record once, nothing left prepared")
+	}
 	if res.Windowed {
 		fmt.Println("exactly once: every closed window has exactly one correct total, no open window was emitted")
 	}

@@ -91,6 +91,10 @@ type Options struct {
 	// before the run (a test wrote them with another client); the ledger
 	// owes them balances too.
 	Preloaded int64
+	// PostgresDSN, when set, runs the ledger with --postgres (its
+	// balances also written into PostgreSQL in the commit cycle) and
+	// verifies the tables (Result.Postgres).
+	PostgresDSN string
 	// LedgerFailpoints are failpoints (internal/failpoint's
 	// EDDY_FAILPOINTS values) to crash the ledger at, in order: each
 	// restart is armed with the first not yet hit, and a life that
@@ -179,6 +183,9 @@ type Result struct {
 	// there once (see WantDeadLetters).
 	DeadLetters int
 	Invalid     int
+	// Postgres compares the ledger's --postgres tables with its
+	// balances (Options.PostgresDSN).
+	Postgres *PostgresReport
 	// Hostile checks the hostile records' dead letters (Options.Hostile);
 	// Hostile.Bad of them each have one dead letter per app.
 	Hostile HostileReport
@@ -208,7 +215,8 @@ func (r Result) WantDeadLetters() int {
 
 // OK reports whether the run was exactly once.
 func (r Result) OK() bool {
-	return (!r.Ledger || r.Report.OK()) && (!r.Windowed || r.Windows.OK()) && r.Hostile.OK() && r.DeadLetters == r.WantDeadLetters()
+	return (!r.Ledger || r.Report.OK()) && (!r.Windowed || r.Windows.OK()) && r.Hostile.OK() && r.DeadLetters == r.WantDeadLetters() &&
+		(r.Postgres == nil || r.Postgres.OK())
 }
 
 const (
@@ -363,6 +371,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			"--partitions", strconv.Itoa(opts.Partitions),
 		)
 		argv = append(append(argv, opts.AppArgs...), opts.formatArgs()...)
+		if opts.PostgresDSN != "" {
+			argv = append(argv, "--postgres", opts.PostgresDSN)
+		}
 		a, err := startApp("ledger", argv, opts.WorkDir, opts.Brokers, outputTopic, opts.ClientOpts)
 		if err != nil {
 			return res, err
@@ -605,6 +616,13 @@ func finish(ctx context.Context, opts Options, res Result, apps []*app, gen *Gen
 			return res, err
 		}
 		res.Report = verify.Ledger(GoodFor(AppLedger, payments, hostile), outputs)
+		if opts.PostgresDSN != "" {
+			pg, err := VerifyPostgres(ctx, opts.PostgresDSN, outputs)
+			if err != nil {
+				return res, err
+			}
+			res.Postgres = &pg
+		}
 		Producers(producers, AppLedger, outputs)
 		ran = append(ran, AppLedger)
 	}
