@@ -181,6 +181,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return err
 	}
 

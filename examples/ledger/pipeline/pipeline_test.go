@@ -18,7 +18,7 @@ import (
 	"github.com/eddy-streams/eddy/internal/testutil"
 )
 
-func startBroker(t *testing.T) *kafka.Broker {
+func startBroker(t testing.TB) *kafka.Broker {
 	t.Helper()
 	b, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: 4})
 	if err != nil {
