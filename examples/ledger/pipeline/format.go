@@ -222,8 +222,21 @@ func AddFormatFlags(fs *flag.FlagSet) *FormatFlags {
 
 // Parse checks the flags and returns the format and, for Avro and
 // Protobuf, the registry's client (retrying an unreachable registry for up
-// to timeout, logging to log).
-func (f *FormatFlags) Parse(log *slog.Logger, timeout time.Duration) (Format, *registry.Client, error) {
+// to timeout, logging to log), with release, which the caller defers. The
+// client is closed when ctx ends (SIGTERM): a record waiting for an
+// unreachable registry must not hold the stop for --broker-timeout
+// (closing ends its retries; the record is processed again at the next
+// start, never dead-lettered).
+func (f *FormatFlags) Parse(ctx context.Context, log *slog.Logger, timeout time.Duration) (format Format, reg *registry.Client, release func(), err error) {
+	release = func() {}
+	if format, reg, err = f.parse(log, timeout); err != nil || reg == nil {
+		return format, nil, release, err
+	}
+	stop := context.AfterFunc(ctx, func() { reg.Close() })
+	return format, reg, func() { stop(); reg.Close() }, nil
+}
+
+func (f *FormatFlags) parse(log *slog.Logger, timeout time.Duration) (Format, *registry.Client, error) {
 	format, err := ParseFormat(*f.format)
 	if err != nil {
 		return "", nil, fmt.Errorf("--format: %w", err)

@@ -84,19 +84,11 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	if err != nil {
 		return fmt.Errorf("--guarantee: %w", err)
 	}
-	format, reg, err := formatFlags.Parse(log, *brokerTimeout)
+	format, reg, releaseRegistry, err := formatFlags.Parse(ctx, log, *brokerTimeout)
 	if err != nil {
 		return err
 	}
-	if reg != nil {
-		// On SIGTERM, a record waiting for an unreachable registry
-		// must not hold the stop for --broker-timeout: closing the
-		// client ends its retries (the record is processed again at
-		// the next start, never dead-lettered).
-		stop := context.AfterFunc(ctx, func() { reg.Close() })
-		defer stop()
-		defer reg.Close()
-	}
+	defer releaseRegistry()
 	// Opened before anything else, so a bad URL or an unreachable bucket
 	// is reported before any topic is created.
 	var store checkpoint.Store

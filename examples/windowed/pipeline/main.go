@@ -100,19 +100,11 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
-	format, reg, err := formatFlags.Parse(log, *brokerTimeout)
+	format, reg, releaseRegistry, err := formatFlags.Parse(ctx, log, *brokerTimeout)
 	if err != nil {
 		return err
 	}
-	if reg != nil {
-		// On SIGTERM, a record waiting for an unreachable registry
-		// must not hold the stop for --broker-timeout: closing the
-		// client ends its retries (the record is processed again at
-		// the next start, never dead-lettered).
-		stop := context.AfterFunc(ctx, func() { reg.Close() })
-		defer stop()
-		defer reg.Close()
-	}
+	defer releaseRegistry()
 	web, err := httpFlags.Open()
 	if err != nil {
 		return err
