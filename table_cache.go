@@ -206,18 +206,12 @@ func (b *taskBuild) Flush() error {
 			return err
 		}
 	}
-	// Then the transactional sinks prepare, once every record of the
-	// transaction (those the caches forwarded too) reached them.
-	for _, p := range b.transactional {
-		if err := p.prepare(); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
 // Discard drops the updates the task's table caches hold and the
-// transactional sinks' transactions: their Kafka transaction aborted.
+// transactional sinks' open transactions: their Kafka transaction
+// aborted.
 func (b *taskBuild) Discard() {
 	for _, c := range b.caches {
 		c.discard()

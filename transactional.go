@@ -50,8 +50,11 @@ type TransactionalSink[K, V any] interface {
 	Commit(token []byte) error
 	// Abort drops the open transaction and, if token is not nil, the
 	// prepared one it names: the Kafka transaction aborted, and its
-	// records will be processed again. An error ends the session; the
-	// task's next Recover aborts it.
+	// records will be processed again. After an error the sink takes no
+	// more records (the app stops); the task's next Recover aborts it.
+	// When whether the Kafka transaction committed is unknown (its end
+	// failed), Abort is not called for the prepared transaction: the
+	// next Recover decides from the changelog.
 	Abort(token []byte) error
 	// Close releases the sink when the task closes; what is prepared
 	// stays for the next Recover.
@@ -164,14 +167,21 @@ type twoPhase struct {
 	broken error
 }
 
-// prepare is the first phase, at the start of the commit (Flush).
+// prepare is the first phase, once per commit (runtime.TaskCommitter).
 func (p *twoPhase) prepare() error {
 	if p.broken != nil {
 		return p.broken
 	}
+	if p.pending != nil {
+		// Never two prepared transactions per Kafka transaction: only
+		// the last token would reach the changelog.
+		return fmt.Errorf("eddy: sink %q: prepared twice in one transaction", p.name)
+	}
 	token, err := p.sink.Prepare()
 	if err != nil {
-		return fmt.Errorf("eddy: sink %q: prepare: %w", p.name, err) // open: the abort drops it
+		// The open transaction stays open: the Kafka transaction
+		// aborts, and Discard drops it.
+		return fmt.Errorf("eddy: sink %q: prepare: %w", p.name, err)
 	}
 	p.open = false
 	if token != nil {
@@ -212,6 +222,29 @@ type sinkRefusal struct{ error }
 
 func (e *sinkRefusal) Unwrap() error { return e.error }
 
+// uncertain leaves the prepared transaction to the next Recover: whether
+// its Kafka transaction committed is unknown. The sink refuses records
+// until the task opens again (its prepared transaction may hold locks
+// that the next one would wait for).
+func (p *twoPhase) uncertain() {
+	if p.pending == nil {
+		return
+	}
+	p.pending = nil
+	p.broken = fmt.Errorf("eddy: sink %q: the outcome of the Kafka transaction it prepared for is unknown (%w); the task must be opened again to resolve it", p.name, ErrSinkUnavailable)
+}
+
+// Prepare prepares the transactional sinks' transactions, once per commit
+// (runtime.TaskCommitter).
+func (b *taskBuild) Prepare() error {
+	for _, p := range b.transactional {
+		if err := p.prepare(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Committed commits the transactional sinks' prepared transactions once
 // the task's Kafka transaction committed (runtime.TaskCommitter).
 func (b *taskBuild) Committed() error {
@@ -220,4 +253,12 @@ func (b *taskBuild) Committed() error {
 		errs = append(errs, p.commit())
 	}
 	return errors.Join(errs...)
+}
+
+// Uncertain leaves the sinks' prepared transactions to the next open
+// (runtime.TaskCommitter).
+func (b *taskBuild) Uncertain() {
+	for _, p := range b.transactional {
+		p.uncertain()
+	}
 }

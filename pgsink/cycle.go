@@ -49,9 +49,12 @@ type CycleConfig[K, V any] struct {
 // names and rolls back the task's others. An epoch per task in TasksTable,
 // raised by each new owner and checked by each prepare, fences an owner
 // that lost the task. The server must allow prepared transactions:
-// max_prepared_transactions at least the number of tasks writing at once
-// (each holds at most one); with 0, the task fails at open with an error
-// saying so.
+// max_prepared_transactions at least the number of tasks writing at once,
+// times the sinks per task (each holds at most one); with 0, the task
+// fails at open with an error saying so. The rows of different tasks (and
+// sinks) must not overlap (key the table as the stream is partitioned): a
+// row another task's prepared transaction holds makes the prepare wait,
+// then fail. Under eddy.AtLeastOnce the rows are written at least once.
 func To[K, V any](s eddy.Stream[K, V], name string, cfg CycleConfig[K, V]) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Minute
@@ -90,12 +93,15 @@ func (s *cycleSink[K, V]) gidPrefix() string {
 func (s *cycleSink[K, V]) Recover(committed []byte) error {
 	ctx := context.Background()
 	err := s.db.do(ctx, "recover", func(ctx context.Context, conn *pgx.Conn) error {
-		var max string
-		if err := conn.QueryRow(ctx, "SHOW max_prepared_transactions").Scan(&max); err != nil {
+		if n := len(s.gidPrefix()) + 40; n > 200 {
+			return permanent{fmt.Errorf("eddy: pgsink: app id and sink name too long: the prepared transactions' ids would take %d bytes, PostgreSQL's limit is 200", n)}
+		}
+		var maxPrepared string
+		if err := conn.QueryRow(ctx, "SHOW max_prepared_transactions").Scan(&maxPrepared); err != nil {
 			return err
 		}
-		if max == "0" {
-			return permanent{fmt.Errorf("eddy: pgsink: the server's max_prepared_transactions is 0, so it refuses PREPARE TRANSACTION: set it to at least the number of tasks that write to it (e.g. max_prepared_transactions = 64 in postgresql.conf) and restart PostgreSQL")}
+		if maxPrepared == "0" {
+			return permanent{fmt.Errorf("eddy: pgsink: the server's max_prepared_transactions is 0, so it refuses PREPARE TRANSACTION: set it to at least the number of tasks that write to it times their sinks (e.g. max_prepared_transactions = 64 in postgresql.conf) and restart PostgreSQL")}
 		}
 		if err := createIfMissing(ctx, conn, TasksTable, `CREATE TABLE IF NOT EXISTS `+TasksTable+` (app text NOT NULL, sink text NOT NULL, task text NOT NULL, epoch bigint NOT NULL, PRIMARY KEY (app, sink, task))`); err != nil {
 			return err
@@ -110,12 +116,13 @@ func (s *cycleSink[K, V]) Recover(committed []byte) error {
 		// raise then times out on the lock, and the zombie's
 		// transaction, which no committed changelog names, is rolled
 		// back by the next round.
-		for {
+		for start := time.Now(); ; {
 			if err := s.resolve(ctx, conn, string(committed)); err != nil {
 				return err
 			}
 			epoch, err := raiseEpoch(ctx, conn, s.task)
-			if isLockTimeout(err) {
+			if isLockTimeout(err) && time.Since(start) < s.cfg.Timeout {
+				s.db.log.Warn("pgsink: the task's epoch row is locked (an earlier owner's transaction?); resolving again", "waited", time.Since(start).Round(time.Millisecond))
 				continue
 			}
 			if err != nil {
@@ -199,6 +206,13 @@ func (s *cycleSink[K, V]) Prepare() ([]byte, error) {
 			return err
 		}
 		defer tx.Rollback(ctx) // a no-op once prepared
+		// A row another prepared transaction holds (another task's or
+		// sink's: their rows must not overlap) would wait until that one
+		// commits, after the Kafka transaction that waits for this
+		// prepare: wait a bounded time, then retry, then fail.
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'"); err != nil {
+			return err
+		}
 		var epoch int64
 		err = tx.QueryRow(ctx, `SELECT epoch FROM `+TasksTable+` WHERE app = $1 AND sink = $2 AND task = $3 FOR SHARE`, s.task.AppID, s.task.Sink, s.task.Task).Scan(&epoch)
 		if err != nil {
@@ -241,6 +255,9 @@ func (s *cycleSink[K, V]) finish(verb string, token []byte) error {
 	err := s.db.do(context.Background(), strings.ToLower(verb)+" prepared", func(ctx context.Context, conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, verb+" PREPARED "+quoteLiteral(string(token)))
 		if isUndefinedObject(err) {
+			// Done by an earlier attempt whose answer was lost (or,
+			// which should not happen, by someone else).
+			s.db.log.Info("pgsink: the prepared transaction was already ended", "gid", string(token), "wanted", strings.ToLower(verb))
 			return nil
 		}
 		return err

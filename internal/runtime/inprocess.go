@@ -274,6 +274,13 @@ func (p *InProcess) Commit(inputNext int64) error {
 		return err
 	}
 	for _, t := range p.tasks {
+		if c, ok := t.Proc.(TaskCommitter); ok {
+			if err := c.Prepare(); err != nil {
+				return fmt.Errorf("eddy: task %s: %w", t.ID(), err)
+			}
+		}
+	}
+	for _, t := range p.tasks {
 		if p.opts.Input != nil {
 			t.Consume(0, inputNext)
 		}

@@ -117,14 +117,22 @@ type TaskFlusher interface {
 }
 
 // TaskCommitter is implemented by a TaskProcessor that writes to a system
-// outside Kafka in two phases (the DSL's ToTransactional): Flush prepared
-// that system's transaction and wrote its token in the task's state, so
-// in the changelog of the Kafka transaction; Committed is called once that
-// Kafka transaction committed and the task's state was applied, to commit
-// the prepared one. An error ends the session: the task, opened again,
-// commits it from the token its changelog holds (docs/design.md §3.7).
+// outside Kafka in two phases (the DSL's ToTransactional; docs/design.md
+// §3.7). Prepare is called once per commit, after Flush and before the
+// changelog is written: it prepares that system's transaction and writes
+// its token in the task's state, so in the changelog of the Kafka
+// transaction (an error aborts it). Committed is called once the Kafka
+// transaction committed and the task's state was applied, to commit the
+// prepared one; an error ends the session, and the task, opened again,
+// commits it from the token its changelog holds. Uncertain is called,
+// before the rollback's Discard, when ending the Kafka transaction failed
+// and whether it committed is unknown: the prepared transaction must then
+// be neither committed nor rolled back, but left to the task's next open,
+// which reads the outcome from the changelog.
 type TaskCommitter interface {
+	Prepare() error
 	Committed() error
+	Uncertain()
 }
 
 // TaskContext is what a task's processors may use of the runtime while a

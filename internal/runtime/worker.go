@@ -515,6 +515,12 @@ func (w *worker) commit() error {
 		w.suspendTableCache(err)
 		return err
 	}
+	// The transactional sinks prepare, once every record of the
+	// transaction reached them; their tokens go in the changelog.
+	if err := w.prepareSinks(tasks); err != nil {
+		w.abort()
+		return err
+	}
 	ctx, cancel := w.endContext()
 	defer cancel()
 	var err error
@@ -572,6 +578,15 @@ func (w *worker) commit() error {
 		}
 		w.cfg.Failpoints.Hit(failpoint.CommitAfterApply)
 	} else {
+		if endErr != nil && try == kgo.TryCommit {
+			// The commit may have happened: what the sinks prepared is
+			// left for the tasks' next open to resolve.
+			for _, t := range tasks {
+				if c, ok := t.proc.(TaskCommitter); ok {
+					c.Uncertain()
+				}
+			}
+		}
 		w.rollbackAll()
 	}
 	w.recycle()
@@ -623,6 +638,25 @@ func (w *worker) flush(tasks []*task) error {
 		}
 		t.flushMetrics(0, 0) // what the flush produced
 		if w.produced.len() != produced || t.buf.Len() > 0 {
+			t.dirty = true
+		}
+	}
+	return nil
+}
+
+// prepareSinks runs the first phase of the tasks' transactional sinks
+// (TaskCommitter). A task whose sink wrote a token is dirty: its
+// changelog must carry it.
+func (w *worker) prepareSinks(tasks []*task) error {
+	for _, t := range tasks {
+		c, ok := t.proc.(TaskCommitter)
+		if !ok {
+			continue
+		}
+		if err := c.Prepare(); err != nil {
+			return permanent(fmt.Errorf("eddy: task %s: %w", t.id, err))
+		}
+		if t.buf.Len() > 0 {
 			t.dirty = true
 		}
 	}
