@@ -486,6 +486,11 @@ func (s *sink) write(ctx context.Context, conn *pgx.Conn, j job) (map[int32]int6
 		return nil, err
 	}
 	defer tx.Rollback(context.Background())
+	// A deferred constraint would fail the commit, past the row-by-row
+	// search that finds the record at fault: check every one at its row.
+	if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
+		return nil, err
+	}
 	rows, err := tx.Query(ctx, `SELECT partition, next_offset, epoch FROM `+OffsetsTable+`
 		WHERE group_id = $1 AND topic = $2 AND partition = ANY($3) FOR UPDATE`, s.cfg.Group, s.cfg.Topic, parts)
 	if err != nil {
