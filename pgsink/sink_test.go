@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/testutil/apprun"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -40,18 +42,9 @@ func newBenchEnv(t testing.TB, topics ...string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apprun.CreateTopics(t, b.Addr(), 4, topics...)
+	cl := apprun.Client(t, b.Addr())
 	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, tp := range topics {
-		if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: tp, Partitions: 4}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	return &env{broker: b, pg: pg, conn: connect(t, pg.DSN()), cl: cl}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/internal/testutil/apprun"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -59,16 +61,11 @@ func newSinkEnv(t *testing.T) *sinkEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	apprun.CreateTopics(t, b.Addr(), 4, "balances")
+	cl := apprun.Client(t, b.Addr())
 	t.Cleanup(cl.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: "balances", Partitions: 4}); err != nil {
-		t.Fatal(err)
-	}
 	db, err := pgx.Connect(ctx, pg.DSN())
 	if err != nil {
 		t.Fatal(err)

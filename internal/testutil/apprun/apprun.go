@@ -22,7 +22,7 @@ import (
 const HangGuard = 60 * time.Second
 
 // StartBroker starts an in-memory embedded broker for one test.
-func StartBroker(t *testing.T) string {
+func StartBroker(t testing.TB) string {
 	t.Helper()
 	b, err := kafka.StartBroker(kafka.BrokerConfig{Addr: "127.0.0.1:0", DefaultPartitions: 4})
 	if err != nil {
@@ -33,7 +33,7 @@ func StartBroker(t *testing.T) string {
 }
 
 // Client is a plain client of the broker at addr.
-func Client(t *testing.T, addr string) *kgo.Client {
+func Client(t testing.TB, addr string) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -43,7 +43,7 @@ func Client(t *testing.T, addr string) *kgo.Client {
 }
 
 // CreateTopics creates each topic with the given partition count.
-func CreateTopics(t *testing.T, addr string, partitions int32, topics ...string) {
+func CreateTopics(t testing.TB, addr string, partitions int32, topics ...string) {
 	t.Helper()
 	cl := Client(t, addr)
 	defer cl.Close()
