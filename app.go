@@ -102,6 +102,7 @@ func (a *App) Run(ctx context.Context) error {
 	// BrokerTimeout.
 	log := cfg.Logger.With("app", cfg.AppID, "instance", cfg.InstanceID)
 	reach := kafka.NewReach(cfg.Brokers, cfg.BrokerTimeout, log)
+	stop := ctx // the caller's: its end is a stop, not an error
 	ctx, stopWatch := reach.Watch(ctx)
 	defer stopWatch()
 	clientOpts := slices.Concat(cfg.KafkaOptions, []kgo.Opt{reach.Opt()})
@@ -175,22 +176,28 @@ func (a *App) Run(ctx context.Context) error {
 	// Before the runtime creates the repartition topics: a repartition
 	// topic the topology lost, still holding records, stops the app.
 	if err := checkTopologyChangeOnStart(ctx, cfg, clientOpts, a.repartitions, log); err != nil {
-		return unreachableOr(reach, err)
+		return runEnd(stop, reach, err)
 	}
 	if external, internal := deadLetterSources(cfg, rt); len(external)+len(internal) > 0 {
 		if err := createDeadLetterTopics(ctx, cfg.Brokers, clientOpts, external, internal); err != nil {
-			return unreachableOr(reach, err)
+			return runEnd(stop, reach, err)
 		}
 	}
 	a.inst.Store(inst)
-	return unreachableOr(reach, inst.Run(ctx))
+	return runEnd(stop, reach, inst.Run(ctx))
 }
 
-// unreachableOr returns reach's error if it gave up waiting for a broker
-// (what stopped the app, whatever err its end caused), else err.
-func unreachableOr(reach *kafka.Reach, err error) error {
+// runEnd is Run's result for err: reach's error if it gave up waiting for
+// a broker (what stopped the app, whatever err its end caused); nil if
+// the caller stopped the app (a start cut short by a stop is a stop, as
+// Run's doc says: a startup step's "context canceled" is not an error);
+// else err.
+func runEnd(stop context.Context, reach *kafka.Reach, err error) error {
 	if rerr := reach.Err(); rerr != nil {
 		return fmt.Errorf("eddy: Config.BrokerTimeout passed: %w", rerr)
+	}
+	if err != nil && stop.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
 	}
 	return err
 }
