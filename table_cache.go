@@ -147,9 +147,9 @@ func (c *tableCache[K, V]) evict() (err error) {
 		c.compact()
 	}
 	c.b.cacheForwarded++
-	current := c.b.current
-	defer func() { c.b.current = current }()
-	c.b.current = nil
+	current, held := c.b.current, c.b.currentHeld
+	defer func() { c.b.current, c.b.currentHeld = current, held }()
+	c.b.current, c.b.currentHeld = nil, true
 	if src.ok {
 		c.source.Topic, c.source.Partition, c.source.Offset = src.topic, src.partition, src.offset
 		c.b.current = &c.source

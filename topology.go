@@ -331,7 +331,10 @@ type taskBuild struct {
 	// run: the metadata of RecordContext and ProcessorContext.Topic. Set
 	// once per record, it costs no allocation.
 	current *kgo.Record
-	sources map[string]rawReceiver
+	// currentHeld is set while a table cache forwards a held update:
+	// current is then the cache's copy of the update's metadata.
+	currentHeld bool
+	sources     map[string]rawReceiver
 	// patterns open the receiver of a topic that no Source names, in
 	// node order: the first whose pattern matches reads it.
 	patterns []patternReceiver

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/runtime"
 	"github.com/eddy-streams/eddy/state"
 )
 
@@ -42,9 +45,14 @@ type TransactionalSink[K, V any] interface {
 	Write(r Record[K, V]) error
 	// Prepare ends the open transaction's first phase: its writes are
 	// durable but not visible. It returns the transaction's token, or nil
-	// if it wrote nothing (then no Commit follows). An error aborts the
-	// Kafka transaction.
-	Prepare() (token []byte, err error)
+	// if it wrote nothing (then no Commit follows), and the writes the
+	// external system refused (a row that breaks a constraint of the
+	// table), which are not in the prepared transaction: for each, the
+	// produce-error policy (Config.OnProduceError) meets the input record
+	// that made it, inside the same Kafka transaction (a dead letter, a
+	// skip, or a failure that aborts it). An error aborts the Kafka
+	// transaction; one that wraps ErrSinkFenced ends the session.
+	Prepare() (token []byte, refused []Refusal, err error)
 	// Commit makes the prepared transaction of token visible. An error
 	// ends the session; the task's next Recover commits it.
 	Commit(token []byte) error
@@ -70,6 +78,22 @@ type TransactionalSink[K, V any] interface {
 // record's (a value that does not map to the table): the produce-error
 // policy (Config.OnProduceError) decides.
 var ErrSinkUnavailable = errors.New("eddy: sink unavailable")
+
+// ErrSinkFenced is wrapped by the errors of a TransactionalSink that found
+// a newer owner of its task (its epoch raised by another instance's
+// Recover): this instance lost the task, frozen or cut off past its
+// session timeout, and is a zombie. The Kafka transaction aborts and the
+// session ends, as when Kafka fences a producer; the instance rejoins the
+// group and recovers whichever tasks it is given. The app does not stop.
+var ErrSinkFenced = fmt.Errorf("eddy: sink fenced: %w", runtime.ErrTaskFenced)
+
+// Refusal is a write that a TransactionalSink's system refused when
+// Prepare sent it: Write is its index among the Writes that returned nil
+// since the last Prepare or Abort (from 0), Err the system's reason.
+type Refusal struct {
+	Write int
+	Err   error
+}
 
 // SinkTask identifies the task a TransactionalSink serves: its prepared
 // transactions and its fencing epoch are the task's, named by the app id,
@@ -121,7 +145,7 @@ func ToTransactional[K, V any](s Stream[K, V], name string, open func(task SinkT
 		if err := sink.Recover(committed); err != nil {
 			return fmt.Errorf("sink %q: recover: %w", name, err)
 		}
-		p := &twoPhase{name: name, buf: buf, sink: sink}
+		p := &twoPhase{name: name, buf: buf, sink: sink, refuse: b.recordFailed}
 		in := output[K, V](b, s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			if p.broken != nil {
@@ -129,11 +153,14 @@ func ToTransactional[K, V any](s Stream[K, V], name string, open func(task SinkT
 			}
 			p.open = true
 			if err := sink.Write(r); err != nil {
-				if errors.Is(err, ErrSinkUnavailable) {
+				if errors.Is(err, ErrSinkUnavailable) || errors.Is(err, ErrSinkFenced) {
 					return fmt.Errorf("sink %q: %w", name, err)
 				}
 				return &sinkRefusal{fmt.Errorf("sink %q refused the record: %w", name, err)}
 			}
+			// The input record behind the write, for the policy if
+			// Prepare finds the write refused.
+			p.inputs = append(p.inputs, sinkInput{b.current, b.currentHeld})
 			return nil
 		}))
 		b.transactional = append(b.transactional, p)
@@ -152,14 +179,19 @@ type twoPhase struct {
 	name string
 	buf  *state.StoreBuffer
 	sink interface {
-		Prepare() ([]byte, error)
+		Prepare() ([]byte, []Refusal, error)
 		Commit(token []byte) error
 		Abort(token []byte) error
 	}
+	// refuse applies the produce-error policy to the input record of a
+	// refused write (taskBuild.recordFailed).
+	refuse func(input *kgo.Record, err error) error
 	// open is set when a record was written since the last prepare or
-	// abort; pending is the token of the transaction prepared for the
-	// Kafka transaction being committed.
+	// abort; inputs holds, per write since then, its input record;
+	// pending is the token of the transaction prepared for the Kafka
+	// transaction being committed.
 	open    bool
+	inputs  []sinkInput
 	pending []byte
 	// broken is an Abort's failure: the external system may still hold
 	// the prepared transaction (and its locks), so the task writes no
@@ -177,7 +209,7 @@ func (p *twoPhase) prepare() error {
 		// the last token would reach the changelog.
 		return fmt.Errorf("eddy: sink %q: prepared twice in one transaction", p.name)
 	}
-	token, err := p.sink.Prepare()
+	token, refused, err := p.sink.Prepare()
 	if err != nil {
 		// The open transaction stays open: the Kafka transaction
 		// aborts, and Discard drops it.
@@ -186,9 +218,47 @@ func (p *twoPhase) prepare() error {
 	p.open = false
 	if token != nil {
 		p.buf.Put(committedTokenKey, token)
-		p.pending = token
+		p.pending = token // aborted with the Kafka transaction if a refusal fails it
+	}
+	inputs := p.inputs
+	defer func() {
+		clear(inputs) // let the input records go
+		p.inputs = inputs[:0]
+	}()
+	for _, r := range refused {
+		if r.Write < 0 || r.Write >= len(inputs) {
+			return fmt.Errorf("eddy: sink %q: prepare refused write %d of %d", p.name, r.Write, len(inputs))
+		}
+		if err := p.refuseWrite(inputs[r.Write], r.Err); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// sinkInput is the input record behind a write: nil for a punctuator's
+// write; held when the write forwards a table update held in a table
+// cache, whose record (metadata only) the cache keeps for the record
+// context, and which is the cache's, not one input record's.
+type sinkInput struct {
+	rec  *kgo.Record
+	held bool
+}
+
+// refuseWrite applies the produce-error policy to the input record of a
+// write the sink refused at prepare.
+func (p *twoPhase) refuseWrite(in sinkInput, reason error) error {
+	err := &sinkRefusal{fmt.Errorf("sink %q refused the record: %w", p.name, reason)}
+	switch {
+	case in.held:
+		// As for a held update failing downstream: the worker processes
+		// the transaction's records again with the caches off, and the
+		// refusal then meets its own input record.
+		return fmt.Errorf("eddy: a table update held in the table cache: %w: %w", runtime.ErrHeldUpdate, err)
+	case in.rec == nil:
+		return fmt.Errorf("eddy: a punctuator's record, which has no input record to dead-letter or skip: %w", err)
+	}
+	return p.refuse(in.rec, err)
 }
 
 // commit is the second phase, once the Kafka transaction committed.
@@ -208,6 +278,8 @@ func (p *twoPhase) commit() error {
 func (p *twoPhase) abort() {
 	token, open := p.pending, p.open
 	p.pending, p.open = nil, false
+	clear(p.inputs)
+	p.inputs = p.inputs[:0]
 	if token == nil && !open {
 		return // nothing written since the last commit
 	}

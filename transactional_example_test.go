@@ -27,15 +27,15 @@ func (s *printSink) Write(r eddy.Record[string, string]) error {
 	return nil
 }
 
-func (s *printSink) Prepare() ([]byte, error) {
+func (s *printSink) Prepare() ([]byte, []eddy.Refusal, error) {
 	if len(s.rows) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	s.seq++
 	token := fmt.Sprintf("%s-%d", s.task, s.seq)
 	fmt.Printf("prepare %s: %v\n", token, s.rows)
 	s.rows = nil
-	return []byte(token), nil
+	return []byte(token), nil, nil
 }
 
 func (s *printSink) Commit(token []byte) error {

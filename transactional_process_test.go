@@ -2,7 +2,6 @@ package eddy_test
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -23,14 +22,14 @@ import (
 // are prepared as <epoch>-<seq>.prepared (written, synced, renamed into
 // place), committed by renaming it to .committed, aborted by removing
 // it. The task's epoch file fences older owners: Recover raises it, and a
-// Prepare whose epoch is no longer the file's fails.
+// Prepare whose epoch is no longer the file's fails. Its "constraint",
+// checked at Prepare as a database checks a row's, refuses a value that
+// starts with "refused:".
 type fileSink struct {
 	dir        string
 	epoch, seq int64
-	lines      bytes.Buffer
+	lines      []string // one per Write since the last Prepare or Abort
 }
-
-var errFenced = fmt.Errorf("fenced by a newer owner of the task: %w", eddy.ErrSinkUnavailable)
 
 func openFileSink(root string) func(eddy.SinkTask) (eddy.TransactionalSink[string, string], error) {
 	return func(task eddy.SinkTask) (eddy.TransactionalSink[string, string], error) {
@@ -81,24 +80,40 @@ func (s *fileSink) Write(r eddy.Record[string, string]) error {
 	if strings.Contains(r.Key+r.Value, "\n") {
 		return errors.New("a line break cannot be written")
 	}
-	fmt.Fprintf(&s.lines, "%s=%s\n", r.Key, r.Value)
+	s.lines = append(s.lines, r.Key+"="+r.Value+"\n")
 	return nil
 }
 
-func (s *fileSink) Prepare() ([]byte, error) {
-	if s.lines.Len() == 0 {
-		return nil, nil
+func (s *fileSink) Prepare() ([]byte, []eddy.Refusal, error) {
+	if len(s.lines) == 0 {
+		return nil, nil, nil
 	}
-	if e, err := s.readEpoch(); err != nil || e != s.epoch {
-		return nil, errors.Join(errFenced, err)
+	if _, err := os.Stat(s.dir); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", eddy.ErrSinkUnavailable, err)
+	}
+	e, err := s.readEpoch()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", eddy.ErrSinkUnavailable, err)
+	}
+	if e != s.epoch {
+		return nil, nil, fmt.Errorf("%w (epoch %d, ours %d)", eddy.ErrSinkFenced, e, s.epoch)
+	}
+	var data []byte
+	var refused []eddy.Refusal
+	for i, l := range s.lines {
+		if _, v, _ := strings.Cut(l, "="); strings.HasPrefix(v, "refused:") {
+			refused = append(refused, eddy.Refusal{Write: i, Err: errors.New("the value breaks the sink's constraint")})
+			continue
+		}
+		data = append(data, l...)
 	}
 	s.seq++
 	token := fmt.Sprintf("%d-%d", s.epoch, s.seq)
-	if err := writeSynced(filepath.Join(s.dir, token+".prepared"), s.lines.Bytes()); err != nil {
-		return nil, fmt.Errorf("%w: %w", eddy.ErrSinkUnavailable, err)
+	if err := writeSynced(filepath.Join(s.dir, token+".prepared"), data); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", eddy.ErrSinkUnavailable, err)
 	}
-	s.lines.Reset()
-	return []byte(token), nil
+	s.lines = s.lines[:0]
+	return []byte(token), refused, nil
 }
 
 func (s *fileSink) Commit(token []byte) error {
@@ -112,7 +127,7 @@ func (s *fileSink) Commit(token []byte) error {
 }
 
 func (s *fileSink) Abort(token []byte) error {
-	s.lines.Reset()
+	s.lines = s.lines[:0]
 	if token == nil {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/eddytest"
 	"github.com/eddy-streams/eddy/serde"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestTransactionalSinkErrors: a record the sink refuses is the record's
@@ -42,12 +43,34 @@ func TestTransactionalSinkErrors(t *testing.T) {
 	if reasons[eddy.HeaderDLQStage] != "produce" || !strings.Contains(reasons[eddy.HeaderDLQError], `sink "files" refused the record: a line break`) {
 		t.Errorf("dead letter headers %v", reasons)
 	}
-	if err := src.Pipe("b", "fine", 2); err != nil {
-		t.Fatal(err)
+	// Refused at prepare (as a database refuses a row that breaks a
+	// constraint): the policy meets the input record behind the write,
+	// in the same transaction as the rows the sink took.
+	err = d.Transaction(func() error {
+		for i, v := range []string{"fine", "refused:1", "also fine"} {
+			if err := src.Pipe(fmt.Sprint("b", i), v, int64(2+i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("a record refused at prepare: %v, want it dead-lettered", err)
 	}
 	seen, prepared := readFileSink(t, dir)
-	if seen["b=fine"] != 1 || len(seen) != 1 || prepared != 0 {
-		t.Errorf("committed %v, %d prepared; want b=fine committed once", seen, prepared)
+	if seen["b0=fine"] != 1 || seen["b2=also fine"] != 1 || len(seen) != 2 || prepared != 0 {
+		t.Errorf("committed %v, %d prepared; want b0 and b2 committed once", seen, prepared)
+	}
+	dead, err = eddytest.Output(d, eddy.DeadLetterTopic("in"), serde.Bytes(), serde.Bytes()).ReadAll()
+	if err != nil || len(dead) != 1 || string(dead[0].Key) != "b1" || string(dead[0].Value) != "refused:1" {
+		t.Fatalf("dead letters %v (%v), want b1's input record", dead, err)
+	}
+	reasons = map[string]string{}
+	for _, h := range dead[0].Headers {
+		reasons[h.Key] = string(h.Value)
+	}
+	if reasons[eddy.HeaderDLQStage] != "produce" || !strings.Contains(reasons[eddy.HeaderDLQError], `sink "files" refused the record: the value breaks the sink's constraint`) {
+		t.Errorf("dead letter headers %v", reasons)
 	}
 
 	// Unavailable: the sink's directory is gone, so the prepare fails:
@@ -61,6 +84,34 @@ func TestTransactionalSinkErrors(t *testing.T) {
 	}
 	if dead, _ := eddytest.Output(d, eddy.DeadLetterTopic("in"), serde.Bytes(), serde.Bytes()).ReadAll(); len(dead) != 0 {
 		t.Errorf("%d more dead letters, want none", len(dead))
+	}
+}
+
+// TestTransactionalSinkRefusalFails: under the fail policy, a write the
+// sink refuses at prepare fails the transaction with an error naming the
+// input record and the policy, and the sink's prepared transaction is
+// rolled back with it: nothing of that transaction is committed.
+func TestTransactionalSinkRefusalFails(t *testing.T) {
+	dir := t.TempDir()
+	topo := eddy.NewTopology()
+	eddy.ToTransactional(eddy.Source(topo, "in", serde.String(), serde.String()), "files", openFileSink(dir))
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "tx"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src := eddytest.Input(d, "in", serde.String(), serde.String())
+	err = d.Transaction(func() error {
+		if err := src.Pipe("a", "fine", 1); err != nil {
+			return err
+		}
+		return src.Pipe("b", "refused:x", 2)
+	})
+	if err == nil || !strings.Contains(err.Error(), "in/0@1") || !strings.Contains(err.Error(), "OnProduceError") {
+		t.Errorf("transaction with a refused write: %v, want the fail policy's error naming in/0@1", err)
+	}
+	if seen, prepared := readFileSink(t, dir); len(seen) != 0 || prepared != 0 {
+		t.Errorf("committed %v, %d prepared; want nothing", seen, prepared)
 	}
 }
 
@@ -99,5 +150,58 @@ func TestTransactionalSinkBesideSuppress(t *testing.T) {
 	seen, prepared := readFileSink(t, dir)
 	if prepared != 0 || seen["a=1"] != 1 || seen["b=1"] != 1 || seen["c=1"] != 1 {
 		t.Errorf("committed %v, %d prepared left; want a, b and c committed once (d is still held)", seen, prepared)
+	}
+}
+
+// TestTransactionalSinkRefusesHeldUpdate: a write the sink refuses at
+// prepare that came out of a table cache (a table update held until the
+// commit) has no input record of its own: the transaction is processed
+// again with the caches off, and the policy then meets the input record
+// behind the refused write, dead-lettered whole (key and value).
+func TestTransactionalSinkRefusesHeldUpdate(t *testing.T) {
+	addr := startBroker(t)
+	createTopics(t, addr, 1, "held-in")
+	dir := t.TempDir()
+	topo := eddy.NewTopology()
+	latest := eddy.Reduce(eddy.GroupByKey(eddy.Source(topo, "held-in", serde.String(), serde.String()), serde.String()),
+		"latest", func(_, v string) string { return v }, serde.String())
+	eddy.ToTransactional(eddy.ToStream(latest), "files", openFileSink(dir))
+	var recs []*kgo.Record
+	for i := range 20 {
+		v := fmt.Sprint("v", i)
+		if i == 13 {
+			v = "refused:13"
+		}
+		recs = append(recs, srec(fmt.Sprint("k", i), v))
+	}
+	produce(t, addr, "held-in", recs...)
+	cfg := config(t, addr)
+	cfg.OnProduceError = eddy.DeadLetter
+	app := run(t, topo, cfg)
+	dead := waitRecords(t, addr, eddy.DeadLetterTopic("held-in"), 1, app)
+	if len(dead) != 1 || string(dead[0].Key) != "k13" || string(dead[0].Value) != "refused:13" {
+		t.Fatalf("dead letters %v, want k13's input record", dead)
+	}
+	if stage, _ := header(dead[0], eddy.HeaderDLQStage); stage != "produce" {
+		t.Errorf("dead letter stage %q, want produce", stage)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		seen, prepared := readFileSink(t, dir)
+		if len(seen) == 19 && prepared == 0 {
+			for k, n := range seen {
+				if n != 1 || strings.HasPrefix(k, "k13=") {
+					t.Errorf("committed %s %d times", k, n)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committed %v, %d prepared; want the 19 other keys once each", seen, prepared)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := app.stop(t); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -257,14 +257,11 @@ func (d *Driver) commit(err error) error {
 	}
 	if err != nil {
 		d.run.Rollback()
-		for _, q := range d.step {
-			q.rollback()
-			q.inStep = false
-		}
-		d.step = d.step[:0]
+		d.rollbackStep()
 		return err
 	}
 	if err := d.run.Commit(0); err != nil {
+		d.rollbackStep() // the step's outputs are not committed
 		return fmt.Errorf("eddytest: %w", err)
 	}
 	for _, q := range d.step {
@@ -284,6 +281,15 @@ func (d *Driver) commit(err error) error {
 	}
 	d.step = d.step[:0]
 	return nil
+}
+
+// rollbackStep drops the records the step wrote.
+func (d *Driver) rollbackStep() {
+	for _, q := range d.step {
+		q.rollback()
+		q.inStep = false
+	}
+	d.step = d.step[:0]
 }
 
 // readOutput removes and returns the oldest unread record of topic.

@@ -185,15 +185,17 @@ func (s *cycleSink[K, V]) Write(r eddy.Record[K, V]) error {
 	return nil
 }
 
-var errFenced = errors.New("fenced: a newer owner of the task raised its epoch")
-
-func (s *cycleSink[K, V]) Prepare() ([]byte, error) {
+func (s *cycleSink[K, V]) Prepare() ([]byte, []eddy.Refusal, error) {
 	if len(s.rows) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	s.seq++
 	gid := s.gidPrefix() + strconv.FormatInt(s.epoch, 10) + ":" + strconv.FormatInt(s.seq, 10)
 	ctx := context.Background()
+	// refused is set just before PREPARE TRANSACTION is sent: if its
+	// answer is lost, the next attempt finds the transaction prepared
+	// with what this one refused.
+	var refused []eddy.Refusal
 	err := s.db.do(ctx, "prepare", func(ctx context.Context, conn *pgx.Conn) error {
 		// Redone after a lost answer, the transaction may be prepared
 		// already: writing its rows again would wait for its locks.
@@ -219,10 +221,17 @@ func (s *cycleSink[K, V]) Prepare() ([]byte, error) {
 			return err
 		}
 		if epoch != s.epoch {
-			return permanent{fmt.Errorf("%w (epoch %d, ours %d)", errFenced, epoch, s.epoch)}
+			return permanent{fmt.Errorf("eddy: pgsink: task %s: %w (its epoch is %d, ours %d)", s.task.Task, eddy.ErrSinkFenced, epoch, s.epoch)}
 		}
-		if err := s.writer.Write(ctx, tx, s.rows); err != nil {
+		rowErrs, err := s.write(ctx, tx)
+		if err != nil {
 			return err
+		}
+		refused = refused[:0]
+		for i, e := range rowErrs {
+			if e != nil {
+				refused = append(refused, eddy.Refusal{Write: i, Err: e})
+			}
 		}
 		_, err = tx.Exec(ctx, "PREPARE TRANSACTION "+quoteLiteral(gid))
 		if isDuplicateObject(err) {
@@ -231,10 +240,27 @@ func (s *cycleSink[K, V]) Prepare() ([]byte, error) {
 		return err
 	})
 	if err != nil {
-		return nil, wrapUnavailable(err)
+		return nil, nil, wrapUnavailable(err)
 	}
 	s.rows = s.rows[:0]
-	return []byte(gid), nil
+	return []byte(gid), refused, nil
+}
+
+// write writes the rows in tx. If the table refuses some (a value its
+// column's type refuses, a constraint), it writes them again one by one
+// to find which: rowErrs then holds, per row, nil or why it was refused.
+func (s *cycleSink[K, V]) write(ctx context.Context, tx pgx.Tx) (rowErrs []error, err error) {
+	if _, err := tx.Exec(ctx, "SAVEPOINT eddy_rows"); err != nil {
+		return nil, err
+	}
+	err = s.writer.Write(ctx, tx, s.rows)
+	if err == nil || !IsRowError(err) {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT eddy_rows"); err != nil {
+		return nil, err
+	}
+	return s.writer.WriteEach(ctx, tx, s.rows)
 }
 
 func (s *cycleSink[K, V]) Commit(token []byte) error {
@@ -273,7 +299,7 @@ func (s *cycleSink[K, V]) Close() error {
 // wrapUnavailable marks the database's failures as not the records'
 // (eddy.ErrSinkUnavailable): a row's fault (IsRowError) is left as it is.
 func wrapUnavailable(err error) error {
-	if err == nil || IsRowError(err) {
+	if err == nil || IsRowError(err) || errors.Is(err, eddy.ErrSinkFenced) {
 		return err
 	}
 	return unavailable{err}

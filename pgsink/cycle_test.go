@@ -40,15 +40,24 @@ func preparedGIDs(t *testing.T, conn *pgx.Conn) []string {
 
 // TestToInTheCycle: records piped in one eddy transaction reach the
 // table in one PostgreSQL transaction, prepared then committed; a record
-// its Rows refuses is dead-lettered (the produce-error policy); nothing
-// stays prepared.
+// its Rows refuses, and one whose row the table refuses at prepare (a
+// column it lacks, a CHECK constraint) are dead-lettered with the reason
+// (the produce-error policy) in that same transaction, and the other rows
+// are written; nothing stays prepared.
 func TestToInTheCycle(t *testing.T) {
 	c := pgtest.Start(t)
 	conn := connect(t, c.DSN())
-	exec(t, conn, `CREATE TABLE balances (account text PRIMARY KEY, balance bigint NOT NULL)`)
+	exec(t, conn, `CREATE TABLE balances (account text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))`)
+	rows := func(r eddy.Record[string, int64]) (Row, error) {
+		row, err := balanceRow(r)
+		if r.Key == "nick" {
+			row.Values["nickname"] = "no such column"
+		}
+		return row, err
+	}
 	topo := eddy.NewTopology()
 	in := eddy.Source(topo, "balances", serde.String(), serde.Int64())
-	To(in, "pg", CycleConfig[string, int64]{DSN: c.DSN(), Table: Table{Name: "balances", Key: []string{"account"}}, Rows: balanceRow, Logger: quiet()})
+	To(in, "pg", CycleConfig[string, int64]{DSN: c.DSN(), Table: Table{Name: "balances", Key: []string{"account"}}, Rows: rows, Logger: quiet()})
 	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "cycle", OnProduceError: eddy.DeadLetter}})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +68,7 @@ func TestToInTheCycle(t *testing.T) {
 		for i, kv := range []struct {
 			k string
 			v int64
-		}{{"a", 1}, {"b", 2}, {"", 9}, {"a", 3}} {
+		}{{"a", 1}, {"b", 2}, {"", 9}, {"a", 3}, {"c", -5}, {"nick", 7}, {"d", 4}} {
 			if err := src.Pipe(kv.k, kv.v, int64(i)); err != nil {
 				return err
 			}
@@ -69,12 +78,28 @@ func TestToInTheCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(dump(t, conn, "balances", "account"), " "), "account=a,balance=3 account=b,balance=2"; got != want {
+	if got, want := strings.Join(dump(t, conn, "balances", "account"), " "), "account=a,balance=3 account=b,balance=2 account=d,balance=4"; got != want {
 		t.Errorf("table %s, want %s", got, want)
 	}
-	dead, err := eddytest.Output(d, eddy.DeadLetterTopic("balances"), serde.Bytes(), serde.Bytes()).ReadAll()
-	if err != nil || len(dead) != 1 {
-		t.Errorf("dead letters %d (%v), want the record without an account", len(dead), err)
+	dead, err := eddytest.Output(d, eddy.DeadLetterTopic("balances"), serde.String(), serde.Bytes()).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, r := range dead {
+		for _, h := range r.Headers {
+			if h.Key == eddy.HeaderDLQError {
+				reasons[r.Key] = string(h.Value)
+			}
+		}
+	}
+	for key, want := range map[string]string{"": "no account", "c": "balances_balance_check", "nick": "nickname"} {
+		if !strings.Contains(reasons[key], want) {
+			t.Errorf("dead letter of %q: reason %q, want it to name %q", key, reasons[key], want)
+		}
+	}
+	if len(dead) != 3 {
+		t.Errorf("%d dead letters (%v), want 3", len(dead), reasons)
 	}
 	if gids := preparedGIDs(t, conn); len(gids) != 0 {
 		t.Errorf("prepared transactions left: %v", gids)
@@ -93,6 +118,16 @@ func put(t *testing.T, s *cycleSink[string, int64], account string, balance int6
 	}
 }
 
+// prepare prepares s's open transaction, which must refuse no row.
+func prepare(t *testing.T, s *cycleSink[string, int64]) []byte {
+	t.Helper()
+	token, refused, err := s.Prepare()
+	if err != nil || len(refused) != 0 {
+		t.Fatalf("prepare: %v, refused %v", err, refused)
+	}
+	return token
+}
+
 // TestToRecoverAndFence: the two crash windows and a zombie. A task's
 // transaction prepared and named by the committed changelog is committed
 // by the next owner's Recover; one the changelog does not name (its
@@ -109,24 +144,15 @@ func TestToRecoverAndFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(t, old, "a", 1)
-	committedGID, err := old.Prepare() // its Kafka transaction commits; the owner dies before COMMIT PREPARED
-	if err != nil {
-		t.Fatal(err)
-	}
+	committedGID := prepare(t, old) // its Kafka transaction commits; the owner dies before COMMIT PREPARED
 	put(t, old, "b", 2)
-	abortedGID, err := old.Prepare() // its Kafka transaction never commits
-	if err != nil {
-		t.Fatal(err)
-	}
+	abortedGID := prepare(t, old) // its Kafka transaction never commits
 	other := newCycleSink(c, "0_2")
 	if err := other.Recover(nil); err != nil {
 		t.Fatal(err)
 	}
 	put(t, other, "z", 26)
-	otherGID, err := other.Prepare()
-	if err != nil {
-		t.Fatal(err)
-	}
+	otherGID := prepare(t, other)
 	if got := preparedGIDs(t, conn); len(got) != 3 {
 		t.Fatalf("prepared %v, want 3", got)
 	}
@@ -142,14 +168,11 @@ func TestToRecoverAndFence(t *testing.T) {
 		t.Errorf("prepared after recovery %v, want only task 0_2's %s (not %s)", got, otherGID, abortedGID)
 	}
 	put(t, old, "c", 3)
-	if _, err := old.Prepare(); !errors.Is(err, errFenced) || !errors.Is(err, eddy.ErrSinkUnavailable) {
-		t.Errorf("the old owner's prepare: %v, want fenced (and not the record's fault)", err)
+	if _, _, err := old.Prepare(); !errors.Is(err, eddy.ErrSinkFenced) || errors.Is(err, eddy.ErrSinkUnavailable) || IsRowError(err) {
+		t.Errorf("the old owner's prepare: %v, want fenced (neither the database's nor the record's fault)", err)
 	}
 	put(t, next, "d", 4)
-	gid, err := next.Prepare()
-	if err != nil {
-		t.Fatal(err)
-	}
+	gid := prepare(t, next)
 	if err := next.Commit(gid); err != nil {
 		t.Fatal(err)
 	}

@@ -268,7 +268,8 @@ func (p *InProcess) Flush() error {
 
 // Commit flushes (Flush), then commits every task: its writes, stream time
 // and, with Options.Input, inputNext as the input position its state
-// reflects. A failed commit may leave some tasks committed and others not.
+// reflects. A failed prepare of a transactional sink rolls every task
+// back; a failure after it may leave some tasks committed and others not.
 func (p *InProcess) Commit(inputNext int64) error {
 	if err := p.Flush(); err != nil {
 		return err
@@ -276,6 +277,9 @@ func (p *InProcess) Commit(inputNext int64) error {
 	for _, t := range p.tasks {
 		if c, ok := t.Proc.(TaskCommitter); ok {
 			if err := c.Prepare(); err != nil {
+				// Nothing is committed yet: everything rolls back, as
+				// the worker aborts the Kafka transaction.
+				p.Rollback()
 				return fmt.Errorf("eddy: task %s: %w", t.ID(), err)
 			}
 		}

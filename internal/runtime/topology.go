@@ -5,6 +5,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -128,12 +129,21 @@ type TaskFlusher interface {
 // before the rollback's Discard, when ending the Kafka transaction failed
 // and whether it committed is unknown: the prepared transaction must then
 // be neither committed nor rolled back, but left to the task's next open,
-// which reads the outcome from the changelog.
+// which reads the outcome from the changelog. A Prepare error that wraps
+// ErrTaskFenced ends the session instead of stopping the app.
 type TaskCommitter interface {
 	Prepare() error
 	Committed() error
 	Uncertain()
 }
+
+// ErrTaskFenced is wrapped by a TaskCommitter's error when the system
+// outside Kafka says a newer owner has the task (an epoch raised past the
+// task's): this instance lost the task while it was frozen or cut off, as
+// a zombie does. The transaction aborts and the session ends; the new
+// session rejoins the group and opens whichever tasks it is given again,
+// as after Kafka fences a producer. Nothing is the record's fault.
+var ErrTaskFenced = errors.New("a newer owner of the task fenced it")
 
 // TaskContext is what a task's processors may use of the runtime while a
 // record is processed.

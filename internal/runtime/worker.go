@@ -519,6 +519,7 @@ func (w *worker) commit() error {
 	// transaction reached them; their tokens go in the changelog.
 	if err := w.prepareSinks(tasks); err != nil {
 		w.abort()
+		w.suspendTableCache(err)
 		return err
 	}
 	ctx, cancel := w.endContext()
@@ -654,7 +655,13 @@ func (w *worker) prepareSinks(tasks []*task) error {
 			continue
 		}
 		if err := c.Prepare(); err != nil {
-			return permanent(fmt.Errorf("eddy: task %s: %w", t.id, err))
+			err = fmt.Errorf("eddy: task %s: %w", t.id, err)
+			if errors.Is(err, ErrTaskFenced) || errors.Is(err, ErrHeldUpdate) {
+				// A zombie: a new session rejoins. A held update
+				// refused: processed again, uncached.
+				return err
+			}
+			return permanent(err)
 		}
 		if t.buf.Len() > 0 {
 			t.dirty = true
