@@ -327,6 +327,17 @@ func (b *taskBuild) Committed() error {
 	return errors.Join(errs...)
 }
 
+// Pending reports whether a transactional sink holds writes not yet
+// prepared (runtime.TaskCommitter).
+func (b *taskBuild) Pending() bool {
+	for _, p := range b.transactional {
+		if p.open {
+			return true
+		}
+	}
+	return false
+}
+
 // Uncertain leaves the sinks' prepared transactions to the next open
 // (runtime.TaskCommitter).
 func (b *taskBuild) Uncertain() {

@@ -205,3 +205,59 @@ func TestTransactionalSinkRefusesHeldUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// sinkTicker forwards its input and, from a wall-clock punctuator every 50 ms
+// once it saw a record, a tick of its own.
+type sinkTicker struct {
+	ctx   *eddy.ProcessorContext[string, string]
+	ticks int
+	seen  bool
+}
+
+func (p *sinkTicker) Init(ctx *eddy.ProcessorContext[string, string]) error {
+	p.ctx = ctx
+	_, err := ctx.Schedule(50*time.Millisecond, eddy.WallClockTime, func(ts int64) error {
+		if !p.seen {
+			return nil
+		}
+		p.ticks++
+		return ctx.Forward(eddy.Record[string, string]{Key: "tick", Value: fmt.Sprint(p.ticks), Timestamp: ts})
+	})
+	return err
+}
+
+func (p *sinkTicker) Process(r eddy.Record[string, string]) error {
+	p.seen = true
+	return p.ctx.Forward(r)
+}
+
+func (p *sinkTicker) Close() error { return nil }
+
+// TestTransactionalSinkPunctuatorWrites: what a wall-clock punctuator
+// writes to the sink, in transactions without any input record, is
+// prepared and committed with them, not held until more input comes.
+func TestTransactionalSinkPunctuatorWrites(t *testing.T) {
+	addr := startBroker(t)
+	createTopics(t, addr, 1, "tick-in")
+	dir := t.TempDir()
+	topo := eddy.NewTopology()
+	ticks := eddy.Process(eddy.Source(topo, "tick-in", serde.String(), serde.String()), "sinkTicker",
+		func() eddy.Processor[string, string, string, string] { return &sinkTicker{} })
+	eddy.ToTransactional(ticks, "files", openFileSink(dir))
+	produce(t, addr, "tick-in", srec("a", "only input"))
+	app := run(t, topo, config(t, addr))
+	deadline := time.Now().Add(time.Minute)
+	for {
+		seen, _ := readFileSink(t, dir)
+		if seen["a=only input"] == 1 && seen["tick=3"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committed %v; want the input and at least 3 ticks, with no more input", seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := app.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

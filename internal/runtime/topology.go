@@ -130,11 +130,15 @@ type TaskFlusher interface {
 // and whether it committed is unknown: the prepared transaction must then
 // be neither committed nor rolled back, but left to the task's next open,
 // which reads the outcome from the changelog. A Prepare error that wraps
-// ErrTaskFenced ends the session instead of stopping the app.
+// ErrTaskFenced ends the session instead of stopping the app. Pending
+// reports writes not yet prepared: a punctuator's writes to such a
+// system make the task dirty, so that they are committed with the
+// transaction that made them rather than wait for another.
 type TaskCommitter interface {
 	Prepare() error
 	Committed() error
 	Uncertain()
+	Pending() bool
 }
 
 // ErrTaskFenced is wrapped by a TaskCommitter's error when the system

@@ -733,7 +733,7 @@ func (w *worker) endEmpty() {
 // changelog and offsets record written) like a task that processed
 // records. Nothing else tells a write apart, so the buffer (writes and
 // range deletes), the worker's produced records and the stream time are
-// compared before and after.
+// compared before and after, and the transactional sinks asked.
 func (w *worker) punctuate(now time.Time) error {
 	w.lastPunctuate, w.wallClock = now, now.UnixMilli()
 	for _, t := range w.sortedTasks() {
@@ -752,12 +752,19 @@ func (w *worker) punctuate(now time.Time) error {
 			return permanent(fmt.Errorf("eddy: task %s: punctuate: %w", t.id, err))
 		}
 		t.flushMetrics(0, 0) // what punctuators produced
-		if t.dirty || w.produced.len() == produced && t.buf.Len() == 0 && t.streamTime == streamTime && !t.hasRanges() {
+		if t.dirty || w.produced.len() == produced && t.buf.Len() == 0 && t.streamTime == streamTime && !t.hasRanges() && !t.sinksPending() {
 			continue
 		}
 		t.dirty = true
 	}
 	return nil
+}
+
+// sinksPending reports whether the task's transactional sinks hold writes
+// not yet prepared (TaskCommitter).
+func (t *task) sinksPending() bool {
+	c, ok := t.proc.(TaskCommitter)
+	return ok && c.Pending()
 }
 
 // end ends the transaction. At least once, "commit" is a synchronous commit
