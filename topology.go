@@ -212,7 +212,11 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 		}
 		nodes := members[i]
 		subs[i].NewTask = func(tc runtime.TaskContext) (runtime.TaskProcessor, error) {
-			return newTaskBuild(tc, cfg, nodes)
+			b, err := newTaskBuild(tc, cfg, nodes)
+			if err != nil {
+				return nil, err // not a nil *taskBuild in an interface
+			}
+			return b, nil
 		}
 	}
 	rt := runtime.Topology{Subtopologies: subs, Globals: append([]runtime.GlobalStore(nil), t.globals...), Sinks: slices.Clone(t.sinks)}

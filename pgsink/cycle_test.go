@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/eddytest"
+	"github.com/eddy-streams/eddy/internal/testutil"
 	"github.com/eddy-streams/eddy/internal/testutil/pgtest"
 	"github.com/eddy-streams/eddy/serde"
 )
@@ -201,4 +203,81 @@ func TestToNeedsPreparedTransactions(t *testing.T) {
 		t.Fatalf("Recover = %v; want the max_prepared_transactions error", err)
 	}
 	t.Log(err)
+}
+
+// TestToDatabaseUnavailable: a database that cannot be reached, or that
+// refuses the sink's credentials, is retried (logged) for
+// CycleConfig.Timeout, then the task fails with an error wrapping
+// eddy.ErrSinkUnavailable; and a database killed in the middle of an eddy
+// transaction and started again takes the transaction's rows once, with
+// no record dead-lettered for either.
+func TestToDatabaseUnavailable(t *testing.T) {
+	c := pgtest.Start(t)
+	conn := connect(t, c.DSN())
+	exec(t, conn, `CREATE TABLE balances (account text PRIMARY KEY, balance bigint NOT NULL)`)
+	conn.Close(context.Background())
+	open := func(dsn string, logs io.Writer) (*eddytest.Driver, error) {
+		topo := eddy.NewTopology()
+		To(eddy.Source(topo, "balances", serde.String(), serde.Int64()), "pg", CycleConfig[string, int64]{DSN: dsn,
+			Table: Table{Name: "balances", Key: []string{"account"}}, Rows: balanceRow, Timeout: 2 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		return eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "cycle", OnProduceError: eddy.DeadLetter}})
+	}
+	for _, dsn := range []string{
+		"postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2",
+		strings.Replace(c.DSN(), "postgres@", "nosuchuser@", 1), // refused credentials
+	} {
+		logs := &testutil.LogBuffer{}
+		d, err := open(dsn, logs)
+		if err == nil {
+			d.Close()
+		}
+		if !errors.Is(err, eddy.ErrSinkUnavailable) || !strings.Contains(err.Error(), "the database failed for") {
+			t.Errorf("%s: open = %v, want the database's error after the bound, as ErrSinkUnavailable", dsn, err)
+		}
+		if !strings.Contains(logs.String(), "retrying") {
+			t.Errorf("%s: no retry logged:\n%s", dsn, logs)
+		}
+	}
+
+	logs := &testutil.LogBuffer{}
+	d, err := open(c.DSN(), logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src := eddytest.Input(d, "balances", serde.String(), serde.Int64())
+	restarted := make(chan error, 1)
+	err = d.Transaction(func() error {
+		if err := src.Pipe("a", 1, 1); err != nil {
+			return err
+		}
+		if err := c.Kill(); err != nil { // pg_ctl stop -m immediate
+			return err
+		}
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+			restarted <- c.Start()
+		}()
+		return src.Pipe("b", 2, 2) // the prepare, at the end, meets the database down
+	})
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("transaction across the database's restart: %v\n%s", err, logs)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Errorf("no retry logged:\n%s", logs)
+	}
+	conn = connect(t, c.DSN())
+	if got, want := strings.Join(dump(t, conn, "balances", "account"), " "), "account=a,balance=1 account=b,balance=2"; got != want {
+		t.Errorf("table %s, want %s", got, want)
+	}
+	if gids := preparedGIDs(t, conn); len(gids) != 0 {
+		t.Errorf("prepared transactions left: %v", gids)
+	}
+	if dead, _ := eddytest.Output(d, eddy.DeadLetterTopic("balances"), serde.Bytes(), serde.Bytes()).ReadAll(); len(dead) != 0 {
+		t.Errorf("%d dead letters, want none", len(dead))
+	}
 }
