@@ -1,0 +1,280 @@
+package pgsink
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/internal/testutil"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// Settings of the two exactly-once ways, chosen so that their transactions
+// are of comparable size: Run's defaults (a batch of at most 5000 records
+// or 200 ms, one transaction for all four partitions), and the app's
+// commit interval (each of its four tasks prepares one transaction per
+// commit). 200 ms is Run's batch wait; eddy's default, 100 ms, is measured
+// too. The benchmark reports the rows per transaction it finds
+// (append mode) so that the sizes can be compared rather than assumed.
+const (
+	benchBatchSize = 5000
+	benchBatchWait = 200 * time.Millisecond
+)
+
+var benchCommitIntervals = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}
+
+// BenchmarkSinkTwoPhaseVsOffsets measures the cost of the in-cycle sink's
+// two-phase commit against the sink from a topic's offsets in the
+// database, on the same work: 200,000 ledger balances (JSON, 10,000
+// accounts, record key the account) already in a 4-partition topic of
+// the embedded broker, mapped by JSONMapper("account") into the same
+// table definition (created afresh for each run) in PostgreSQL (fsync
+// on), in each mode:
+//
+//   - upsert: balances (account text PRIMARY KEY, …), the last balance of
+//     each account stays;
+//   - append: balance_log (no key), every balance a row;
+//   - delete: upsert with every 7th record a tombstone of its account
+//     (its own topic), so that batches mix upserts and deletes.
+//
+// Each is written by:
+//
+//   - offsets-in-db: pgsink.Run, exactly once (each batch one transaction
+//     with its partitions' offsets), batches of 5000 records or 200 ms;
+//   - two-phase/<interval>: an eddy app Source(topic) → To at eddy.ExactlyOnce
+//     with that CommitInterval: per task and commit one PREPARE
+//     TRANSACTION before the Kafka commit and one COMMIT PREPARED after;
+//   - at-least-once (upsert only): the loop of BenchmarkSink (poll up to
+//     5000 records, upsert them in one transaction, commit the offsets to
+//     Kafka), for the ratio.
+//
+// rows/s is records from the start (group join and, for the app, its
+// startup included) until every record's row is committed: Run's offsets
+// in the database, or the app's group offsets in Kafka and none of its
+// transactions left prepared (the rows are committed after the Kafka
+// commit); the table's content is then checked against what the records
+// make (not timed). rows/tx (append only) is records per transaction
+// that wrote rows, counted from the rows' distinct xmin. One pass (use
+// -benchtime 1x):
+//
+//	go test -run '^$' -bench BenchmarkSinkTwoPhaseVsOffsets -benchtime 1x ./pgsink
+func BenchmarkSinkTwoPhaseVsOffsets(b *testing.B) {
+	const records, accounts = 200000, 10000
+	const topic, delTopic = "bal-10000", "bal-10000-del"
+	e := newBenchEnv(b, topic, delTopic)
+	tombstone := func(i int) bool { return i%7 == 0 }
+	produceBalances(b, e.cl, topic, accounts, records, nil)
+	produceBalances(b, e.cl, delTopic, accounts, records, tombstone)
+
+	type way struct {
+		name     string
+		interval time.Duration // the app's CommitInterval; 0: not the app
+		loop     bool          // the at-least-once loop
+	}
+	ways := []way{{name: "offsets-in-db"}}
+	for _, iv := range benchCommitIntervals {
+		ways = append(ways, way{name: "two-phase/" + iv.String(), interval: iv})
+	}
+	run := 0
+	for _, m := range []struct {
+		name, topic, table, ddl string
+		mode                    Mode
+		want                    func(*testing.B, *pgx.Conn, string)
+	}{
+		{"upsert", topic, "balances", "(account text PRIMARY KEY, id text, amount bigint, seq bigint, balance bigint)", Upsert,
+			func(b *testing.B, c *pgx.Conn, t string) { checkLatest(b, c, t, accounts, records, nil) }},
+		{"append", topic, "balance_log", "(account text, id text, amount bigint, seq bigint, balance bigint)", Append,
+			func(b *testing.B, c *pgx.Conn, t string) { checkAll(b, c, t, accounts, records) }},
+		{"delete", delTopic, "balances", "(account text PRIMARY KEY, id text, amount bigint, seq bigint, balance bigint)", Upsert,
+			func(b *testing.B, c *pgx.Conn, t string) { checkLatest(b, c, t, accounts, records, tombstone) }},
+	} {
+		ws := ways
+		if m.name == "upsert" {
+			ws = append(ws, way{name: "at-least-once", loop: true})
+		}
+		for _, w := range ws {
+			b.Run(m.name+"/"+w.name, func(b *testing.B) {
+				for range b.N {
+					run++
+					exec(b, e.conn, "DROP TABLE IF EXISTS "+m.table)
+					exec(b, e.conn, "CREATE TABLE "+m.table+" "+m.ddl)
+					table := Table{Name: m.table, Key: []string{"account"}, Mode: m.mode}
+					id := fmt.Sprintf("bench-2pc-%d", run)
+					var elapsed time.Duration
+					switch {
+					case w.interval > 0:
+						elapsed = e.twoPhase(b, id, m.topic, table, w.interval, records)
+					case w.loop:
+						cfg := Config{Brokers: []string{e.broker.Addr()}, Topic: m.topic, Group: id, Table: table}
+						elapsed = atLeastOnce(b, e, cfg, records)
+					default:
+						elapsed = e.offsetsInDB(b, id, m.topic, table, records)
+					}
+					b.ReportMetric(float64(records)/elapsed.Seconds(), "rows/s")
+					m.want(b, e.conn, m.table)
+					if m.mode == Append {
+						var txs int
+						if err := e.conn.QueryRow(context.Background(), "SELECT count(DISTINCT xmin::text) FROM "+m.table).Scan(&txs); err != nil {
+							b.Fatal(err)
+						}
+						b.ReportMetric(float64(records)/float64(txs), "rows/tx")
+					}
+				}
+			})
+		}
+	}
+}
+
+// offsetsInDB runs Run (batches of benchBatchSize or benchBatchWait) as
+// group until its offsets in the database count records, and returns the
+// time it took.
+func (e *env) offsetsInDB(b *testing.B, group, topic string, table Table, records int) time.Duration {
+	cfg := Config{
+		Brokers: []string{e.broker.Addr()}, Topic: topic, Group: group, DSN: e.pg.DSN(), Table: table,
+		BatchSize: benchBatchSize, BatchWait: benchBatchWait,
+		Logger: slog.New(slog.NewTextHandler(&testutil.LogBuffer{}, nil)),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- Run(ctx, cfg) }()
+	e.waitWrittenB(b, group, int64(records), done)
+	elapsed := time.Since(start)
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatalf("Run: %v", err)
+	}
+	return elapsed
+}
+
+// twoPhase runs the app Source(topic) → To(table) at eddy.ExactlyOnce with
+// the given commit interval until its group's offsets in Kafka count
+// records and none of its transactions is left prepared, and returns the
+// time it took.
+func (e *env) twoPhase(b *testing.B, appID, topic string, table Table, interval time.Duration, records int) time.Duration {
+	logs := &testutil.LogBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	topo := eddy.NewTopology()
+	mp := JSONMapper("account")
+	To(eddy.Source(topo, topic, serde.Bytes(), serde.Bytes()), "pg", CycleConfig[[]byte, []byte]{
+		DSN: e.pg.DSN(), Table: table, Logger: log,
+		Rows: func(r eddy.Record[[]byte, []byte]) (Row, error) { return mp(r.Key, r.Value) },
+	})
+	cfg := eddy.Config{
+		AppID: appID, Brokers: []string{e.broker.Addr()}, StateDir: b.TempDir(),
+		Guarantee: eddy.ExactlyOnce, CommitInterval: interval,
+		// A record the sink refuses stops the app (the default is Fail):
+		// none may be lost from the count unnoticed.
+		Logger: log,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- eddy.Run(ctx, topo, cfg) }()
+	e.waitCommitted(b, appID, int64(records), done, logs)
+	elapsed := time.Since(start)
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatalf("eddy.Run: %v\n%s", err, logs)
+	}
+	return elapsed
+}
+
+// waitCommitted waits until the app's group offsets in Kafka add up to n
+// records (its last Kafka transaction committed) and no transaction of
+// the app is prepared in the database (the rows of every task's last
+// transaction committed after it), for at most 2 minutes.
+func (e *env) waitCommitted(b *testing.B, appID string, n int64, done <-chan error, logs fmt.Stringer) {
+	b.Helper()
+	ctx := context.Background()
+	adm := kadm.NewClient(e.cl)
+	deadline := time.Now().Add(2 * time.Minute)
+	var got, prepared int64
+	for time.Now().Before(deadline) {
+		got = 0
+		if offs, err := adm.FetchOffsets(ctx, appID); err == nil {
+			offs.Each(func(o kadm.OffsetResponse) {
+				if o.Err == nil && o.At > 0 {
+					got += o.At
+				}
+			})
+		}
+		if got == n {
+			err := e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, $1)`, "eddy:"+appID+":").Scan(&prepared)
+			if err == nil && prepared == 0 {
+				return
+			}
+		}
+		select {
+		case err := <-done:
+			b.Fatalf("the app stopped at %d of %d records: %v\n%s", got, n, err, logs)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	b.Fatalf("the app committed %d of %d records (%d transactions left prepared) in 2 minutes\n%s", got, n, prepared, logs)
+}
+
+// checkLatest checks that table holds, for each of accounts accounts, the
+// row of its last record (the balances 1..records, record i for account
+// i%accounts), or no row when that record is a tombstone.
+func checkLatest(b *testing.B, conn *pgx.Conn, table string, accounts, records int, tombstone func(int) bool) {
+	b.Helper()
+	want := map[string]int{} // account → seq of its row
+	for i := records - accounts + 1; i <= records; i++ {
+		if tombstone == nil || !tombstone(i) {
+			want[fmt.Sprintf("acct-%d", i%accounts)] = i
+		}
+	}
+	rows, err := conn.Query(context.Background(), "SELECT account, id, amount, seq, balance FROM "+table)
+	if err != nil {
+		b.Fatal(err)
+	}
+	type row struct {
+		account, id          string
+		amount, seq, balance int
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		return x, r.Scan(&x.account, &x.id, &x.amount, &x.seq, &x.balance)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bad []string
+	for _, r := range got {
+		seq, ok := want[r.account]
+		if !ok || r.seq != seq || r.id != fmt.Sprintf("p-%d", seq) || r.amount != seq%100 || r.balance != seq*7 {
+			bad = append(bad, fmt.Sprintf("%+v (want seq %d, row wanted: %v)", r, seq, ok))
+		}
+	}
+	if len(got) != len(want) || len(bad) > 0 {
+		if len(bad) > 5 {
+			bad = bad[:5]
+		}
+		b.Fatalf("%s holds %d rows, want %d; wrong rows (first 5): %s", table, len(got), len(want), strings.Join(bad, "; "))
+	}
+}
+
+// checkAll checks that table holds the row of each of the balances
+// 1..records exactly once, with its fields.
+func checkAll(b *testing.B, conn *pgx.Conn, table string, accounts, records int) {
+	b.Helper()
+	var n, distinct, wrong int
+	err := conn.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT seq),
+		count(*) FILTER (WHERE seq NOT BETWEEN 1 AND $1 OR id <> 'p-' || seq OR account <> 'acct-' || (seq % $2)
+			OR amount <> seq % 100 OR balance <> seq * 7)
+		FROM `+table, records, accounts).Scan(&n, &distinct, &wrong)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n != records || distinct != records || wrong != 0 {
+		b.Fatalf("%s holds %d rows (%d distinct balances, %d wrong), want each of the %d balances once", table, n, distinct, wrong, records)
+	}
+}
