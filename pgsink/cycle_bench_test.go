@@ -16,19 +16,36 @@ import (
 	"github.com/eddy-streams/eddy/serde"
 )
 
-// Settings of the two exactly-once ways, chosen so that their transactions
-// are of comparable size: Run's defaults (a batch of at most 5000 records
-// or 200 ms, one transaction for all four partitions), and the app's
-// commit interval (each of its four tasks prepares one transaction per
-// commit). 200 ms is Run's batch wait; eddy's default, 100 ms, is measured
-// too. The benchmark reports the rows per transaction it finds
-// (append mode) so that the sizes can be compared rather than assumed.
-const (
-	benchBatchSize = 5000
-	benchBatchWait = 200 * time.Millisecond
-)
+// benchWay is one way of writing the balances, with its batching.
+type benchWay struct {
+	name string
+	// batch is Run's BatchSize (its BatchWait stays 200 ms): one
+	// transaction holds the batch's rows of all four partitions.
+	batch int
+	// commitRecords and interval are the app's CommitRecords and
+	// CommitInterval: each of its four tasks prepares one transaction
+	// per Kafka transaction.
+	commitRecords int
+	interval      time.Duration
+	// loop is the at-least-once loop (polls of up to 5000 records).
+	loop bool
+}
 
-var benchCommitIntervals = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}
+// benchWays pair Run and the app at comparable transaction sizes (the
+// benchmark reports the rows per transaction it finds, append mode):
+// Run's default batches of 5000 against the app capped at 5000 records
+// per commit, with Run's 200 ms as its interval (a poll of the full topic
+// brings mostly one partition's records, so most commits have one task
+// with rows: about 4300 rows per prepared transaction, measured); and the
+// app's defaults (100 ms, at most 100,000 records per commit: on a topic
+// already full the cap ends each commit, about 22,000–25,000 rows per
+// prepared transaction) against Run with batches of 25,000.
+var benchWays = []benchWay{
+	{name: "offsets-in-db/batch-5000", batch: 5000},
+	{name: "two-phase/commit-5000", commitRecords: 5000, interval: 200 * time.Millisecond},
+	{name: "offsets-in-db/batch-25000", batch: 25000},
+	{name: "two-phase/default", commitRecords: 100000, interval: 100 * time.Millisecond},
+}
 
 // BenchmarkSinkTwoPhaseVsOffsets measures the cost of the in-cycle sink's
 // two-phase commit against the sink from a topic's offsets in the
@@ -46,14 +63,18 @@ var benchCommitIntervals = []time.Duration{100 * time.Millisecond, 200 * time.Mi
 //
 // Each is written by:
 //
-//   - offsets-in-db: pgsink.Run, exactly once (each batch one transaction
-//     with its partitions' offsets), batches of 5000 records or 200 ms;
-//   - two-phase/<interval>: an eddy app Source(topic) → To at eddy.ExactlyOnce
-//     with that CommitInterval: per task and commit one PREPARE
-//     TRANSACTION before the Kafka commit and one COMMIT PREPARED after;
-//   - at-least-once (upsert only): the loop of BenchmarkSink (poll up to
-//     5000 records, upsert them in one transaction, commit the offsets to
-//     Kafka), for the ratio.
+//   - offsets-in-db/batch-N: pgsink.Run, exactly once (each batch one
+//     transaction with its partitions' offsets), batches of N records or
+//     200 ms (5000 is Run's default);
+//   - two-phase/…: an eddy app Source(topic) → To at eddy.ExactlyOnce:
+//     per task and commit one PREPARE TRANSACTION before the Kafka commit
+//     and one COMMIT PREPARED after; commit-5000 caps a commit at 5000
+//     records (as Run's default batch), default is eddy's defaults
+//     (about 25,000 rows per prepared transaction here, as batch-25000;
+//     see benchWays);
+//   - at-least-once/poll-5000 (upsert only): the loop of BenchmarkSink
+//     (poll up to 5000 records, upsert them in one transaction, commit
+//     the offsets to Kafka), for the ratio.
 //
 // rows/s is records from the start (group join and, for the app, its
 // startup included) until every record's row is committed: Run's offsets
@@ -73,15 +94,6 @@ func BenchmarkSinkTwoPhaseVsOffsets(b *testing.B) {
 	produceBalances(b, e.cl, topic, accounts, records, nil)
 	produceBalances(b, e.cl, delTopic, accounts, records, tombstone)
 
-	type way struct {
-		name     string
-		interval time.Duration // the app's CommitInterval; 0: not the app
-		loop     bool          // the at-least-once loop
-	}
-	ways := []way{{name: "offsets-in-db"}}
-	for _, iv := range benchCommitIntervals {
-		ways = append(ways, way{name: "two-phase/" + iv.String(), interval: iv})
-	}
 	run := 0
 	for _, m := range []struct {
 		name, topic, table, ddl string
@@ -95,9 +107,9 @@ func BenchmarkSinkTwoPhaseVsOffsets(b *testing.B) {
 		{"delete", delTopic, "balances", "(account text PRIMARY KEY, id text, amount bigint, seq bigint, balance bigint)", Upsert,
 			func(b *testing.B, c *pgx.Conn, t string) { checkLatest(b, c, t, accounts, records, tombstone) }},
 	} {
-		ws := ways
+		ws := benchWays
 		if m.name == "upsert" {
-			ws = append(ws, way{name: "at-least-once", loop: true})
+			ws = append(ws[:len(ws):len(ws)], benchWay{name: "at-least-once/poll-5000", loop: true})
 		}
 		for _, w := range ws {
 			b.Run(m.name+"/"+w.name, func(b *testing.B) {
@@ -109,13 +121,13 @@ func BenchmarkSinkTwoPhaseVsOffsets(b *testing.B) {
 					id := fmt.Sprintf("bench-2pc-%d", run)
 					var elapsed time.Duration
 					switch {
-					case w.interval > 0:
-						elapsed = e.twoPhase(b, id, m.topic, table, w.interval, records)
+					case w.commitRecords > 0:
+						elapsed = e.twoPhase(b, id, m.topic, table, w, records)
 					case w.loop:
 						cfg := Config{Brokers: []string{e.broker.Addr()}, Topic: m.topic, Group: id, Table: table}
 						elapsed = atLeastOnce(b, e, cfg, records)
 					default:
-						elapsed = e.offsetsInDB(b, id, m.topic, table, records)
+						elapsed = e.offsetsInDB(b, id, m.topic, table, w.batch, records)
 					}
 					b.ReportMetric(float64(records)/elapsed.Seconds(), "rows/s")
 					m.want(b, e.conn, m.table)
@@ -132,13 +144,13 @@ func BenchmarkSinkTwoPhaseVsOffsets(b *testing.B) {
 	}
 }
 
-// offsetsInDB runs Run (batches of benchBatchSize or benchBatchWait) as
-// group until its offsets in the database count records, and returns the
-// time it took.
-func (e *env) offsetsInDB(b *testing.B, group, topic string, table Table, records int) time.Duration {
+// offsetsInDB runs Run (batches of batch records or 200 ms) as group
+// until its offsets in the database count records, and returns the time
+// it took.
+func (e *env) offsetsInDB(b *testing.B, group, topic string, table Table, batch, records int) time.Duration {
 	cfg := Config{
 		Brokers: []string{e.broker.Addr()}, Topic: topic, Group: group, DSN: e.pg.DSN(), Table: table,
-		BatchSize: benchBatchSize, BatchWait: benchBatchWait,
+		BatchSize: batch, BatchWait: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&testutil.LogBuffer{}, nil)),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -155,10 +167,10 @@ func (e *env) offsetsInDB(b *testing.B, group, topic string, table Table, record
 }
 
 // twoPhase runs the app Source(topic) → To(table) at eddy.ExactlyOnce with
-// the given commit interval until its group's offsets in Kafka count
+// w's CommitRecords and CommitInterval until its group's offsets in Kafka count
 // records and none of its transactions is left prepared, and returns the
 // time it took.
-func (e *env) twoPhase(b *testing.B, appID, topic string, table Table, interval time.Duration, records int) time.Duration {
+func (e *env) twoPhase(b *testing.B, appID, topic string, table Table, w benchWay, records int) time.Duration {
 	logs := &testutil.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	topo := eddy.NewTopology()
@@ -169,7 +181,7 @@ func (e *env) twoPhase(b *testing.B, appID, topic string, table Table, interval 
 	})
 	cfg := eddy.Config{
 		AppID: appID, Brokers: []string{e.broker.Addr()}, StateDir: b.TempDir(),
-		Guarantee: eddy.ExactlyOnce, CommitInterval: interval,
+		Guarantee: eddy.ExactlyOnce, CommitRecords: w.commitRecords, CommitInterval: w.interval,
 		// A record the sink refuses stops the app (the default is Fail):
 		// none may be lost from the count unnoticed.
 		Logger: log,
