@@ -148,28 +148,34 @@ func BenchmarkSinkTwoPhaseVsOffsets(b *testing.B) {
 // until its offsets in the database count records, and returns the time
 // it took.
 func (e *env) offsetsInDB(b *testing.B, group, topic string, table Table, batch, records int) time.Duration {
+	logs := &testutil.LogBuffer{}
 	cfg := Config{
 		Brokers: []string{e.broker.Addr()}, Topic: topic, Group: group, DSN: e.pg.DSN(), Table: table,
 		BatchSize: batch, BatchWait: 200 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(&testutil.LogBuffer{}, nil)),
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- Run(ctx, cfg) }()
-	e.waitWrittenB(b, group, int64(records), done)
+	waitBench(b, "Run", done, logs, func() (bool, string) {
+		var got int64
+		err := e.conn.QueryRow(context.Background(), "SELECT coalesce(sum(next_offset), 0) FROM "+OffsetsTable+" WHERE group_id = $1", group).Scan(&got)
+		return err == nil && got == int64(records), fmt.Sprintf("%d of %d records' offsets in the database (%v)", got, records, err)
+	})
 	elapsed := time.Since(start)
 	cancel()
 	if err := <-done; err != nil {
-		b.Fatalf("Run: %v", err)
+		b.Fatalf("Run: %v\n%s", err, logs)
 	}
 	return elapsed
 }
 
-// twoPhase runs the app Source(topic) → To(table) at eddy.ExactlyOnce with
-// w's CommitRecords and CommitInterval until its group's offsets in Kafka count
-// records and none of its transactions is left prepared, and returns the
-// time it took.
+// twoPhase runs the app Source(topic) → To(table) at eddy.ExactlyOnce
+// with w's CommitRecords and CommitInterval until its group's offsets in
+// Kafka count records (its last Kafka transaction committed) and none of
+// its transactions is prepared in the database (the rows of each task's
+// last transaction, committed after it), and returns the time it took.
 func (e *env) twoPhase(b *testing.B, appID, topic string, table Table, w benchWay, records int) time.Duration {
 	logs := &testutil.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -179,18 +185,35 @@ func (e *env) twoPhase(b *testing.B, appID, topic string, table Table, w benchWa
 		DSN: e.pg.DSN(), Table: table, Logger: log,
 		Rows: func(r eddy.Record[[]byte, []byte]) (Row, error) { return mp(r.Key, r.Value) },
 	})
+	// OnProduceError stays Fail: a record the sink refused would stop
+	// the app, not go missing from the count (Run's dead-lettered one
+	// would fail the content check).
 	cfg := eddy.Config{
 		AppID: appID, Brokers: []string{e.broker.Addr()}, StateDir: b.TempDir(),
 		Guarantee: eddy.ExactlyOnce, CommitRecords: w.commitRecords, CommitInterval: w.interval,
-		// A record the sink refuses stops the app (the default is Fail):
-		// none may be lost from the count unnoticed.
 		Logger: log,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- eddy.Run(ctx, topo, cfg) }()
-	e.waitCommitted(b, appID, int64(records), done, logs)
+	adm := kadm.NewClient(e.cl)
+	waitBench(b, "the app", done, logs, func() (bool, string) {
+		ctx := context.Background()
+		var got, prepared int64
+		offs, err := adm.FetchOffsets(ctx, appID)
+		if err == nil {
+			err = offs.Error()
+		}
+		offs.Each(func(o kadm.OffsetResponse) { got += max(o.At, 0) })
+		if err == nil && got == int64(records) {
+			err = e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, $1)`, "eddy:"+appID+":").Scan(&prepared)
+			if err == nil && prepared == 0 {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d of %d records' offsets in Kafka, %d transactions prepared (%v)", got, records, prepared, err)
+	})
 	elapsed := time.Since(start)
 	cancel()
 	if err := <-done; err != nil {
@@ -199,38 +222,26 @@ func (e *env) twoPhase(b *testing.B, appID, topic string, table Table, w benchWa
 	return elapsed
 }
 
-// waitCommitted waits until the app's group offsets in Kafka add up to n
-// records (its last Kafka transaction committed) and no transaction of
-// the app is prepared in the database (the rows of every task's last
-// transaction committed after it), for at most 2 minutes.
-func (e *env) waitCommitted(b *testing.B, appID string, n int64, done <-chan error, logs fmt.Stringer) {
+// waitBench polls done every 20 ms (both ways alike) until it reports
+// true, for at most 2 minutes; it fails b, saying where the writer got
+// to and what it logged, if the writer (who) stops first or the 2
+// minutes pass.
+func waitBench(b *testing.B, who string, stopped <-chan error, logs fmt.Stringer, done func() (bool, string)) {
 	b.Helper()
-	ctx := context.Background()
-	adm := kadm.NewClient(e.cl)
-	deadline := time.Now().Add(2 * time.Minute)
-	var got, prepared int64
-	for time.Now().Before(deadline) {
-		got = 0
-		if offs, err := adm.FetchOffsets(ctx, appID); err == nil {
-			offs.Each(func(o kadm.OffsetResponse) {
-				if o.Err == nil && o.At > 0 {
-					got += o.At
-				}
-			})
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		ok, where := done()
+		if ok {
+			return
 		}
-		if got == n {
-			err := e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, $1)`, "eddy:"+appID+":").Scan(&prepared)
-			if err == nil && prepared == 0 {
-				return
-			}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s did not finish in 2 minutes: %s\n%s", who, where, logs)
 		}
 		select {
-		case err := <-done:
-			b.Fatalf("the app stopped at %d of %d records: %v\n%s", got, n, err, logs)
+		case err := <-stopped:
+			b.Fatalf("%s stopped (%v) at %s\n%s", who, err, where, logs)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	b.Fatalf("the app committed %d of %d records (%d transactions left prepared) in 2 minutes\n%s", got, n, prepared, logs)
 }
 
 // checkLatest checks that table holds, for each of accounts accounts, the
