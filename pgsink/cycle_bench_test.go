@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +31,10 @@ type benchWay struct {
 	interval      time.Duration
 	// loop is the at-least-once loop (polls of up to 5000 records).
 	loop bool
+	// discard runs the app with a sink that maps the records as To does
+	// and discards the rows (no database): what of the app's time is its
+	// own (Kafka transactions, the sink's token in the changelog).
+	discard bool
 }
 
 // benchWays pair Run and the app at comparable transaction sizes (the
@@ -74,7 +80,12 @@ var benchWays = []benchWay{
 //     see benchWays);
 //   - at-least-once/poll-5000 (upsert only): the loop of BenchmarkSink
 //     (poll up to 5000 records, upsert them in one transaction, commit
-//     the offsets to Kafka), for the ratio.
+//     the offsets to Kafka), for the ratio;
+//   - app-without-db/… (upsert only, not a way of writing): the same app
+//     and settings as two-phase/…, its sink mapping the records and
+//     discarding the rows (a token per prepare, no database): the app's
+//     own share of the two-phase time, done when the app's offsets and
+//     the rows its sink committed both count every record.
 //
 // rows/s is records from the start (group join and, for the app, its
 // startup included) until every record's row is committed: Run's offsets
@@ -109,7 +120,9 @@ func BenchmarkSinkTwoPhaseVsOffsets(b *testing.B) {
 	} {
 		ws := benchWays
 		if m.name == "upsert" {
-			ws = append(ws[:len(ws):len(ws)], benchWay{name: "at-least-once/poll-5000", loop: true})
+			ws = append(ws[:len(ws):len(ws)], benchWay{name: "at-least-once/poll-5000", loop: true},
+				benchWay{name: "app-without-db/commit-5000", commitRecords: 5000, interval: 200 * time.Millisecond, discard: true},
+				benchWay{name: "app-without-db/default", commitRecords: 100000, interval: 100 * time.Millisecond, discard: true})
 		}
 		for _, w := range ws {
 			b.Run(m.name+"/"+w.name, func(b *testing.B) {
@@ -130,6 +143,9 @@ func BenchmarkSinkTwoPhaseVsOffsets(b *testing.B) {
 						elapsed = e.offsetsInDB(b, id, m.topic, table, w.batch, records)
 					}
 					b.ReportMetric(float64(records)/elapsed.Seconds(), "rows/s")
+					if w.discard {
+						continue // twoPhase counted the rows its sink committed
+					}
 					m.want(b, e.conn, m.table)
 					if m.mode == Append {
 						var txs int
@@ -181,10 +197,16 @@ func (e *env) twoPhase(b *testing.B, appID, topic string, table Table, w benchWa
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	topo := eddy.NewTopology()
 	mp := JSONMapper("account")
-	To(eddy.Source(topo, topic, serde.Bytes(), serde.Bytes()), "pg", CycleConfig[[]byte, []byte]{
-		DSN: e.pg.DSN(), Table: table, Logger: log,
-		Rows: func(r eddy.Record[[]byte, []byte]) (Row, error) { return mp(r.Key, r.Value) },
-	})
+	rows := func(r eddy.Record[[]byte, []byte]) (Row, error) { return mp(r.Key, r.Value) }
+	src := eddy.Source(topo, topic, serde.Bytes(), serde.Bytes())
+	var discarded atomic.Int64 // rows the discard sink committed
+	if w.discard {
+		eddy.ToTransactional(src, "discard", func(eddy.SinkTask) (eddy.TransactionalSink[[]byte, []byte], error) {
+			return &discardSink{rows: rows, committed: &discarded}, nil
+		})
+	} else {
+		To(src, "pg", CycleConfig[[]byte, []byte]{DSN: e.pg.DSN(), Table: table, Logger: log, Rows: rows})
+	}
 	// OnProduceError stays Fail: a record the sink refused would stop
 	// the app, not go missing from the count (Run's dead-lettered one
 	// would fail the content check).
@@ -206,6 +228,11 @@ func (e *env) twoPhase(b *testing.B, appID, topic string, table Table, w benchWa
 			err = offs.Error()
 		}
 		offs.Each(func(o kadm.OffsetResponse) { got += max(o.At, 0) })
+		if w.discard {
+			n := discarded.Load()
+			return err == nil && got == int64(records) && n == int64(records),
+				fmt.Sprintf("%d of %d records' offsets in Kafka, %d rows committed (%v)", got, records, n, err)
+		}
 		if err == nil && got == int64(records) {
 			err = e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, $1)`, "eddy:"+appID+":").Scan(&prepared)
 			if err == nil && prepared == 0 {
@@ -221,6 +248,53 @@ func (e *env) twoPhase(b *testing.B, appID, topic string, table Table, w benchWa
 	}
 	return elapsed
 }
+
+// discardSink maps each record to its row, as To does, and keeps only
+// their count: committed counts the rows of the transactions committed.
+type discardSink struct {
+	rows      func(eddy.Record[[]byte, []byte]) (Row, error)
+	committed *atomic.Int64
+	open      int64            // rows written since the last prepare
+	prepared  map[string]int64 // rows by token
+	seq       int
+}
+
+func (s *discardSink) Recover([]byte) error {
+	s.prepared = map[string]int64{}
+	return nil
+}
+
+func (s *discardSink) Write(r eddy.Record[[]byte, []byte]) error {
+	if _, err := s.rows(r); err != nil {
+		return err
+	}
+	s.open++
+	return nil
+}
+
+func (s *discardSink) Prepare() ([]byte, error) {
+	if s.open == 0 {
+		return nil, nil
+	}
+	s.seq++
+	token := strconv.Itoa(s.seq)
+	s.prepared[token], s.open = s.open, 0
+	return []byte(token), nil
+}
+
+func (s *discardSink) Commit(token []byte) error {
+	s.committed.Add(s.prepared[string(token)])
+	delete(s.prepared, string(token))
+	return nil
+}
+
+func (s *discardSink) Abort(token []byte) error {
+	s.open = 0
+	delete(s.prepared, string(token))
+	return nil
+}
+
+func (s *discardSink) Close() error { return nil }
 
 // waitBench polls done every 20 ms (both ways alike) until it reports
 // true, for at most 2 minutes; it fails b, saying where the writer got
