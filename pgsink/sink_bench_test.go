@@ -34,19 +34,7 @@ func BenchmarkSink(b *testing.B) {
 	}
 	// 10,000 accounts as eddy bench's ledger, 1000 as eddy demo's.
 	for _, accounts := range []int{10000, 1000} {
-		var recs []*kgo.Record
-		topic := "bal-" + strconv.Itoa(accounts)
-		for i := 1; i <= records; i++ {
-			acct := "acct-" + strconv.Itoa(i%accounts)
-			v := fmt.Sprintf(`{"id":"p-%d","account":%q,"amount":%d,"seq":%d,"balance":%d}`, i, acct, i%100, i, i*7)
-			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(acct), Value: []byte(v)})
-			if len(recs) == 10000 {
-				if err := e.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-					b.Fatal(err)
-				}
-				recs = recs[:0]
-			}
-		}
+		produceBalances(b, e.cl, "bal-"+strconv.Itoa(accounts), accounts, records, nil)
 	}
 	run := 0
 	for _, tc := range []struct {
@@ -84,6 +72,28 @@ func BenchmarkSink(b *testing.B) {
 					b.ReportMetric(float64(records)/elapsed.Seconds(), "rows/s")
 				}
 			})
+		}
+	}
+}
+
+// produceBalances writes the ledger's balances 1..records over accounts
+// accounts (record key: the account) to topic; the records for which
+// tombstone (when not nil) holds are tombstones of their account instead.
+func produceBalances(b testing.TB, cl *kgo.Client, topic string, accounts, records int, tombstone func(i int) bool) {
+	b.Helper()
+	var recs []*kgo.Record
+	for i := 1; i <= records; i++ {
+		acct := "acct-" + strconv.Itoa(i%accounts)
+		r := &kgo.Record{Topic: topic, Key: []byte(acct)}
+		if tombstone == nil || !tombstone(i) {
+			r.Value = []byte(fmt.Sprintf(`{"id":"p-%d","account":%q,"amount":%d,"seq":%d,"balance":%d}`, i, acct, i%100, i, i*7))
+		}
+		recs = append(recs, r)
+		if len(recs) == 10000 || i == records {
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				b.Fatal(err)
+			}
+			recs = recs[:0]
 		}
 	}
 }
