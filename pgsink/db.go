@@ -35,15 +35,18 @@ func (p permanent) Unwrap() error { return p.err }
 
 // retryable reports whether err is the database's passing trouble rather
 // than something a retry repeats: a row's fault (rowFault), an error of
-// the statement or schema (class 42: a table dropped under the sink) and
-// the sink's own permanent errors are not.
+// the statement or schema (class 42: a table dropped under the sink),
+// a cardinality violation (class 21: left after the Writer's
+// de-duplication, it comes from the schema, such as a trigger's
+// subquery, and would come again) and the sink's own permanent errors
+// are not.
 func retryable(err error) bool {
 	var p permanent
 	if errors.As(err, &p) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (rowFault(pe.Code) || strings.HasPrefix(pe.Code, "42")) {
+	if errors.As(err, &pe) && (rowFault(pe.Code) || strings.HasPrefix(pe.Code, "42") || strings.HasPrefix(pe.Code, "21")) {
 		return false
 	}
 	var re *RowError
