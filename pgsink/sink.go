@@ -25,6 +25,11 @@ import (
 // write and the epoch of the instance that owns the partition.
 const OffsetsTable = "eddy_sink_offsets"
 
+const createOffsetsTable = `CREATE TABLE IF NOT EXISTS ` + OffsetsTable + ` (
+	group_id text NOT NULL, topic text NOT NULL, partition int NOT NULL,
+	next_offset bigint NOT NULL, epoch bigint NOT NULL,
+	PRIMARY KEY (group_id, topic, partition))`
+
 // BadRecordPolicy is what the sink does with a record it cannot write: one
 // its Mapper refuses, that does not map to the table's columns, or that
 // PostgreSQL refuses (a constraint, a value its column does not read).
@@ -163,10 +168,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer s.claims.close()
 
 	err := s.main.do(ctx, "start", func(ctx context.Context, conn *pgx.Conn) error {
-		if err := createIfMissing(ctx, conn, OffsetsTable, `CREATE TABLE IF NOT EXISTS `+OffsetsTable+` (
-			group_id text NOT NULL, topic text NOT NULL, partition int NOT NULL,
-			next_offset bigint NOT NULL, epoch bigint NOT NULL,
-			PRIMARY KEY (group_id, topic, partition))`); err != nil {
+		if err := createIfMissing(ctx, conn, OffsetsTable, createOffsetsTable); err != nil {
 			return err
 		}
 		w, err := NewWriter(ctx, conn, cfg.Table)
