@@ -23,6 +23,10 @@ type db struct {
 	log     *slog.Logger
 	// setup runs on each new connection.
 	setup []string
+	// attemptAtLeast is how long one attempt may take at least, beyond
+	// the default (see attempt): the sink waits that long for the lock of
+	// a partition whose previous owner froze mid-transaction.
+	attemptAtLeast time.Duration
 	conn  *pgx.Conn
 }
 
@@ -75,6 +79,20 @@ func (d *db) connect(ctx context.Context) error {
 	return nil
 }
 
+// attempt is one run of f, on a connection opened if needed, within the
+// timeout (at least 30 s and attemptAtLeast: a short timeout means giving
+// up on the first failure, not cutting a unit of work short).
+func (d *db) attempt(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
+	actx, cancel := context.WithTimeout(ctx, max(d.timeout, 30*time.Second, d.attemptAtLeast))
+	defer cancel()
+	if d.conn == nil || d.conn.IsClosed() {
+		if err := d.connect(actx); err != nil {
+			return err
+		}
+	}
+	return f(actx, d.conn)
+}
+
 func (d *db) close() {
 	if d.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -84,28 +102,32 @@ func (d *db) close() {
 	}
 }
 
+// do runs f, redoing it while the database fails, as db says. Each
+// attempt is bounded too (see attempt): a database that stops answering
+// without closing the connection (a host or network gone) fails the
+// attempt instead of hanging it, and the time it hung counts as failing.
 func (d *db) do(ctx context.Context, what string, f func(context.Context, *pgx.Conn) error) error {
 	var first time.Time
 	for fails := 0; ; fails++ {
-		var err error
-		if d.conn == nil || d.conn.IsClosed() {
-			err = d.connect(ctx)
-		}
+		start := time.Now()
+		err := d.attempt(ctx, f)
 		if err == nil {
-			if err = f(ctx, d.conn); err == nil {
-				return nil
-			}
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if !retryable(err) {
-			return err
+			var p permanent
+			if errors.As(err, &p) || strings.HasPrefix(err.Error(), "eddy: ") {
+				return err
+			}
+			return fmt.Errorf("eddy: pgsink: %s: %w", what, err)
 		}
 		// A failed connection may be left in an unknown state: start over.
 		d.close()
 		if first.IsZero() {
-			first = time.Now()
+			first = start
 		}
 		if waited := time.Since(first); waited >= d.timeout {
 			return fmt.Errorf("eddy: pgsink: %s: the database failed for %v (--db-timeout): %w", what, waited.Round(time.Second), err)

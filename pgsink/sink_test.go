@@ -238,7 +238,7 @@ func TestSinkClaimAndSkip(t *testing.T) {
 	for o := int64(3); o < 7; o++ {
 		recs = append(recs, &kgo.Record{Topic: "t", Partition: 0, Offset: o, Key: []byte(fmt.Sprintf("k%d", o)), Value: []byte(fmt.Sprintf(`{"v": %d}`, o))})
 	}
-	next, err := s.write(ctx, conn, s.prepare(recs, map[int32]int64{0: 4}))
+	next, err := s.write(ctx, conn, s.mapRecords(recs, map[int32]int64{0: 4}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,11 +52,9 @@ type Writer struct {
 
 // NewWriter validates t against the database (the table and every column
 // named exist, upsert has a unique key on its key columns) and returns a
-// Writer for it. q is a connection or a transaction.
-func NewWriter(ctx context.Context, q interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, t Table) (*Writer, error) {
+// Writer for it. q is what reads the catalog: a *pgx.Conn, a pgx.Tx or a
+// *pgxpool.Pool (anything with pgx's Query and QueryRow).
+func NewWriter(ctx context.Context, q queryer, t Table) (*Writer, error) {
 	name, cols, err := describe(ctx, q, t)
 	if err != nil {
 		return nil, err
@@ -175,13 +173,13 @@ func fnv(s string) uint32 {
 
 // RowError is a row's own fault: it does not map to the table's columns,
 // or PostgreSQL refused it (a constraint or a value its column's type does
-// not accept). Rows is the index of the row in the batch written.
+// not accept). Row is the index of the row in the batch written.
 type RowError struct {
 	Row int
 	Err error
 }
 
-func (e *RowError) Error() string { return fmt.Sprintf("row %d: %v", e.Row, e.Err) }
+func (e *RowError) Error() string { return fmt.Sprintf("eddy: pgsink: row %d: %v", e.Row, e.Err) }
 func (e *RowError) Unwrap() error { return e.Err }
 
 // IsRowError reports whether err is a row's fault rather than the
@@ -202,33 +200,33 @@ func IsRowError(err error) bool {
 // a retry repeats: data exceptions (class 22), integrity violations (23),
 // a value too large for an index (54000), and a trigger's RAISE (P0001).
 // Not 21000 (cardinality_violation): two rows of a batch that the table
-// sees as one key are de-duplicated by the Writer (writePrepared), and a
+// sees as one key are de-duplicated by the Writer (writeChecked), and a
 // batch redone row by row would only find each row good on its own.
 func rowFault(code string) bool {
 	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") ||
 		code == "54000" || code == "P0001"
 }
 
-// prepared is rows checked against the columns, as the text of each
+// checkedRows is rows checked against the columns, as the text of each
 // column's value (nil for NULL or a column not given), and whether each
 // is a delete.
-type prepared struct {
+type checkedRows struct {
 	texts [][]*string
 	del   []bool
 }
 
-func (p *prepared) add(texts []*string, del bool) {
+func (p *checkedRows) add(texts []*string, del bool) {
 	p.texts = append(p.texts, texts)
 	p.del = append(p.del, del)
 }
 
-func (p prepared) row(i int) prepared {
-	return prepared{texts: p.texts[i : i+1], del: p.del[i : i+1]}
+func (p checkedRows) row(i int) checkedRows {
+	return checkedRows{texts: p.texts[i : i+1], del: p.del[i : i+1]}
 }
 
-// rowTexts checks a row against the columns and returns its values' text
+// checkRow checks a row against the columns and returns its values' text
 // per column. Its errors are the row's fault.
-func (w *Writer) rowTexts(row Row) ([]*string, error) {
+func (w *Writer) checkRow(row Row) ([]*string, error) {
 	if row.Delete && w.table.Mode == Append {
 		return nil, errors.New("append mode: a tombstone has no row to delete")
 	}
@@ -258,12 +256,12 @@ func (w *Writer) rowTexts(row Row) ([]*string, error) {
 	return vals, nil
 }
 
-// prepare checks every row (rowTexts); the first bad one fails it with a
+// checkRows checks every row (checkRow); the first bad one fails it with a
 // RowError.
-func (w *Writer) prepare(rows []Row) (prepared, error) {
-	p := prepared{texts: make([][]*string, 0, len(rows)), del: make([]bool, 0, len(rows))}
+func (w *Writer) checkRows(rows []Row) (checkedRows, error) {
+	p := checkedRows{texts: make([][]*string, 0, len(rows)), del: make([]bool, 0, len(rows))}
 	for r, row := range rows {
-		t, err := w.rowTexts(row)
+		t, err := w.checkRow(row)
 		if err != nil {
 			return p, &RowError{Row: r, Err: err}
 		}
@@ -287,11 +285,11 @@ func (w *Writer) unknownFields(row Row) error {
 // error fails the whole batch (the transaction must then be rolled back,
 // or rolled back to a savepoint): WriteEach finds the rows at fault.
 func (w *Writer) Write(ctx context.Context, tx pgx.Tx, rows []Row) error {
-	p, err := w.prepare(rows)
+	p, err := w.checkRows(rows)
 	if err != nil {
 		return err
 	}
-	return w.writePrepared(ctx, tx, p)
+	return w.writeChecked(ctx, tx, p)
 }
 
 // lastPerKey is the indexes of the rows to write, in the batch's order: in
@@ -300,7 +298,7 @@ func (w *Writer) Write(ctx context.Context, tx pgx.Tx, rows []Row) error {
 // every row in Append mode. Keys equal as values but not as text (a uuid
 // in two cases, numeric 1 and 1.0, citext) are left to the database: see
 // writeByValue.
-func (w *Writer) lastPerKey(p prepared) []int {
+func (w *Writer) lastPerKey(p checkedRows) []int {
 	all := make([]int, 0, len(p.texts))
 	if w.table.Mode != Upsert {
 		for r := range p.texts {
@@ -327,7 +325,7 @@ func (w *Writer) lastPerKey(p prepared) []int {
 
 // columnArgs is the rows' values as the statements' parameters: one text
 // array per column in cols (the indexes in w.cols), of the rows picked.
-func (w *Writer) columnArgs(p prepared, rows []int, cols []int) []any {
+func (w *Writer) columnArgs(p checkedRows, rows []int, cols []int) []any {
 	args := make([]any, len(cols))
 	for j, i := range cols {
 		vals := make([]*string, len(rows))
@@ -339,7 +337,7 @@ func (w *Writer) columnArgs(p prepared, rows []int, cols []int) []any {
 	return args
 }
 
-func (w *Writer) writePrepared(ctx context.Context, tx pgx.Tx, p prepared) error {
+func (w *Writer) writeChecked(ctx context.Context, tx pgx.Tx, p checkedRows) error {
 	rows := w.lastPerKey(p)
 	var dels, ups []int
 	for _, r := range rows {
@@ -409,7 +407,7 @@ func isAffectedTwice(err error) bool {
 
 // insert writes the upsert rows with the fast statement (keys already
 // distinct as text).
-func (w *Writer) insert(ctx context.Context, tx pgx.Tx, p prepared, rows []int) error {
+func (w *Writer) insert(ctx context.Context, tx pgx.Tx, p checkedRows, rows []int) error {
 	all := make([]int, len(w.cols))
 	for i := range all {
 		all[i] = i
@@ -428,7 +426,7 @@ func (w *Writer) insert(ctx context.Context, tx pgx.Tx, p prepared, rows []int) 
 // keeps the last row of each key as PostgreSQL's equality of the key
 // columns' types sees them: DISTINCT ON the keys cast to their types,
 // latest first.
-func (w *Writer) writeByValue(ctx context.Context, tx pgx.Tx, p prepared, rows []int) error {
+func (w *Writer) writeByValue(ctx context.Context, tx pgx.Tx, p checkedRows, rows []int) error {
 	args := make([]any, len(w.cols)+1)
 	del := make([]bool, len(rows))
 	for n, r := range rows {
@@ -491,12 +489,12 @@ func (w *Writer) writeCopy(ctx context.Context, tx pgx.Tx, args []any, n int) er
 // err; tx must then be rolled back.
 func (w *Writer) WriteEach(ctx context.Context, tx pgx.Tx, rows []Row) (rowErrs []error, err error) {
 	rowErrs = make([]error, len(rows))
-	var p prepared
-	var at []int // index in rows of each prepared row
+	var p checkedRows
+	var at []int // index in rows of each checked row
 	for i, row := range rows {
-		t, err := w.rowTexts(row)
+		t, err := w.checkRow(row)
 		if err != nil {
-			rowErrs[i] = err
+			rowErrs[i] = &RowError{Row: i, Err: err}
 			continue
 		}
 		p.add(t, row.Delete)
@@ -512,13 +510,13 @@ func (w *Writer) WriteEach(ctx context.Context, tx pgx.Tx, rows []Row) (rowErrs 
 	return rowErrs, nil
 }
 
-func (w *Writer) writeEach(ctx context.Context, tx pgx.Tx, p prepared) ([]error, error) {
+func (w *Writer) writeEach(ctx context.Context, tx pgx.Tx, p checkedRows) ([]error, error) {
 	rowErrs := make([]error, len(p.texts))
 	for i := range p.texts {
 		if _, err := tx.Exec(ctx, "SAVEPOINT eddy_row"); err != nil {
 			return nil, fmt.Errorf("eddy: pgsink: savepoint: %w", err)
 		}
-		werr := w.writePrepared(ctx, tx, p.row(i))
+		werr := w.writeChecked(ctx, tx, p.row(i))
 		if werr == nil {
 			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT eddy_row"); err != nil {
 				return nil, fmt.Errorf("eddy: pgsink: savepoint: %w", err)
