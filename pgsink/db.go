@@ -27,7 +27,7 @@ type db struct {
 	// the default (see attempt): the sink waits that long for the lock of
 	// a partition whose previous owner froze mid-transaction.
 	attemptAtLeast time.Duration
-	conn  *pgx.Conn
+	conn           *pgx.Conn
 }
 
 // permanent marks an error that retrying cannot cure: do returns it at
