@@ -23,9 +23,9 @@ type db struct {
 	log     *slog.Logger
 	// setup runs on each new connection.
 	setup []string
-	// attemptAtLeast is how long one attempt may take at least, beyond
-	// the default (see attempt): the sink waits that long for the lock of
-	// a partition whose previous owner froze mid-transaction.
+	// attemptAtLeast is how long one attempt may take at least (default
+	// 30 s; see attempt): the sink sets it to wait for the lock of a
+	// partition whose previous owner froze mid-transaction.
 	attemptAtLeast time.Duration
 	conn           *pgx.Conn
 }
@@ -80,10 +80,14 @@ func (d *db) connect(ctx context.Context) error {
 }
 
 // attempt is one run of f, on a connection opened if needed, within the
-// timeout (at least 30 s and attemptAtLeast: a short timeout means giving
-// up on the first failure, not cutting a unit of work short).
+// timeout or attemptAtLeast, the longer (a short timeout means giving up
+// on the first failure, not cutting a unit of work short).
 func (d *db) attempt(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
-	actx, cancel := context.WithTimeout(ctx, max(d.timeout, 30*time.Second, d.attemptAtLeast))
+	bound := d.attemptAtLeast
+	if bound <= 0 {
+		bound = 30 * time.Second
+	}
+	actx, cancel := context.WithTimeout(ctx, max(d.timeout, bound))
 	defer cancel()
 	if d.conn == nil || d.conn.IsClosed() {
 		if err := d.connect(actx); err != nil {
