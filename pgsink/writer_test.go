@@ -98,8 +98,9 @@ var methods = []struct {
 }{{"unnest", viaUnnest}, {"copy", viaCopy}, {"byvalue", viaUnnestByValue}}
 
 // TestWriterUpsert: upserts insert then update by key; the same key twice
-// in a batch keeps the last; a tombstone deletes; a later batch's
-// tombstone after its upsert in the same batch wins, and the reverse.
+// in a batch keeps the last; a tombstone deletes; a tombstone after an
+// upsert of its key in the same batch wins, and the reverse; a batch of
+// tombstones only deletes.
 func TestWriterUpsert(t *testing.T) {
 	c := pgtest.Start(t)
 	conn := connect(t, c.DSN())
@@ -146,6 +147,15 @@ func TestWriterUpsert(t *testing.T) {
 			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("after batch 2:\n got %q\nwant %q", got, want)
+			}
+			// Tombstones only, one of a key with no row.
+			if err := write(t, conn, w, jsonRows(t, mp, "d", `<tombstone>`, "zz", `<tombstone>`, "d", `<tombstone>`)); err != nil {
+				t.Fatal(err)
+			}
+			got = dump(t, conn, table, "account")
+			want = want[:1]
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("after batch 3:\n got %q\nwant %q", got, want)
 			}
 		})
 	}
@@ -198,6 +208,45 @@ func TestWriterUpsertKeysEqualAsValues(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWriterKeysEqualAsValuesWithBadRow: a batch that holds one key twice
+// (as values) and a bad row fails as the bad row's fault, not as the
+// pair's, and WriteEach then blames only the bad row.
+func TestWriterKeysEqualAsValuesWithBadRow(t *testing.T) {
+	c := pgtest.Start(t)
+	conn := connect(t, c.DSN())
+	ctx := context.Background()
+	exec(t, conn, `CREATE TABLE ub (k uuid PRIMARY KEY, n int CHECK (n >= 0))`)
+	w, err := NewWriter(ctx, conn, Table{Name: "ub", Key: []string{"k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := jsonRows(t, JSONMapper("k"),
+		"A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", `{"n": 1}`,
+		"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `{"n": 2}`,
+		"b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `{"n": -1}`,
+	)
+	if err := write(t, conn, w, rows); !IsRowError(err) || !strings.Contains(err.Error(), "check constraint") {
+		t.Fatalf("Write = %v, want the check constraint's row error", err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := w.WriteEach(ctx, tx, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[1] != nil || errs[2] == nil {
+		t.Errorf("row errors %v, want only the last row's", errs)
+	}
+	if got := dump(t, conn, "ub", "k"); fmt.Sprint(got) != "[k=a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11,n=2]" {
+		t.Errorf("table = %q", got)
 	}
 }
 
