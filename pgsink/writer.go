@@ -337,6 +337,9 @@ func (w *Writer) columnArgs(p checkedRows, rows []int, cols []int) []any {
 	return args
 }
 
+// writeChecked writes checked rows in tx: the last row of each key (see
+// lastPerKey), deletes and upserts, with the fewest statements that keep
+// the batch's order of one key whatever its text.
 func (w *Writer) writeChecked(ctx context.Context, tx pgx.Tx, p checkedRows) error {
 	rows := w.lastPerKey(p)
 	var dels, ups []int
