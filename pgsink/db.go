@@ -23,7 +23,11 @@ type db struct {
 	log     *slog.Logger
 	// setup runs on each new connection.
 	setup []string
-	conn  *pgx.Conn
+	// attemptAtLeast is how long one attempt may take at least (default
+	// 30 s; see attempt): the sink sets it to wait for the lock of a
+	// partition whose previous owner froze mid-transaction.
+	attemptAtLeast time.Duration
+	conn           *pgx.Conn
 }
 
 // permanent marks an error that retrying cannot cure: do returns it at
@@ -35,15 +39,18 @@ func (p permanent) Unwrap() error { return p.err }
 
 // retryable reports whether err is the database's passing trouble rather
 // than something a retry repeats: a row's fault (rowFault), an error of
-// the statement or schema (class 42: a table dropped under the sink) and
-// the sink's own permanent errors are not.
+// the statement or schema (class 42: a table dropped under the sink),
+// a cardinality violation (class 21: left after the Writer's
+// de-duplication, it comes from the schema, such as a trigger's
+// subquery, and would come again) and the sink's own permanent errors
+// are not.
 func retryable(err error) bool {
 	var p permanent
 	if errors.As(err, &p) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (rowFault(pe.Code) || strings.HasPrefix(pe.Code, "42")) {
+	if errors.As(err, &pe) && (rowFault(pe.Code) || strings.HasPrefix(pe.Code, "42") || strings.HasPrefix(pe.Code, "21")) {
 		return false
 	}
 	var re *RowError
@@ -72,6 +79,24 @@ func (d *db) connect(ctx context.Context) error {
 	return nil
 }
 
+// attempt is one run of f, on a connection opened if needed, within the
+// timeout or attemptAtLeast, the longer (a short timeout means giving up
+// on the first failure, not cutting a unit of work short).
+func (d *db) attempt(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
+	bound := d.attemptAtLeast
+	if bound <= 0 {
+		bound = 30 * time.Second
+	}
+	actx, cancel := context.WithTimeout(ctx, max(d.timeout, bound))
+	defer cancel()
+	if d.conn == nil || d.conn.IsClosed() {
+		if err := d.connect(actx); err != nil {
+			return err
+		}
+	}
+	return f(actx, d.conn)
+}
+
 func (d *db) close() {
 	if d.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -81,28 +106,32 @@ func (d *db) close() {
 	}
 }
 
+// do runs f, redoing it while the database fails, as db says. Each
+// attempt is bounded too (see attempt): a database that stops answering
+// without closing the connection (a host or network gone) fails the
+// attempt instead of hanging it, and the time it hung counts as failing.
 func (d *db) do(ctx context.Context, what string, f func(context.Context, *pgx.Conn) error) error {
 	var first time.Time
 	for fails := 0; ; fails++ {
-		var err error
-		if d.conn == nil || d.conn.IsClosed() {
-			err = d.connect(ctx)
-		}
+		start := time.Now()
+		err := d.attempt(ctx, f)
 		if err == nil {
-			if err = f(ctx, d.conn); err == nil {
-				return nil
-			}
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if !retryable(err) {
-			return err
+			var p permanent
+			if errors.As(err, &p) || strings.HasPrefix(err.Error(), "eddy: ") {
+				return err
+			}
+			return fmt.Errorf("eddy: pgsink: %s: %w", what, err)
 		}
 		// A failed connection may be left in an unknown state: start over.
 		d.close()
 		if first.IsZero() {
-			first = time.Now()
+			first = start
 		}
 		if waited := time.Since(first); waited >= d.timeout {
 			return fmt.Errorf("eddy: pgsink: %s: the database failed for %v (--db-timeout): %w", what, waited.Round(time.Second), err)

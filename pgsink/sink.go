@@ -25,6 +25,11 @@ import (
 // write and the epoch of the instance that owns the partition.
 const OffsetsTable = "eddy_sink_offsets"
 
+const createOffsetsTable = `CREATE TABLE IF NOT EXISTS ` + OffsetsTable + ` (
+	group_id text NOT NULL, topic text NOT NULL, partition int NOT NULL,
+	next_offset bigint NOT NULL, epoch bigint NOT NULL,
+	PRIMARY KEY (group_id, topic, partition))`
+
 // BadRecordPolicy is what the sink does with a record it cannot write: one
 // its Mapper refuses, that does not map to the table's columns, or that
 // PostgreSQL refuses (a constraint, a value its column does not read).
@@ -157,16 +162,16 @@ func Run(ctx context.Context, cfg Config) error {
 		// locks: end it when the group would have moved its partitions.
 		fmt.Sprintf("SET idle_in_transaction_session_timeout = %d", cfg.SessionTimeout.Milliseconds()),
 	}
-	s.main = &db{dsn: cfg.DSN, timeout: cfg.DBTimeout, log: s.log, setup: setup}
-	s.claims = &db{dsn: cfg.DSN, timeout: cfg.DBTimeout, log: s.log, setup: setup}
+	// A claim, or a batch, waits for the offsets rows' locks that a
+	// frozen previous owner holds until the server ends its transaction.
+	wait := cfg.SessionTimeout + 10*time.Second
+	s.main = &db{dsn: cfg.DSN, timeout: cfg.DBTimeout, log: s.log, setup: setup, attemptAtLeast: wait}
+	s.claims = &db{dsn: cfg.DSN, timeout: cfg.DBTimeout, log: s.log, setup: setup, attemptAtLeast: wait}
 	defer s.main.close()
 	defer s.claims.close()
 
 	err := s.main.do(ctx, "start", func(ctx context.Context, conn *pgx.Conn) error {
-		if err := createIfMissing(ctx, conn, OffsetsTable, `CREATE TABLE IF NOT EXISTS `+OffsetsTable+` (
-			group_id text NOT NULL, topic text NOT NULL, partition int NOT NULL,
-			next_offset bigint NOT NULL, epoch bigint NOT NULL,
-			PRIMARY KEY (group_id, topic, partition))`); err != nil {
+		if err := createIfMissing(ctx, conn, OffsetsTable, createOffsetsTable); err != nil {
 			return err
 		}
 		w, err := NewWriter(ctx, conn, cfg.Table)
@@ -391,7 +396,7 @@ func (s *sink) loop(ctx context.Context) error {
 			}
 		}
 		if len(pending) > 0 && (len(pending) >= s.cfg.BatchSize || time.Since(started) >= s.cfg.BatchWait) {
-			j := s.prepare(pending, snap)
+			j := s.mapRecords(pending, snap)
 			if inflight {
 				inflight = false
 				if err := <-results; err != nil {
@@ -424,14 +429,14 @@ type item struct {
 	err   error
 }
 
-// prepare maps a batch's records to rows (Go's part of the work).
-func (s *sink) prepare(recs []*kgo.Record, snap map[int32]int64) job {
+// mapRecords maps a batch's records to rows (Go's part of the work).
+func (s *sink) mapRecords(recs []*kgo.Record, snap map[int32]int64) job {
 	j := job{items: make([]item, len(recs)), snap: snap}
 	for i, r := range recs {
 		it := item{r: r}
 		row, err := s.cfg.Mapper(r.Key, r.Value)
 		if err == nil {
-			it.texts, err = s.w.rowTexts(row)
+			it.texts, err = s.w.checkRow(row)
 			it.del = row.Delete
 		}
 		it.err = err
@@ -525,7 +530,7 @@ func (s *sink) write(ctx context.Context, conn *pgx.Conn, j job) (map[int32]int6
 		s.mu.Unlock()
 	}
 
-	var good prepared
+	var good checkedRows
 	var goodRecs []*kgo.Record
 	var bad []badRecord
 	next := map[int32]int64{}
@@ -554,7 +559,7 @@ func (s *sink) write(ctx context.Context, conn *pgx.Conn, j job) (map[int32]int6
 		if _, err := tx.Exec(ctx, "SAVEPOINT eddy_batch"); err != nil {
 			return nil, err
 		}
-		err := s.w.writePrepared(ctx, tx, good)
+		err := s.w.writeChecked(ctx, tx, good)
 		if err != nil && !IsRowError(err) {
 			return nil, err
 		}

@@ -26,6 +26,11 @@ const (
 	// from it with INSERT … SELECT … ON CONFLICT. Measured slower than
 	// viaUnnest here (BENCHMARKS.md), kept for the benchmark.
 	viaCopy
+	// viaUnnestByValue writes every upsert batch with the statement that
+	// de-duplicates keys in the database (writeByValue), which is
+	// otherwise only used when it is needed: for the tests and the
+	// benchmark.
+	viaUnnestByValue
 )
 
 // Writer writes batches of rows into one table, inside a transaction its
@@ -40,17 +45,16 @@ type Writer struct {
 	method method
 
 	upsertSQL, deleteSQL string
+	byValueSQL           string // Upsert: see writeByValue
 	stage                string // the viaCopy temporary table
 	stageSQL, copySQL    string
 }
 
 // NewWriter validates t against the database (the table and every column
 // named exist, upsert has a unique key on its key columns) and returns a
-// Writer for it. q is a connection or a transaction.
-func NewWriter(ctx context.Context, q interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, t Table) (*Writer, error) {
+// Writer for it. q is what reads the catalog: a *pgx.Conn, a pgx.Tx or a
+// *pgxpool.Pool (anything with pgx's Query and QueryRow).
+func NewWriter(ctx context.Context, q queryer, t Table) (*Writer, error) {
 	name, cols, err := describe(ctx, q, t)
 	if err != nil {
 		return nil, err
@@ -113,6 +117,10 @@ func (w *Writer) build() {
 			w.name, strings.Join(dparams, ", "), strings.Join(daliases, ", "), strings.Join(conds, " AND "))
 	}
 
+	if w.table.Mode == Upsert {
+		w.byValueSQL = w.byValue(conflict)
+	}
+
 	w.stage = "eddy_stage_" + fmt.Sprintf("%x", fnv(w.name))
 	var stageCols []string
 	for _, a := range aliases {
@@ -121,6 +129,38 @@ func (w *Writer) build() {
 	w.stageSQL = fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS", w.stage, strings.Join(stageCols, ", "))
 	w.copySQL = fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s AS s%s",
 		w.name, strings.Join(names, ", "), strings.Join(casts, ", "), w.stage, conflict)
+}
+
+// byValue is the upsert statement that de-duplicates the batch in the
+// database. Its parameters are a text[] per column and a bool[] marking
+// the deletes. The keys are cast to their types before DISTINCT ON, so
+// that the types' own equality decides which rows are one key; the other
+// columns are cast after it, only for the rows kept. The deletes and the
+// inserts it keeps are of distinct keys, so the two can run in one
+// statement.
+func (w *Writer) byValue(conflict string) string {
+	var params, aliases, inner, distinct, outer, names, conds []string
+	for i, c := range w.cols {
+		a := fmt.Sprintf("c%d", i+1)
+		params = append(params, fmt.Sprintf("$%d::text[]", i+1))
+		aliases = append(aliases, a)
+		names = append(names, ident(c.name))
+		if c.key {
+			inner = append(inner, fmt.Sprintf("u.%s::%s AS %s", a, c.typ, a))
+			distinct = append(distinct, a)
+			outer = append(outer, "s."+a)
+			conds = append(conds, fmt.Sprintf("t.%s = s.%s", ident(c.name), a))
+		} else {
+			inner = append(inner, "u."+a)
+			outer = append(outer, fmt.Sprintf("s.%s::%s", a, c.typ))
+		}
+	}
+	n := len(w.cols)
+	return fmt.Sprintf(`WITH s AS (SELECT DISTINCT ON (%[1]s) * FROM (SELECT %[2]s, u.del, u.ord FROM unnest(%[3]s, $%[4]d::bool[]) WITH ORDINALITY AS u(%[5]s, del, ord)) v ORDER BY %[1]s, ord DESC), `+
+		`d AS (DELETE FROM %[6]s AS t USING s WHERE s.del AND %[7]s) `+
+		`INSERT INTO %[6]s (%[8]s) SELECT %[9]s FROM s WHERE NOT s.del%[10]s`,
+		strings.Join(distinct, ", "), strings.Join(inner, ", "), strings.Join(params, ", "), n+1, strings.Join(aliases, ", "),
+		w.name, strings.Join(conds, " AND "), strings.Join(names, ", "), strings.Join(outer, ", "), conflict)
 }
 
 func fnv(s string) uint32 {
@@ -133,13 +173,13 @@ func fnv(s string) uint32 {
 
 // RowError is a row's own fault: it does not map to the table's columns,
 // or PostgreSQL refused it (a constraint or a value its column's type does
-// not accept). Rows is the index of the row in the batch written.
+// not accept). Row is the index of the row in the batch written.
 type RowError struct {
 	Row int
 	Err error
 }
 
-func (e *RowError) Error() string { return fmt.Sprintf("row %d: %v", e.Row, e.Err) }
+func (e *RowError) Error() string { return fmt.Sprintf("eddy: pgsink: row %d: %v", e.Row, e.Err) }
 func (e *RowError) Unwrap() error { return e.Err }
 
 // IsRowError reports whether err is a row's fault rather than the
@@ -158,41 +198,35 @@ func IsRowError(err error) bool {
 
 // rowFault reports whether a PostgreSQL error code is a row's fault, which
 // a retry repeats: data exceptions (class 22), integrity violations (23),
-// two rows of a batch that the table sees as one key (21000: keys equal
-// as values, not as text), a value too large for an index (54000), and a
-// trigger's RAISE (P0001).
+// a value too large for an index (54000), and a trigger's RAISE (P0001).
+// Not 21000 (cardinality_violation): two rows of a batch that the table
+// sees as one key are de-duplicated by the Writer (writeChecked), and a
+// batch redone row by row would only find each row good on its own.
 func rowFault(code string) bool {
 	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") ||
-		code == "21000" || code == "54000" || code == "P0001"
+		code == "54000" || code == "P0001"
 }
 
-// batch is rows laid out as the statements take them.
-type batch struct {
-	upserts [][]*string // per column
-	deletes [][]*string // per key column
-	n       int
-}
-
-// prepared is rows checked against the columns, as the text of each
+// checkedRows is rows checked against the columns, as the text of each
 // column's value (nil for NULL or a column not given), and whether each
 // is a delete.
-type prepared struct {
+type checkedRows struct {
 	texts [][]*string
 	del   []bool
 }
 
-func (p *prepared) add(texts []*string, del bool) {
+func (p *checkedRows) add(texts []*string, del bool) {
 	p.texts = append(p.texts, texts)
 	p.del = append(p.del, del)
 }
 
-func (p prepared) row(i int) prepared {
-	return prepared{texts: p.texts[i : i+1], del: p.del[i : i+1]}
+func (p checkedRows) row(i int) checkedRows {
+	return checkedRows{texts: p.texts[i : i+1], del: p.del[i : i+1]}
 }
 
-// rowTexts checks a row against the columns and returns its values' text
+// checkRow checks a row against the columns and returns its values' text
 // per column. Its errors are the row's fault.
-func (w *Writer) rowTexts(row Row) ([]*string, error) {
+func (w *Writer) checkRow(row Row) ([]*string, error) {
 	if row.Delete && w.table.Mode == Append {
 		return nil, errors.New("append mode: a tombstone has no row to delete")
 	}
@@ -222,62 +256,18 @@ func (w *Writer) rowTexts(row Row) ([]*string, error) {
 	return vals, nil
 }
 
-// prepare checks every row (rowTexts); the first bad one fails it with a
+// checkRows checks every row (checkRow); the first bad one fails it with a
 // RowError.
-func (w *Writer) prepare(rows []Row) (prepared, error) {
-	p := prepared{texts: make([][]*string, 0, len(rows)), del: make([]bool, 0, len(rows))}
+func (w *Writer) checkRows(rows []Row) (checkedRows, error) {
+	p := checkedRows{texts: make([][]*string, 0, len(rows)), del: make([]bool, 0, len(rows))}
 	for r, row := range rows {
-		t, err := w.rowTexts(row)
+		t, err := w.checkRow(row)
 		if err != nil {
 			return p, &RowError{Row: r, Err: err}
 		}
 		p.add(t, row.Delete)
 	}
 	return p, nil
-}
-
-// layout lays prepared rows out as the statements take them: in Upsert
-// mode the last row of each key wins (an upsert or a delete), as log
-// compaction keeps the last record of a key.
-func (w *Writer) layout(p prepared) batch {
-	b := batch{upserts: make([][]*string, len(w.cols)), deletes: make([][]*string, len(w.keyIdx))}
-	keep := func(r int) bool { return true }
-	if w.table.Mode == Upsert {
-		last := make(map[string]int, len(p.texts))
-		var k strings.Builder
-		for r, vals := range p.texts {
-			k.Reset()
-			for _, i := range w.keyIdx {
-				k.WriteString(*vals[i])
-				k.WriteByte(0)
-			}
-			last[k.String()] = r
-		}
-		winners := make([]bool, len(p.texts))
-		for _, r := range last {
-			winners[r] = true
-		}
-		keep = func(r int) bool { return winners[r] }
-	}
-	for i := range b.upserts {
-		b.upserts[i] = make([]*string, 0, len(p.texts))
-	}
-	for r, vals := range p.texts {
-		if !keep(r) {
-			continue
-		}
-		if p.del[r] {
-			for j, i := range w.keyIdx {
-				b.deletes[j] = append(b.deletes[j], vals[i])
-			}
-			continue
-		}
-		for i := range w.cols {
-			b.upserts[i] = append(b.upserts[i], vals[i])
-		}
-		b.n++
-	}
-	return b
 }
 
 func (w *Writer) unknownFields(row Row) error {
@@ -295,33 +285,139 @@ func (w *Writer) unknownFields(row Row) error {
 // error fails the whole batch (the transaction must then be rolled back,
 // or rolled back to a savepoint): WriteEach finds the rows at fault.
 func (w *Writer) Write(ctx context.Context, tx pgx.Tx, rows []Row) error {
-	p, err := w.prepare(rows)
+	p, err := w.checkRows(rows)
 	if err != nil {
 		return err
 	}
-	return w.writePrepared(ctx, tx, p)
+	return w.writeChecked(ctx, tx, p)
 }
 
-func (w *Writer) writePrepared(ctx context.Context, tx pgx.Tx, p prepared) error {
-	b := w.layout(p)
-	if len(b.deletes) > 0 && len(b.deletes[0]) > 0 {
-		args := make([]any, len(b.deletes))
-		for i, d := range b.deletes {
-			args[i] = d
+// lastPerKey is the indexes of the rows to write, in the batch's order: in
+// Upsert mode the last row of each key (an upsert or a delete), as log
+// compaction keeps the last record of a key, comparing the keys' text;
+// every row in Append mode. Keys equal as values but not as text (a uuid
+// in two cases, numeric 1 and 1.0, citext) are left to the database: see
+// writeByValue.
+func (w *Writer) lastPerKey(p checkedRows) []int {
+	all := make([]int, 0, len(p.texts))
+	if w.table.Mode != Upsert {
+		for r := range p.texts {
+			all = append(all, r)
 		}
-		if _, err := tx.Exec(ctx, w.deleteSQL, args...); err != nil {
+		return all
+	}
+	last := make(map[string]int, len(p.texts))
+	var k strings.Builder
+	for r, vals := range p.texts {
+		k.Reset()
+		for _, i := range w.keyIdx {
+			k.WriteString(*vals[i])
+			k.WriteByte(0)
+		}
+		last[k.String()] = r
+	}
+	for _, r := range last {
+		all = append(all, r)
+	}
+	slices.Sort(all)
+	return all
+}
+
+// columnArgs is the rows' values as the statements' parameters: one text
+// array per column in cols (the indexes in w.cols), of the rows picked.
+func (w *Writer) columnArgs(p checkedRows, rows []int, cols []int) []any {
+	args := make([]any, len(cols))
+	for j, i := range cols {
+		vals := make([]*string, len(rows))
+		for n, r := range rows {
+			vals[n] = p.texts[r][i]
+		}
+		args[j] = vals
+	}
+	return args
+}
+
+// writeChecked writes checked rows in tx: the last row of each key (see
+// lastPerKey), deletes and upserts, with the fewest statements that keep
+// the batch's order of one key whatever its text.
+func (w *Writer) writeChecked(ctx context.Context, tx pgx.Tx, p checkedRows) error {
+	rows := w.lastPerKey(p)
+	var dels, ups []int
+	for _, r := range rows {
+		if p.del[r] {
+			dels = append(dels, r)
+		} else {
+			ups = append(ups, r)
+		}
+	}
+	switch {
+	case len(dels) > 0 && len(ups) > 0:
+		// A delete and an upsert of one key written as two texts must
+		// apply in the batch's order, and only the database can tell
+		// that they are one key.
+		return w.writeByValue(ctx, tx, p, rows)
+	case len(dels) > 0:
+		if _, err := tx.Exec(ctx, w.deleteSQL, w.columnArgs(p, dels, w.keyIdx)...); err != nil {
 			return fmt.Errorf("eddy: pgsink: delete from %s: %w", w.name, err)
 		}
-	}
-	if b.n == 0 {
+		return nil
+	case len(ups) == 0:
 		return nil
 	}
-	if w.method == viaCopy {
-		return w.writeCopy(ctx, tx, b)
+	if w.method == viaUnnestByValue && w.table.Mode == Upsert {
+		return w.writeByValue(ctx, tx, p, ups)
 	}
-	args := make([]any, len(b.upserts))
-	for i, u := range b.upserts {
-		args[i] = u
+	if !w.mayAffectTwice(len(ups)) {
+		return w.insert(ctx, tx, p, ups)
+	}
+	// Rows whose keys differ as text may still be one key to the table:
+	// PostgreSQL then refuses the statement (21000, "ON CONFLICT DO
+	// UPDATE command cannot affect row a second time"). Try the fast
+	// statement under a savepoint, and redo the batch de-duplicated by
+	// the database when it is refused so.
+	if _, err := tx.Exec(ctx, "SAVEPOINT eddy_upsert"); err != nil {
+		return fmt.Errorf("eddy: pgsink: savepoint: %w", err)
+	}
+	err := w.insert(ctx, tx, p, ups)
+	if isAffectedTwice(err) {
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT eddy_upsert"); err != nil {
+			return fmt.Errorf("eddy: pgsink: savepoint: %w", err)
+		}
+		err = w.writeByValue(ctx, tx, p, ups)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT eddy_upsert"); err != nil {
+		return fmt.Errorf("eddy: pgsink: savepoint: %w", err)
+	}
+	return nil
+}
+
+// mayAffectTwice reports whether an upsert of n rows, distinct as text,
+// can be refused for updating one row twice.
+func (w *Writer) mayAffectTwice(n int) bool {
+	return n > 1 && w.table.Mode == Upsert && len(w.keyIdx) < len(w.cols)
+}
+
+// isAffectedTwice reports whether err is PostgreSQL's refusal of an
+// INSERT … ON CONFLICT DO UPDATE whose rows hold one key twice
+// (cardinality_violation).
+func isAffectedTwice(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "21000"
+}
+
+// insert writes the upsert rows with the fast statement (keys already
+// distinct as text).
+func (w *Writer) insert(ctx context.Context, tx pgx.Tx, p checkedRows, rows []int) error {
+	all := make([]int, len(w.cols))
+	for i := range all {
+		all[i] = i
+	}
+	args := w.columnArgs(p, rows, all)
+	if w.method == viaCopy {
+		return w.writeCopy(ctx, tx, args, len(rows))
 	}
 	if _, err := tx.Exec(ctx, w.upsertSQL, args...); err != nil {
 		return fmt.Errorf("eddy: pgsink: write to %s: %w", w.name, err)
@@ -329,7 +425,33 @@ func (w *Writer) writePrepared(ctx context.Context, tx pgx.Tx, p prepared) error
 	return nil
 }
 
-func (w *Writer) writeCopy(ctx context.Context, tx pgx.Tx, b batch) error {
+// writeByValue writes rows (upserts and deletes) in one statement that
+// keeps the last row of each key as PostgreSQL's equality of the key
+// columns' types sees them: DISTINCT ON the keys cast to their types,
+// latest first.
+func (w *Writer) writeByValue(ctx context.Context, tx pgx.Tx, p checkedRows, rows []int) error {
+	args := make([]any, len(w.cols)+1)
+	del := make([]bool, len(rows))
+	for n, r := range rows {
+		del[n] = p.del[r]
+	}
+	for i, c := range w.cols {
+		vals := make([]*string, len(rows))
+		for n, r := range rows {
+			if !del[n] || c.key {
+				vals[n] = p.texts[r][i] // a delete's other columns are not read
+			}
+		}
+		args[i] = vals
+	}
+	args[len(w.cols)] = del
+	if _, err := tx.Exec(ctx, w.byValueSQL, args...); err != nil {
+		return fmt.Errorf("eddy: pgsink: write to %s: %w", w.name, err)
+	}
+	return nil
+}
+
+func (w *Writer) writeCopy(ctx context.Context, tx pgx.Tx, args []any, n int) error {
 	if _, err := tx.Exec(ctx, w.stageSQL); err != nil {
 		return fmt.Errorf("eddy: pgsink: staging table: %w", err)
 	}
@@ -340,12 +462,12 @@ func (w *Writer) writeCopy(ctx context.Context, tx pgx.Tx, b batch) error {
 	r := -1
 	src := pgx.CopyFromFunc(func() ([]any, error) {
 		r++
-		if r == b.n {
+		if r == n {
 			return nil, nil
 		}
 		vals := make([]any, len(w.cols))
 		for i := range w.cols {
-			if t := b.upserts[i][r]; t != nil {
+			if t := args[i].([]*string)[r]; t != nil {
 				vals[i] = *t
 			}
 		}
@@ -370,12 +492,12 @@ func (w *Writer) writeCopy(ctx context.Context, tx pgx.Tx, b batch) error {
 // err; tx must then be rolled back.
 func (w *Writer) WriteEach(ctx context.Context, tx pgx.Tx, rows []Row) (rowErrs []error, err error) {
 	rowErrs = make([]error, len(rows))
-	var p prepared
-	var at []int // index in rows of each prepared row
+	var p checkedRows
+	var at []int // index in rows of each checked row
 	for i, row := range rows {
-		t, err := w.rowTexts(row)
+		t, err := w.checkRow(row)
 		if err != nil {
-			rowErrs[i] = err
+			rowErrs[i] = &RowError{Row: i, Err: err}
 			continue
 		}
 		p.add(t, row.Delete)
@@ -391,13 +513,13 @@ func (w *Writer) WriteEach(ctx context.Context, tx pgx.Tx, rows []Row) (rowErrs 
 	return rowErrs, nil
 }
 
-func (w *Writer) writeEach(ctx context.Context, tx pgx.Tx, p prepared) ([]error, error) {
+func (w *Writer) writeEach(ctx context.Context, tx pgx.Tx, p checkedRows) ([]error, error) {
 	rowErrs := make([]error, len(p.texts))
 	for i := range p.texts {
 		if _, err := tx.Exec(ctx, "SAVEPOINT eddy_row"); err != nil {
 			return nil, fmt.Errorf("eddy: pgsink: savepoint: %w", err)
 		}
-		werr := w.writePrepared(ctx, tx, p.row(i))
+		werr := w.writeChecked(ctx, tx, p.row(i))
 		if werr == nil {
 			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT eddy_row"); err != nil {
 				return nil, fmt.Errorf("eddy: pgsink: savepoint: %w", err)

@@ -2,12 +2,14 @@ package pgsink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/eddy-streams/eddy/internal/testutil/pgtest"
 )
@@ -93,11 +95,12 @@ func jsonRows(t testing.TB, m Mapper, kv ...string) []Row {
 var methods = []struct {
 	name string
 	m    method
-}{{"unnest", viaUnnest}, {"copy", viaCopy}}
+}{{"unnest", viaUnnest}, {"copy", viaCopy}, {"byvalue", viaUnnestByValue}}
 
 // TestWriterUpsert: upserts insert then update by key; the same key twice
-// in a batch keeps the last; a tombstone deletes; a later batch's
-// tombstone after its upsert in the same batch wins, and the reverse.
+// in a batch keeps the last; a tombstone deletes; a tombstone after an
+// upsert of its key in the same batch wins, and the reverse; a batch of
+// tombstones only deletes.
 func TestWriterUpsert(t *testing.T) {
 	c := pgtest.Start(t)
 	conn := connect(t, c.DSN())
@@ -145,7 +148,133 @@ func TestWriterUpsert(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("after batch 2:\n got %q\nwant %q", got, want)
 			}
+			// Tombstones only, one of a key with no row.
+			if err := write(t, conn, w, jsonRows(t, mp, "d", `<tombstone>`, "zz", `<tombstone>`, "d", `<tombstone>`)); err != nil {
+				t.Fatal(err)
+			}
+			got = dump(t, conn, table, "account")
+			want = want[:1]
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("after batch 3:\n got %q\nwant %q", got, want)
+			}
 		})
+	}
+}
+
+// TestWriterUpsertKeysEqualAsValues: keys equal as values but written
+// differently (a uuid in two cases, numeric 1 and 1.0, one instant in two
+// zones) are one key: within a batch the last row wins, an upsert or a
+// tombstone, as for keys written alike, and the batch is not refused.
+func TestWriterUpsertKeysEqualAsValues(t *testing.T) {
+	c := pgtest.Start(t)
+	conn := connect(t, c.DSN())
+	const upper, lower = "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+	for _, m := range methods {
+		t.Run(m.name, func(t *testing.T) {
+			for _, tc := range []struct {
+				name, typ string
+				batches   [][]string // key, value pairs: each a batch
+				want      []string
+			}{
+				{"uuid", "uuid", [][]string{{upper, `{"v": "first"}`, "b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `{"v": "other"}`, lower, `{"v": "last"}`}},
+					[]string{"k=" + lower + ",v=last", "k=b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11,v=other"}},
+				{"numeric", "numeric", [][]string{{"1", `{"v": "one"}`, "2", `{"v": "two"}`, "1.0", `{"v": "one again"}`}},
+					[]string{"k=1.0,v=one again", "k=2,v=two"}},
+				{"timestamptz", "timestamptz", [][]string{{"2026-12-04T10:00:00Z", `{"v": "utc"}`, "2026-12-04T11:00:00+01:00", `{"v": "paris"}`}},
+					[]string{"k=2026-12-04 10:00:00+00,v=paris"}},
+				// An upsert then a tombstone of the same uuid written
+				// differently deletes it, in the batch and over a row
+				// written before; a tombstone then an upsert keeps it.
+				{"upsert-then-delete", "uuid", [][]string{
+					{"c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `{"v": "kept"}`, lower, `{"v": "before"}`},
+					{upper, `{"v": "gone"}`, lower, "<tombstone>", "C0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "<tombstone>", "c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `{"v": "back"}`}},
+					[]string{"k=c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11,v=back"}},
+			} {
+				table := fmt.Sprintf("eq_%s_%s", strings.ReplaceAll(tc.name, "-", "_"), m.name)
+				exec(t, conn, fmt.Sprintf(`CREATE TABLE %s (k %s PRIMARY KEY, v text)`, table, tc.typ))
+				w, err := NewWriter(context.Background(), conn, Table{Name: table, Key: []string{"k"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.method = m.m
+				for i, b := range tc.batches {
+					if err := write(t, conn, w, jsonRows(t, JSONMapper("k"), b...)); err != nil {
+						t.Errorf("%s: batch %d: %v", tc.name, i, err)
+					}
+				}
+				exec(t, conn, "SET TIME ZONE 'UTC'")
+				if got := dump(t, conn, table, "k"); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+					t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestWriterKeysEqualAsValuesWithBadRow: a batch that holds one key twice
+// (as values) and a bad row fails as the bad row's fault, not as the
+// pair's, and WriteEach then blames only the bad row.
+func TestWriterKeysEqualAsValuesWithBadRow(t *testing.T) {
+	c := pgtest.Start(t)
+	conn := connect(t, c.DSN())
+	ctx := context.Background()
+	exec(t, conn, `CREATE TABLE ub (k uuid PRIMARY KEY, n int CHECK (n >= 0))`)
+	w, err := NewWriter(ctx, conn, Table{Name: "ub", Key: []string{"k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := jsonRows(t, JSONMapper("k"),
+		"A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", `{"n": 1}`,
+		"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `{"n": 2}`,
+		"b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `{"n": -1}`,
+	)
+	if err := write(t, conn, w, rows); !IsRowError(err) || !strings.Contains(err.Error(), "check constraint") {
+		t.Fatalf("Write = %v, want the check constraint's row error", err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := w.WriteEach(ctx, tx, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[1] != nil || errs[2] == nil {
+		t.Errorf("row errors %v, want only the last row's", errs)
+	}
+	if got := dump(t, conn, "ub", "k"); fmt.Sprint(got) != "[k=a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11,n=2]" {
+		t.Errorf("table = %q", got)
+	}
+}
+
+// TestIsRowError: a row's faults are row errors; a cardinality violation
+// (what is left of it after the Writer's de-duplication comes from the
+// schema) and the database's failures are not, and only the latter are
+// retried.
+func TestIsRowError(t *testing.T) {
+	for _, tc := range []struct {
+		err            error
+		row, retryable bool
+	}{
+		{&RowError{Row: 1, Err: errors.New("no column")}, true, false},
+		{fmt.Errorf("eddy: pgsink: write to t: %w", &pgconn.PgError{Code: "23505"}), true, false},
+		{&pgconn.PgError{Code: "22P02"}, true, false},
+		{&pgconn.PgError{Code: "P0001"}, true, false},
+		{&pgconn.PgError{Code: "21000"}, false, false},
+		{&pgconn.PgError{Code: "42P01"}, false, false},
+		{&pgconn.PgError{Code: "57P01"}, false, true},
+		{&pgconn.PgError{Code: "40001"}, false, true},
+		{errors.New("connection refused"), false, true},
+	} {
+		if got := IsRowError(tc.err); got != tc.row {
+			t.Errorf("IsRowError(%v) = %v, want %v", tc.err, got, tc.row)
+		}
+		if got := retryable(tc.err); got != tc.retryable {
+			t.Errorf("retryable(%v) = %v, want %v", tc.err, got, tc.retryable)
+		}
 	}
 }
 
