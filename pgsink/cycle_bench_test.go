@@ -272,14 +272,14 @@ func (s *discardSink) Write(r eddy.Record[[]byte, []byte]) error {
 	return nil
 }
 
-func (s *discardSink) Prepare() ([]byte, error) {
+func (s *discardSink) Prepare() ([]byte, []eddy.Refusal, error) {
 	if s.open == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	s.seq++
 	token := strconv.Itoa(s.seq)
 	s.prepared[token], s.open = s.open, 0
-	return []byte(token), nil
+	return []byte(token), nil, nil
 }
 
 func (s *discardSink) Commit(token []byte) error {
