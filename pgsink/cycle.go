@@ -67,7 +67,7 @@ func To[K, V any](s eddy.Stream[K, V], name string, cfg CycleConfig[K, V]) {
 			return nil, errors.New("eddy: pgsink: CycleConfig.Rows is nil: pass the function that maps a record to its row")
 		}
 		return &cycleSink[K, V]{cfg: cfg, task: task,
-			db: &db{dsn: cfg.DSN, timeout: cfg.Timeout, log: cfg.Logger.With("sink", name, "task", task.Task)}}, nil
+			db: &db{dsn: cfg.DSN, timeout: cfg.Timeout, timeoutName: "CycleConfig.Timeout", log: cfg.Logger.With("sink", name, "task", task.Task)}}, nil
 	})
 }
 

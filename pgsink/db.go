@@ -20,7 +20,10 @@ import (
 type db struct {
 	dsn     string
 	timeout time.Duration
-	log     *slog.Logger
+	// timeoutName is the setting timeout comes from, which the error
+	// after it names ("--db-timeout", "CycleConfig.Timeout").
+	timeoutName string
+	log         *slog.Logger
 	// setup runs on each new connection.
 	setup []string
 	// attemptAtLeast is how long one attempt may take at least (default
@@ -134,7 +137,7 @@ func (d *db) do(ctx context.Context, what string, f func(context.Context, *pgx.C
 			first = start
 		}
 		if waited := time.Since(first); waited >= d.timeout {
-			return fmt.Errorf("eddy: pgsink: %s: the database failed for %v (--db-timeout): %w", what, waited.Round(time.Second), err)
+			return fmt.Errorf("eddy: pgsink: %s: the database failed for %v (%s): %w", what, waited.Round(time.Second), d.timeoutName, err)
 		}
 		wait := backoff(fails)
 		d.log.Warn("pgsink: database unavailable, retrying", "what", what, "err", err, "retry_in", wait, "failing_for", time.Since(first).Round(time.Millisecond))

@@ -165,8 +165,8 @@ func Run(ctx context.Context, cfg Config) error {
 	// A claim, or a batch, waits for the offsets rows' locks that a
 	// frozen previous owner holds until the server ends its transaction.
 	wait := cfg.SessionTimeout + 10*time.Second
-	s.main = &db{dsn: cfg.DSN, timeout: cfg.DBTimeout, log: s.log, setup: setup, attemptAtLeast: wait}
-	s.claims = &db{dsn: cfg.DSN, timeout: cfg.DBTimeout, log: s.log, setup: setup, attemptAtLeast: wait}
+	s.main = &db{dsn: cfg.DSN, timeout: cfg.DBTimeout, timeoutName: "Config.DBTimeout, --db-timeout", log: s.log, setup: setup, attemptAtLeast: wait}
+	s.claims = &db{dsn: cfg.DSN, timeout: cfg.DBTimeout, timeoutName: "Config.DBTimeout, --db-timeout", log: s.log, setup: setup, attemptAtLeast: wait}
 	defer s.main.close()
 	defer s.claims.close()
 
