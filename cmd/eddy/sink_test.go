@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -46,21 +47,26 @@ type sinkEnv struct {
 	t      *testing.T
 	bin    string
 	broker *kafka.Broker
-	pg     *pgtest.Cluster
-	db     *pgx.Conn
-	cl     *kgo.Client
-	seq    int
-	want   map[string]string // account → its last balance record
+	// brokerCfg restarts the broker on the same address and data.
+	brokerCfg kafka.BrokerConfig
+	pg        *pgtest.Cluster
+	db        *pgx.Conn
+	cl        *kgo.Client
+	seq       int
+	want      map[string]string // account → its last balance record
 }
 
 func newSinkEnv(t *testing.T) *sinkEnv {
 	pg := pgtest.Start(t)
 	bin := eddyForSink(t)
-	b, err := kafka.StartBroker(kafka.BrokerConfig{})
+	brokerCfg := kafka.BrokerConfig{DataDir: t.TempDir()}
+	b, err := kafka.StartBroker(brokerCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Close)
+	brokerCfg.Addr = b.Addr()
+	e := &sinkEnv{t: t, bin: bin, broker: b, brokerCfg: brokerCfg, pg: pg, want: map[string]string{}}
+	t.Cleanup(func() { e.broker.Close() })
 	apprun.CreateTopics(t, b.Addr(), 4, "balances")
 	cl := apprun.Client(t, b.Addr())
 	t.Cleanup(cl.Close)
@@ -70,7 +76,7 @@ func newSinkEnv(t *testing.T) *sinkEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close(context.Background()) })
+	t.Cleanup(func() { e.db.Close(context.Background()) })
 	for _, q := range []string{
 		"CREATE TABLE balances (account text PRIMARY KEY, id text, amount bigint, seq bigint, balance bigint)",
 		"CREATE TABLE balance_log (account text, id text, amount bigint, seq bigint, balance bigint)",
@@ -79,7 +85,39 @@ func newSinkEnv(t *testing.T) *sinkEnv {
 			t.Fatal(err)
 		}
 	}
-	return &sinkEnv{t: t, bin: bin, broker: b, pg: pg, db: db, cl: cl, want: map[string]string{}}
+	e.db, e.cl = db, cl
+	return e
+}
+
+// restartPostgres stops PostgreSQL immediately (pg_ctl stop -m
+// immediate: a crash for its transactions) and starts it again; the
+// test's own connection is opened again.
+func (e *sinkEnv) restartPostgres() {
+	if err := e.pg.Kill(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.pg.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := pgx.Connect(ctx, e.pg.DSN())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.db.Close(ctx)
+	e.db = db
+}
+
+// restartBroker stops the broker cleanly and starts it again on the same
+// address and data directory.
+func (e *sinkEnv) restartBroker() {
+	e.broker.Close()
+	b, err := kafka.StartBroker(e.brokerCfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.broker = b
 }
 
 // produce writes n ledger balances (keyed by account, over 50 accounts).
@@ -174,28 +212,56 @@ func (e *sinkEnv) check(table string) {
 	}
 }
 
-// TestSinkPostgresKills: two `eddy sink postgres` instances in one group
-// over 4 partitions, one SIGKILLed mid-stream and a new one started: the
-// table equals the reference (upsert) and every record is one row
-// (append).
+// TestSinkPostgresKills: two `eddy sink postgres` instances per table in
+// one group each over 4 partitions (an upsert table and an append table,
+// the same records), each pair SIGKILLed at random moments at least 8
+// times (each killed one replaced by a new one), PostgreSQL stopped
+// immediately and restarted once and the broker restarted once, all while
+// records flow: the upsert table equals the reference (each account's
+// last record) and the append table holds every record once.
 func TestSinkPostgresKills(t *testing.T) {
-	for _, tc := range []struct{ table, mode string }{{"balances", "upsert"}, {"balance_log", "append"}} {
-		t.Run(tc.mode, func(t *testing.T) {
-			e := newSinkEnv(t)
-			a := e.start(tc.table, tc.mode)
-			e.start(tc.table, tc.mode)
-			for i := 0; i < 30; i++ {
-				e.produce(200)
-				time.Sleep(20 * time.Millisecond)
-				if i == 15 {
-					a.cmd.Process.Kill()
-					a.cmd.Wait()
-					e.start(tc.table, tc.mode)
-				}
+	e := newSinkEnv(t)
+	type pair struct {
+		table, mode string
+		procs       []*sinkProc
+		kills       int
+	}
+	pairs := []*pair{{table: "balances", mode: "upsert"}, {table: "balance_log", mode: "append"}}
+	for _, p := range pairs {
+		p.procs = []*sinkProc{e.start(p.table, p.mode), e.start(p.table, p.mode)}
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 19))
+	start := time.Now()
+	const steps = 60
+	for step := 0; step < steps; step++ {
+		e.produce(100)
+		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond)
+		switch step {
+		case 20:
+			e.restartPostgres()
+			t.Log("PostgreSQL stopped immediately and restarted")
+		case 40:
+			e.restartBroker()
+			t.Log("broker restarted")
+		}
+		for _, p := range pairs {
+			// At random, and often enough for 8 kills by the end.
+			if rng.IntN(5) == 0 || steps-step <= 2*(8-p.kills) {
+				i := rng.IntN(len(p.procs))
+				p.procs[i].cmd.Process.Kill()
+				p.procs[i].cmd.Wait()
+				p.procs[i] = e.start(p.table, p.mode)
+				p.kills++
 			}
-			e.waitWritten(tc.table)
-			e.check(tc.table)
-		})
+		}
+	}
+	for _, p := range pairs {
+		if p.kills < 8 {
+			t.Fatalf("%s: %d kills; the test needs at least 8", p.mode, p.kills)
+		}
+		e.waitWritten(p.table)
+		e.check(p.table)
+		t.Logf("%s: %d records, %d SIGKILLs of its two instances, PostgreSQL and the broker restarted: exactly once (%v after the start)", p.mode, e.seq, p.kills, time.Since(start).Round(time.Second))
 	}
 }
 
