@@ -98,14 +98,16 @@ func (f *recordFault) Unwrap() error { return f.err }
 // notTheRecords reports whether err is the runtime's or the state's
 // trouble, a service a serde needs being unavailable
 // (serde.ErrUnavailable: a schema registry down or refusing the
-// credentials), or the failure of an earlier record's update held in a
-// table cache (runtime.ErrHeldUpdate), rather than the record's: such errors abort the
-// transaction and the record is processed again; no policy skips it.
+// credentials), a sink outside Kafka unavailable or fenced
+// (ErrSinkUnavailable, ErrSinkFenced), or the failure of an earlier
+// record's update held in a table cache (runtime.ErrHeldUpdate), rather
+// than the record's: such errors abort the transaction and the record is
+// processed again; no policy skips it.
 func notTheRecords(err error) bool {
 	return errors.Is(err, state.ErrRead) || errors.Is(err, state.ErrCorrupt) || errors.Is(err, state.ErrClosed) || errors.Is(err, state.ErrFormat) ||
 		errors.Is(err, runtime.ErrNoTransaction) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, ErrSuppressBufferFull) ||
-		errors.Is(err, serde.ErrUnavailable) || errors.Is(err, ErrSinkUnavailable) ||
+		errors.Is(err, serde.ErrUnavailable) || errors.Is(err, ErrSinkUnavailable) || errors.Is(err, ErrSinkFenced) ||
 		errors.Is(err, runtime.ErrHeldUpdate)
 }
 

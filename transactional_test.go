@@ -261,3 +261,42 @@ func TestTransactionalSinkPunctuatorWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// fencedSink is a sink whose every Write finds its task owned by a newer
+// instance, as a sink that checks its fence per write would.
+type fencedSink struct{ nopSink }
+
+func (fencedSink) Write(eddy.Record[string, string]) error {
+	return fmt.Errorf("checking the epoch: %w", eddy.ErrSinkFenced)
+}
+
+// nopSink is a TransactionalSink that takes everything and keeps
+// nothing.
+type nopSink struct{}
+
+func (nopSink) Recover([]byte) error                     { return nil }
+func (nopSink) Write(eddy.Record[string, string]) error  { return nil }
+func (nopSink) Prepare() ([]byte, []eddy.Refusal, error) { return nil, nil, nil }
+func (nopSink) Commit([]byte) error                      { return nil }
+func (nopSink) Abort([]byte) error                       { return nil }
+func (nopSink) Close() error                             { return nil }
+
+// TestTransactionalSinkFencedIsNotTheRecords: a write refused because
+// another instance owns the task is not the record's fault: no policy
+// dead-letters it, the error says fenced.
+func TestTransactionalSinkFencedIsNotTheRecords(t *testing.T) {
+	topo := eddy.NewTopology()
+	eddy.ToTransactional(eddy.Source(topo, "in", serde.String(), serde.String()), "fenced",
+		func(eddy.SinkTask) (eddy.TransactionalSink[string, string], error) { return fencedSink{}, nil })
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "tx", OnProduceError: eddy.DeadLetter, OnProcessError: eddy.DeadLetter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := eddytest.Input(d, "in", serde.String(), serde.String()).Pipe("a", "b", 1); !errors.Is(err, eddy.ErrSinkFenced) {
+		t.Errorf("pipe into a fenced sink: %v, want ErrSinkFenced", err)
+	}
+	if dead, _ := eddytest.Output(d, eddy.DeadLetterTopic("in"), serde.Bytes(), serde.Bytes()).ReadAll(); len(dead) != 0 {
+		t.Errorf("%d dead letters, want none", len(dead))
+	}
+}

@@ -479,10 +479,12 @@ func (w *worker) processRecord(t *task, r *kgo.Record) error {
 		if errors.Is(err, state.ErrCorrupt) {
 			return t.corrupted(err)
 		}
-		if errors.Is(err, ErrHeldUpdate) {
+		if errors.Is(err, ErrHeldUpdate) || errors.Is(err, ErrTaskFenced) {
 			// An earlier record's update, held in a table cache, failed
 			// on its way out: step suspends the cache and the records
 			// are processed again, so that the policy meets that record.
+			// Or a sink outside Kafka says another instance owns the
+			// task: a new session rejoins.
 			return fmt.Errorf("eddy: task %s: process %s/%d@%d: %w", t.id, r.Topic, r.Partition, r.Offset, err)
 		}
 		// The topology's own error (a processor, a serde, the fail
@@ -742,9 +744,10 @@ func (w *worker) punctuate(now time.Time) error {
 			if errors.Is(err, state.ErrCorrupt) {
 				return t.corrupted(err)
 			}
-			if errors.Is(err, ErrHeldUpdate) {
+			if errors.Is(err, ErrHeldUpdate) || errors.Is(err, ErrTaskFenced) {
 				// The flush before the punctuators failed on an update
-				// held in a table cache: processed again, uncached.
+				// held in a table cache: processed again, uncached. Or
+				// a sink is fenced: a new session rejoins.
 				return fmt.Errorf("eddy: task %s: punctuate: %w", t.id, err)
 			}
 			// Like a processing error: user code failing would fail
