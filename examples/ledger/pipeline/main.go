@@ -136,7 +136,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer, opts ...ConfigOp
 	defer Adjust(&cfg, opts)()
 	var sinks func(eddy.Stream[string, Balance])
 	if *postgres != "" {
-		if err := CreateTables(ctx, *postgres); err != nil {
+		if err := CreateTables(ctx, *postgres, *brokerTimeout, log); err != nil {
 			return err
 		}
 		sinks = func(b eddy.Stream[string, Balance]) { toPostgres(b, *postgres, *brokerTimeout) }

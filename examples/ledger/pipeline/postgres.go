@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,8 +23,29 @@ const (
 
 // CreateTables creates the --postgres tables if they are missing.
 // ledger_payments has no key on purpose: a payment written twice would
-// show as two rows.
-func CreateTables(ctx context.Context, dsn string) error {
+// show as two rows. A database that cannot be reached (down, restarting)
+// is logged and retried until timeout has passed, as the sinks do: a
+// ledger restarted while PostgreSQL restarts waits for it.
+func CreateTables(ctx context.Context, dsn string, timeout time.Duration, log *slog.Logger) error {
+	start := time.Now()
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := createTables(ctx, dsn)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if time.Since(start) >= timeout {
+			return fmt.Errorf("--postgres: the database failed for %v (--broker-timeout): %w", time.Since(start).Round(time.Second), err)
+		}
+		log.Warn("--postgres: database unavailable, retrying", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func createTables(ctx context.Context, dsn string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
