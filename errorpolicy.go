@@ -198,16 +198,33 @@ func (b *taskBuild) deadLetter(r *kgo.Record, stage string, err error) error {
 	return nil
 }
 
+// punctuatedFailed applies the produce-error policy to a record a
+// punctuator forwarded that a sink refused: it has no input record to
+// dead-letter, so log-and-continue skips it (counted and logged as any
+// skipped record) and any other policy fails the transaction.
+func (b *taskBuild) punctuatedFailed(err error) error {
+	if b.cfg.OnProduceError == LogAndContinue {
+		b.countSkipped("produce", nil, err)
+		return nil
+	}
+	return fmt.Errorf("eddy: a punctuator's record, which has no input record to dead-letter: %w (Config.OnProduceError = eddy.LogAndContinue skips such records)", err)
+}
+
 // countSkipped counts a record skipped by a log-and-continue policy; the
-// first is logged with its error, then the count at most every 10 s.
+// first is logged with its error, then the count at most every 10 s. r
+// is nil for a punctuator's record.
 func (b *taskBuild) countSkipped(stage string, r *kgo.Record, err error) {
 	b.skipped++
 	if b.skipped > 1 && time.Since(b.skippedLogged) < 10*time.Second {
 		return
 	}
 	b.skippedLogged = time.Now()
-	b.tc.Logger().Warn("record failed; skipped (log and continue)", "stage", stage,
-		"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err, "skipped_since_start", b.skipped)
+	where := []any{"punctuator", true}
+	if r != nil {
+		where = []any{"topic", r.Topic, "partition", r.Partition, "offset", r.Offset}
+	}
+	b.tc.Logger().Warn("record failed; skipped (log and continue)", append(append([]any{"stage", stage}, where...),
+		"err", err, "skipped_since_start", b.skipped)...)
 }
 
 // checkPolicies reports error policies that name no policy.

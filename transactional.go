@@ -47,11 +47,13 @@ type TransactionalSink[K, V any] interface {
 	// durable but not visible. It returns the transaction's token, or nil
 	// if it wrote nothing (then no Commit follows), and the writes the
 	// external system refused (a row that breaks a constraint of the
-	// table), which are not in the prepared transaction: for each, the
+	// table), which are not in the prepared transaction: the
 	// produce-error policy (Config.OnProduceError) meets the input record
-	// that made it, inside the same Kafka transaction (a dead letter, a
-	// skip, or a failure that aborts it). An error aborts the Kafka
-	// transaction; one that wraps ErrSinkFenced ends the session.
+	// that made them, once per input record, inside the same Kafka
+	// transaction (a dead letter, a skip, or a failure that aborts it); a
+	// punctuator's write has none, and is skipped under LogAndContinue
+	// or fails the transaction. An error aborts the Kafka transaction;
+	// one that wraps ErrSinkFenced ends the session.
 	Prepare() (token []byte, refused []Refusal, err error)
 	// Commit makes the prepared transaction of token visible. An error
 	// ends the session; the task's next Recover commits it.
@@ -145,7 +147,7 @@ func ToTransactional[K, V any](s Stream[K, V], name string, open func(task SinkT
 		if err := sink.Recover(committed); err != nil {
 			return fmt.Errorf("sink %q: recover: %w", name, err)
 		}
-		p := &twoPhase{name: name, buf: buf, sink: sink, refuse: b.recordFailed}
+		p := &twoPhase{name: name, buf: buf, sink: sink, refuse: b.recordFailed, refusePunctuated: b.punctuatedFailed}
 		in := output[K, V](b, s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			if p.broken != nil {
@@ -160,7 +162,7 @@ func ToTransactional[K, V any](s Stream[K, V], name string, open func(task SinkT
 			}
 			// The input record behind the write, for the policy if
 			// Prepare finds the write refused.
-			p.inputs = append(p.inputs, sinkInput{b.current, b.currentHeld})
+			p.inputs = append(p.inputs, p.input(b.current, b.currentHeld))
 			return nil
 		}))
 		b.transactional = append(b.transactional, p)
@@ -186,12 +188,16 @@ type twoPhase struct {
 	// refuse applies the produce-error policy to the input record of a
 	// refused write (taskBuild.recordFailed).
 	refuse func(input *kgo.Record, err error) error
+	// refusePunctuated applies it to a punctuator's refused write
+	// (taskBuild.punctuatedFailed).
+	refusePunctuated func(err error) error
 	// open is set when a record was written since the last prepare or
-	// abort; inputs holds, per write since then, its input record;
-	// pending is the token of the transaction prepared for the Kafka
-	// transaction being committed.
+	// abort; inputs holds, per write since then, its input record, a
+	// copy kept in kept; pending is the token of the transaction prepared
+	// for the Kafka transaction being committed.
 	open    bool
 	inputs  []sinkInput
+	kept    keptRecords
 	pending []byte
 	// broken is an Abort's failure: the external system may still hold
 	// the prepared transaction (and its locks), so the task writes no
@@ -221,28 +227,57 @@ func (p *twoPhase) prepare() error {
 		p.pending = token // aborted with the Kafka transaction if a refusal fails it
 	}
 	inputs := p.inputs
-	defer func() {
-		clear(inputs) // let the input records go
-		p.inputs = inputs[:0]
-	}()
+	defer p.forget()
+	var met map[int]bool // input records the policy met, by kept index
 	for _, r := range refused {
 		if r.Write < 0 || r.Write >= len(inputs) {
-			return fmt.Errorf("eddy: sink %q: prepare refused write %d of %d", p.name, r.Write, len(inputs))
+			return fmt.Errorf("eddy: sink %q: prepare refused write %d, but only %d were written since the last prepare (a bug of the sink)", p.name, r.Write, len(inputs))
 		}
-		if err := p.refuseWrite(inputs[r.Write], r.Err); err != nil {
+		in := inputs[r.Write]
+		if in.kept >= 0 {
+			if met[in.kept] {
+				continue // another write of the same input record
+			}
+			if met == nil {
+				met = map[int]bool{}
+			}
+			met[in.kept] = true
+		}
+		if err := p.refuseWrite(in, r.Err); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sinkInput is the input record behind a write: nil for a punctuator's
-// write; held when the write forwards a table update held in a table
-// cache, whose record (metadata only) the cache keeps for the record
-// context, and which is the cache's, not one input record's.
+// sinkInput is the input record behind a write: kept is its index in
+// twoPhase.kept, -1 for a punctuator's write; held when the write
+// forwards a table update held in a table cache, which is the cache's,
+// not one input record's.
 type sinkInput struct {
-	rec  *kgo.Record
+	kept int
 	held bool
+}
+
+// input keeps the input record of a write: once, when one input record
+// makes several writes in a row (a FlatMap's), so that the policy meets
+// it once however many of its writes are refused.
+func (p *twoPhase) input(rec *kgo.Record, held bool) sinkInput {
+	if held || rec == nil {
+		return sinkInput{kept: -1, held: held}
+	}
+	if n := len(p.inputs); n > 0 {
+		if last := p.inputs[n-1]; last.kept >= 0 && p.kept.same(last.kept, rec) {
+			return last
+		}
+	}
+	return sinkInput{kept: p.kept.add(rec)}
+}
+
+// forget drops the input records of the writes since the last prepare.
+func (p *twoPhase) forget() {
+	p.inputs = p.inputs[:0]
+	p.kept.reset()
 }
 
 // refuseWrite applies the produce-error policy to the input record of a
@@ -254,11 +289,11 @@ func (p *twoPhase) refuseWrite(in sinkInput, reason error) error {
 		// As for a held update failing downstream: the worker processes
 		// the transaction's records again with the caches off, and the
 		// refusal then meets its own input record.
-		return fmt.Errorf("eddy: a table update held in the table cache: %w: %w", runtime.ErrHeldUpdate, err)
-	case in.rec == nil:
-		return fmt.Errorf("eddy: a punctuator's record, which has no input record to dead-letter or skip: %w", err)
+		return fmt.Errorf("%w: %w", runtime.ErrHeldUpdate, err)
+	case in.kept < 0:
+		return p.refusePunctuated(err)
 	}
-	return p.refuse(in.rec, err)
+	return p.refuse(p.kept.record(in.kept), err)
 }
 
 // commit is the second phase, once the Kafka transaction committed.
@@ -278,8 +313,7 @@ func (p *twoPhase) commit() error {
 func (p *twoPhase) abort() {
 	token, open := p.pending, p.open
 	p.pending, p.open = nil, false
-	clear(p.inputs)
-	p.inputs = p.inputs[:0]
+	p.forget()
 	if token == nil && !open {
 		return // nothing written since the last commit
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +85,78 @@ func TestTransactionalSinkErrors(t *testing.T) {
 	}
 	if dead, _ := eddytest.Output(d, eddy.DeadLetterTopic("in"), serde.Bytes(), serde.Bytes()).ReadAll(); len(dead) != 0 {
 		t.Errorf("%d more dead letters, want none", len(dead))
+	}
+}
+
+// TestTransactionalSinkRefusalBehindRepartition: the input record of a
+// write refused at prepare is the record that made it, even when the
+// runtime reused its record for the records after it in the transaction
+// (records read back from a repartition topic): the dead letter holds
+// the refused record's key and value, not a later one's.
+func TestTransactionalSinkRefusalBehindRepartition(t *testing.T) {
+	dir := t.TempDir()
+	topo := eddy.NewTopology()
+	in := eddy.Source(topo, "in", serde.String(), serde.String())
+	eddy.ToTransactional(eddy.Repartition(in, "by-key", serde.String(), serde.String()), "files", openFileSink(dir))
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "tx", OnProduceError: eddy.DeadLetter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src := eddytest.Input(d, "in", serde.String(), serde.String())
+	err = d.Transaction(func() error {
+		for i, v := range []string{"fine", "refused:1", "also fine", "and more"} {
+			if err := src.Pipe(fmt.Sprint("b", i), v, int64(2+i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("a record refused at prepare: %v, want it dead-lettered", err)
+	}
+	dlq := eddy.DeadLetterTopic(eddy.RepartitionTopic("tx", "by-key"))
+	dead, err := eddytest.Output(d, dlq, serde.Bytes(), serde.Bytes()).ReadAll()
+	if err != nil || len(dead) != 1 || string(dead[0].Key) != "b1" || string(dead[0].Value) != "refused:1" {
+		t.Fatalf("dead letters on %s: %v (%v), want b1's record", dlq, dead, err)
+	}
+	if seen, _ := readFileSink(t, dir); len(seen) != 3 || seen["b1=refused:1"] != 0 {
+		t.Errorf("committed %v, want b0, b2 and b3", seen)
+	}
+}
+
+// TestTransactionalSinkRefusesTwoWritesOfOneRecord: an input record
+// whose two writes are both refused at prepare meets the policy once (one
+// dead letter), and the other records' writes commit.
+func TestTransactionalSinkRefusesTwoWritesOfOneRecord(t *testing.T) {
+	dir := t.TempDir()
+	topo := eddy.NewTopology()
+	in := eddy.Source(topo, "in", serde.String(), serde.String())
+	twice := eddy.FlatMapValues(in, func(dst []string, _, v string) []string { return append(dst, v+"/1", v+"/2") })
+	eddy.ToTransactional(twice, "files", openFileSink(dir))
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "tx", OnProduceError: eddy.DeadLetter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src := eddytest.Input(d, "in", serde.String(), serde.String())
+	err = d.Transaction(func() error {
+		for i, v := range []string{"fine", "refused:1", "refused:2", "also fine"} {
+			if err := src.Pipe(fmt.Sprint("b", i), v, int64(2+i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("records refused at prepare: %v, want them dead-lettered", err)
+	}
+	dead, err := eddytest.Output(d, eddy.DeadLetterTopic("in"), serde.String(), serde.String()).ReadAll()
+	if err != nil || len(dead) != 2 || dead[0].Key != "b1" || dead[1].Key != "b2" {
+		t.Fatalf("dead letters %v (%v), want b1's and b2's input records, once each", dead, err)
+	}
+	if seen, _ := readFileSink(t, dir); len(seen) != 4 || seen["b3=also fine/2"] != 1 {
+		t.Errorf("committed %v, want b0's and b3's two writes", seen)
 	}
 }
 
@@ -212,6 +285,9 @@ type sinkTicker struct {
 	ctx   *eddy.ProcessorContext[string, string]
 	ticks int
 	seen  bool
+	// prefix starts the ticks' values ("refused:" makes the file sink
+	// refuse them at prepare).
+	prefix string
 }
 
 func (p *sinkTicker) Init(ctx *eddy.ProcessorContext[string, string]) error {
@@ -221,7 +297,7 @@ func (p *sinkTicker) Init(ctx *eddy.ProcessorContext[string, string]) error {
 			return nil
 		}
 		p.ticks++
-		return ctx.Forward(eddy.Record[string, string]{Key: "tick", Value: fmt.Sprint(p.ticks), Timestamp: ts})
+		return ctx.Forward(eddy.Record[string, string]{Key: "tick", Value: p.prefix + fmt.Sprint(p.ticks), Timestamp: ts})
 	})
 	return err
 }
@@ -259,6 +335,107 @@ func TestTransactionalSinkPunctuatorWrites(t *testing.T) {
 	}
 	if err := app.stop(t); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTransactionalSinkRefusesPunctuatorWrite: a punctuator's write
+// refused at prepare has no input record: log-and-continue skips it (the
+// rest of the transaction commits); dead-letter cannot, and fails the
+// transaction with an error that names the policy that skips it.
+func TestTransactionalSinkRefusesPunctuatorWrite(t *testing.T) {
+	for _, policy := range []eddy.ErrorPolicy{eddy.LogAndContinue, eddy.DeadLetter} {
+		dir := t.TempDir()
+		topo := eddy.NewTopology()
+		ticks := eddy.Process(eddy.Source(topo, "in", serde.String(), serde.String()), "sinkTicker",
+			func() eddy.Processor[string, string, string, string] { return &sinkTicker{prefix: "refused:"} })
+		eddy.ToTransactional(ticks, "files", openFileSink(dir))
+		d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "tx", OnProduceError: policy}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if err := d.AdvanceWallClock(time.Second); err != nil { // starts the punctuator's clock
+			t.Fatal(err)
+		}
+		err = d.Transaction(func() error {
+			if err := eddytest.Input(d, "in", serde.String(), serde.String()).Pipe("a", "input", 1); err != nil {
+				return err
+			}
+			return d.AdvanceWallClock(100 * time.Millisecond)
+		})
+		seen, _ := readFileSink(t, dir)
+		switch policy {
+		case eddy.LogAndContinue:
+			if err != nil || len(seen) != 1 || seen["a=input"] != 1 {
+				t.Errorf("log and continue: %v, committed %v; want the tick skipped and the input committed", err, seen)
+			}
+		default:
+			if err == nil || !strings.Contains(err.Error(), "LogAndContinue skips such records") || len(seen) != 0 {
+				t.Errorf("dead letter: %v, committed %v; want the transaction failed, naming the policy that skips", err, seen)
+			}
+		}
+	}
+}
+
+// fencedOnceSink is a file sink whose first Write (of any task) finds the
+// task owned by a newer instance.
+type fencedOnceSink struct {
+	*fileSink
+	fences *atomic.Int32
+}
+
+func (s fencedOnceSink) Write(r eddy.Record[string, string]) error {
+	if s.fences.Add(-1) >= 0 {
+		return fmt.Errorf("checking the epoch: %w", eddy.ErrSinkFenced)
+	}
+	return s.fileSink.Write(r)
+}
+
+// TestTransactionalSinkFencedAtFlush: a sink fenced while the commit
+// forwards the table cache's held updates to it ends the session, as
+// when fenced while processing: the instance rejoins and writes every
+// update once, instead of stopping.
+func TestTransactionalSinkFencedAtFlush(t *testing.T) {
+	addr := startBroker(t)
+	createTopics(t, addr, 1, "flush-in")
+	dir := t.TempDir()
+	topo := eddy.NewTopology()
+	latest := eddy.Reduce(eddy.GroupByKey(eddy.Source(topo, "flush-in", serde.String(), serde.String()), serde.String()),
+		"latest", func(_, v string) string { return v }, serde.String())
+	fences := &atomic.Int32{}
+	fences.Store(1)
+	open := openFileSink(dir)
+	eddy.ToTransactional(eddy.ToStream(latest), "files", func(task eddy.SinkTask) (eddy.TransactionalSink[string, string], error) {
+		s, err := open(task)
+		return fencedOnceSink{s.(*fileSink), fences}, err
+	})
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, srec(fmt.Sprint("k", i), fmt.Sprint("v", i)))
+	}
+	produce(t, addr, "flush-in", recs...)
+	app := run(t, topo, config(t, addr))
+	deadline := time.Now().Add(time.Minute)
+	for {
+		seen, prepared := readFileSink(t, dir)
+		if len(seen) == 20 && prepared == 0 {
+			for k, n := range seen {
+				if n != 1 {
+					t.Errorf("committed %s %d times", k, n)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committed %v, %d prepared; want the 20 keys once each", seen, prepared)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if fences.Load() >= 0 {
+		t.Fatal("the sink was never fenced")
+	}
+	if err := app.stop(t); err != nil {
+		t.Fatalf("the app after a fence at flush: %v, want it running and stopped cleanly", err)
 	}
 }
 

@@ -634,8 +634,10 @@ func (w *worker) flush(tasks []*task) error {
 			if errors.Is(err, state.ErrCorrupt) {
 				return t.corrupted(err)
 			}
-			if errors.Is(err, ErrHeldUpdate) {
-				return fmt.Errorf("eddy: task %s: flush: %w", t.id, err) // processed again, uncached
+			if errors.Is(err, ErrHeldUpdate) || errors.Is(err, ErrTaskFenced) {
+				// Processed again, uncached; or a sink outside Kafka
+				// found the task another instance's: a new session.
+				return fmt.Errorf("eddy: task %s: flush: %w", t.id, err)
 			}
 			return permanent(fmt.Errorf("eddy: task %s: flush: %w", t.id, err))
 		}
