@@ -211,8 +211,11 @@ func (s *cycleSink[K, V]) Prepare() ([]byte, []eddy.Refusal, error) {
 		// A row another prepared transaction holds (another task's or
 		// sink's: their rows must not overlap) would wait until that one
 		// commits, after the Kafka transaction that waits for this
-		// prepare: wait a bounded time, then retry, then fail.
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'"); err != nil {
+		// prepare: wait a bounded time, then retry, then fail. A
+		// deferred constraint would fail PREPARE TRANSACTION itself,
+		// past the row-by-row search that finds the record at fault:
+		// check every one at its row.
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
 			return err
 		}
 		var epoch int64
@@ -276,17 +279,35 @@ func (s *cycleSink[K, V]) Abort(token []byte) error {
 }
 
 // finish ends the prepared transaction token: redone after a lost answer,
-// a transaction that no longer exists is done.
+// a transaction that no longer exists is done. Gone at the first attempt,
+// it was ended by someone else: a newer owner of the task, whose Recover
+// decided from the changelog (this instance is a zombie: fenced), or,
+// when the epoch is still ours, someone outside eddy, which is logged as
+// an error: if they rolled it back, a committed Kafka transaction's rows
+// are lost.
 func (s *cycleSink[K, V]) finish(verb string, token []byte) error {
+	attempts := 0
 	err := s.db.do(context.Background(), strings.ToLower(verb)+" prepared", func(ctx context.Context, conn *pgx.Conn) error {
+		attempts++
 		_, err := conn.Exec(ctx, verb+" PREPARED "+quoteLiteral(string(token)))
-		if isUndefinedObject(err) {
-			// Done by an earlier attempt whose answer was lost (or,
-			// which should not happen, by someone else).
-			s.db.log.Info("pgsink: the prepared transaction was already ended", "gid", string(token), "wanted", strings.ToLower(verb))
+		if !isUndefinedObject(err) {
+			return err
+		}
+		if attempts > 1 {
+			s.db.log.Info("pgsink: the prepared transaction was already ended (an earlier attempt's answer was lost)", "gid", string(token), "wanted", strings.ToLower(verb))
 			return nil
 		}
-		return err
+		var epoch int64
+		err = conn.QueryRow(ctx, `SELECT epoch FROM `+TasksTable+` WHERE app = $1 AND sink = $2 AND task = $3`, s.task.AppID, s.task.Sink, s.task.Task).Scan(&epoch)
+		switch {
+		case err != nil:
+			return err
+		case epoch != s.epoch && verb == "COMMIT":
+			return permanent{fmt.Errorf("eddy: pgsink: task %s: %w: a newer owner ended the prepared transaction %s (its epoch is %d, ours %d)", s.task.Task, eddy.ErrSinkFenced, token, epoch, s.epoch)}
+		case epoch == s.epoch:
+			s.db.log.Error("pgsink: the prepared transaction was ended outside eddy; if it was rolled back, the rows of a committed Kafka transaction are lost", "gid", string(token), "wanted", strings.ToLower(verb))
+		}
+		return nil
 	})
 	return wrapUnavailable(err)
 }

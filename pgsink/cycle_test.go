@@ -42,14 +42,17 @@ func preparedGIDs(t *testing.T, conn *pgx.Conn) []string {
 
 // TestToInTheCycle: records piped in one eddy transaction reach the
 // table in one PostgreSQL transaction, prepared then committed; a record
-// its Rows refuses, and one whose row the table refuses at prepare (a
-// column it lacks, a CHECK constraint) are dead-lettered with the reason
+// its Rows refuses, and those whose row the table refuses at prepare (a
+// column it lacks, a CHECK constraint, a deferred foreign key) are dead-lettered with the reason
 // (the produce-error policy) in that same transaction, and the other rows
 // are written; nothing stays prepared.
 func TestToInTheCycle(t *testing.T) {
 	c := pgtest.Start(t)
 	conn := connect(t, c.DSN())
-	exec(t, conn, `CREATE TABLE balances (account text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))`)
+	exec(t, conn, `CREATE TABLE known (account text PRIMARY KEY)`)
+	exec(t, conn, `INSERT INTO known VALUES ('a'), ('b'), ('c'), ('d'), ('nick')`)
+	exec(t, conn, `CREATE TABLE balances (account text PRIMARY KEY REFERENCES known DEFERRABLE INITIALLY DEFERRED,
+		balance bigint NOT NULL CHECK (balance >= 0))`)
 	rows := func(r eddy.Record[string, int64]) (Row, error) {
 		row, err := balanceRow(r)
 		if r.Key == "nick" {
@@ -70,7 +73,7 @@ func TestToInTheCycle(t *testing.T) {
 		for i, kv := range []struct {
 			k string
 			v int64
-		}{{"a", 1}, {"b", 2}, {"", 9}, {"a", 3}, {"c", -5}, {"nick", 7}, {"d", 4}} {
+		}{{"a", 1}, {"b", 2}, {"", 9}, {"a", 3}, {"c", -5}, {"nick", 7}, {"unknown", 8}, {"d", 4}} {
 			if err := src.Pipe(kv.k, kv.v, int64(i)); err != nil {
 				return err
 			}
@@ -95,13 +98,13 @@ func TestToInTheCycle(t *testing.T) {
 			}
 		}
 	}
-	for key, want := range map[string]string{"": "no account", "c": "balances_balance_check", "nick": "nickname"} {
+	for key, want := range map[string]string{"": "no account", "c": "balances_balance_check", "nick": "nickname", "unknown": "balances_account_fkey"} {
 		if !strings.Contains(reasons[key], want) {
 			t.Errorf("dead letter of %q: reason %q, want it to name %q", key, reasons[key], want)
 		}
 	}
-	if len(dead) != 3 {
-		t.Errorf("%d dead letters (%v), want 3", len(dead), reasons)
+	if len(dead) != 4 {
+		t.Errorf("%d dead letters (%v), want 4", len(dead), reasons)
 	}
 	if gids := preparedGIDs(t, conn); len(gids) != 0 {
 		t.Errorf("prepared transactions left: %v", gids)
@@ -173,16 +176,27 @@ func TestToRecoverAndFence(t *testing.T) {
 	if _, _, err := old.Prepare(); !errors.Is(err, eddy.ErrSinkFenced) || errors.Is(err, eddy.ErrSinkUnavailable) || IsRowError(err) {
 		t.Errorf("the old owner's prepare: %v, want fenced (neither the database's nor the record's fault)", err)
 	}
+	// The old owner's second phase, late: its successor already ended it.
+	if err := old.Commit(committedGID); !errors.Is(err, eddy.ErrSinkFenced) {
+		t.Errorf("the old owner's commit of a transaction its successor ended: %v, want fenced", err)
+	}
 	put(t, next, "d", 4)
 	gid := prepare(t, next)
 	if err := next.Commit(gid); err != nil {
 		t.Fatal(err)
 	}
-	if err := next.Commit(gid); err != nil { // redone after a lost answer
-		t.Errorf("a second commit of %s: %v, want nil", gid, err)
-	}
 	if got, want := strings.Join(dump(t, conn, "balances", "account"), " "), "account=a,balance=1 account=d,balance=4"; got != want {
 		t.Errorf("table %s, want %s", got, want)
+	}
+	// A prepared transaction ended outside eddy: the commit cannot undo
+	// it, and says so in the log as an error.
+	logs := &testutil.LogBuffer{}
+	next.db.log = slog.New(slog.NewTextHandler(logs, nil))
+	put(t, next, "e", 5)
+	gid = prepare(t, next)
+	exec(t, conn, "ROLLBACK PREPARED "+quoteLiteral(string(gid)))
+	if err := next.Commit(gid); err != nil || !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "ended outside eddy") {
+		t.Errorf("commit of a transaction rolled back outside eddy: %v, log:\n%s\nwant nil and an error logged", err, logs)
 	}
 	for _, s := range []*cycleSink[string, int64]{old, next, other} {
 		s.Close()
