@@ -213,7 +213,7 @@ func (s *cycleSink[K, V]) Prepare() ([]byte, []eddy.Refusal, error) {
 		// commits, after the Kafka transaction that waits for this
 		// prepare: wait a bounded time, then retry, then fail. A
 		// deferred constraint would fail PREPARE TRANSACTION itself,
-		// past the row-by-row search that finds the record at fault:
+		// past the search that finds the record at fault:
 		// check every one at its row.
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
 			return err
@@ -250,7 +250,7 @@ func (s *cycleSink[K, V]) Prepare() ([]byte, []eddy.Refusal, error) {
 }
 
 // write writes the rows in tx. If the table refuses some (a value its
-// column's type refuses, a constraint), it writes them again one by one
+// column's type refuses, a constraint), it writes them again by halves
 // to find which: rowErrs then holds, per row, nil or why it was refused.
 func (s *cycleSink[K, V]) write(ctx context.Context, tx pgx.Tx) (rowErrs []error, err error) {
 	if _, err := tx.Exec(ctx, "SAVEPOINT eddy_rows"); err != nil {

@@ -491,8 +491,8 @@ func (s *sink) write(ctx context.Context, conn *pgx.Conn, j job) (map[int32]int6
 		return nil, err
 	}
 	defer tx.Rollback(context.Background())
-	// A deferred constraint would fail the commit, past the row-by-row
-	// search that finds the record at fault: check every one at its row.
+	// A deferred constraint would fail the commit, past the search
+	// that finds the record at fault: check every one at its row.
 	if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
 		return nil, err
 	}
@@ -564,7 +564,7 @@ func (s *sink) write(ctx context.Context, conn *pgx.Conn, j job) (map[int32]int6
 			return nil, err
 		}
 		if err != nil {
-			// Some row is refused: find which, row by row.
+			// Some row is refused: find which, by halves.
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT eddy_batch"); err != nil {
 				return nil, err
 			}

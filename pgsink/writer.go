@@ -220,8 +220,8 @@ func (p *checkedRows) add(texts []*string, del bool) {
 	p.del = append(p.del, del)
 }
 
-func (p checkedRows) row(i int) checkedRows {
-	return checkedRows{texts: p.texts[i : i+1], del: p.del[i : i+1]}
+func (p checkedRows) slice(lo, hi int) checkedRows {
+	return checkedRows{texts: p.texts[lo:hi], del: p.del[lo:hi]}
 }
 
 // checkRow checks a row against the columns and returns its values' text
@@ -485,11 +485,11 @@ func (w *Writer) writeCopy(ctx context.Context, tx pgx.Tx, args []any, n int) er
 	return nil
 }
 
-// WriteEach writes rows one by one in tx, each under a savepoint, to find
-// the rows at fault after Write failed with a row error: it returns, per
-// row, nil or its error (the row is then not written, the others are).
-// An error not a row's fault (see IsRowError) stops it and is returned as
-// err; tx must then be rolled back.
+// WriteEach writes rows in tx after Write failed with a row error, to find
+// the rows at fault: it returns, per row, nil or its error (the row is
+// then not written, the others are). An error not a row's fault (see
+// IsRowError) stops it and is returned as err; tx must then be rolled
+// back.
 func (w *Writer) WriteEach(ctx context.Context, tx pgx.Tx, rows []Row) (rowErrs []error, err error) {
 	rowErrs = make([]error, len(rows))
 	var p checkedRows
@@ -513,25 +513,51 @@ func (w *Writer) WriteEach(ctx context.Context, tx pgx.Tx, rows []Row) (rowErrs 
 	return rowErrs, nil
 }
 
+// writeEach finds the rows of p at fault by bisection: each half is
+// written under a savepoint, and a half the table refuses is rolled back
+// and split again, down to the single rows to blame. A batch of n rows
+// with k refused takes about 2k·log2(n/k) statements instead of n, so
+// that one bad row in a large transaction costs a few dozen round trips,
+// not one per row (which, to a distant database, could outlast the Kafka
+// transaction's timeout).
 func (w *Writer) writeEach(ctx context.Context, tx pgx.Tx, p checkedRows) ([]error, error) {
 	rowErrs := make([]error, len(p.texts))
-	for i := range p.texts {
-		if _, err := tx.Exec(ctx, "SAVEPOINT eddy_row"); err != nil {
-			return nil, fmt.Errorf("eddy: pgsink: savepoint: %w", err)
+	var find func(lo, hi int) error
+	find = func(lo, hi int) error {
+		if _, err := tx.Exec(ctx, "SAVEPOINT eddy_part"); err != nil {
+			return fmt.Errorf("eddy: pgsink: savepoint: %w", err)
 		}
-		werr := w.writeChecked(ctx, tx, p.row(i))
+		werr := w.writeChecked(ctx, tx, p.slice(lo, hi))
 		if werr == nil {
-			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT eddy_row"); err != nil {
-				return nil, fmt.Errorf("eddy: pgsink: savepoint: %w", err)
+			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT eddy_part"); err != nil {
+				return fmt.Errorf("eddy: pgsink: savepoint: %w", err)
 			}
-			continue
+			return nil
 		}
 		if !IsRowError(werr) {
-			return nil, werr
+			return werr
 		}
-		rowErrs[i] = werr
-		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT eddy_row"); err != nil {
-			return nil, fmt.Errorf("eddy: pgsink: savepoint: %w", err)
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT eddy_part; RELEASE SAVEPOINT eddy_part"); err != nil {
+			return fmt.Errorf("eddy: pgsink: savepoint: %w", err)
+		}
+		if hi-lo == 1 {
+			rowErrs[lo] = werr
+			return nil
+		}
+		mid := (lo + hi) / 2
+		if err := find(lo, mid); err != nil {
+			return err
+		}
+		return find(mid, hi)
+	}
+	// The whole batch failed already: start from its halves.
+	n := len(p.texts)
+	for _, half := range [2][2]int{{0, n / 2}, {n / 2, n}} {
+		if half[0] == half[1] {
+			continue
+		}
+		if err := find(half[0], half[1]); err != nil {
+			return nil, err
 		}
 	}
 	return rowErrs, nil

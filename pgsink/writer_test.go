@@ -411,6 +411,50 @@ func TestWriterRowErrors(t *testing.T) {
 	}
 }
 
+// TestWriteEachScattered: WriteEach's bisection blames exactly the bad
+// rows of a large batch, wherever they are (first, last, side by side,
+// either side of a split), and writes all the others.
+func TestWriteEachScattered(t *testing.T) {
+	c := pgtest.Start(t)
+	conn := connect(t, c.DSN())
+	exec(t, conn, `CREATE TABLE s (account text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))`)
+	ctx := context.Background()
+	w, err := NewWriter(ctx, conn, Table{Name: "s", Key: []string{"account"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	bad := map[int]bool{0: true, 1: true, 2: true, 333: true, 499: true, 500: true, 998: true, 999: true}
+	rows := make([]Row, n)
+	for i := range rows {
+		balance := int64(i)
+		if bad[i] {
+			balance = -1
+		}
+		rows[i] = Row{Values: map[string]any{"account": fmt.Sprint("a", i), "balance": balance}}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := w.WriteEach(ctx, tx, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if (e != nil) != bad[i] {
+			t.Errorf("row %d: error %v, want one: %v", i, e, bad[i])
+		}
+	}
+	var written int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM s`).Scan(&written); err != nil || written != n-len(bad) {
+		t.Errorf("%d rows written (%v), want %d", written, err, n-len(bad))
+	}
+}
+
 // TestTextOf: Go values as the text their column reads.
 func TestTextOf(t *testing.T) {
 	type cents int64
