@@ -230,10 +230,10 @@ func TestToDatabaseUnavailable(t *testing.T) {
 	conn := connect(t, c.DSN())
 	exec(t, conn, `CREATE TABLE balances (account text PRIMARY KEY, balance bigint NOT NULL)`)
 	conn.Close(context.Background())
-	open := func(dsn string, logs io.Writer) (*eddytest.Driver, error) {
+	open := func(dsn string, timeout time.Duration, logs io.Writer) (*eddytest.Driver, error) {
 		topo := eddy.NewTopology()
 		To(eddy.Source(topo, "balances", serde.String(), serde.Int64()), "pg", CycleConfig[string, int64]{DSN: dsn,
-			Table: Table{Name: "balances", Key: []string{"account"}}, Rows: balanceRow, Timeout: 2 * time.Second,
+			Table: Table{Name: "balances", Key: []string{"account"}}, Rows: balanceRow, Timeout: timeout,
 			Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		return eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "cycle", OnProduceError: eddy.DeadLetter}})
 	}
@@ -242,7 +242,7 @@ func TestToDatabaseUnavailable(t *testing.T) {
 		strings.Replace(c.DSN(), "postgres@", "nosuchuser@", 1), // refused credentials
 	} {
 		logs := &testutil.LogBuffer{}
-		d, err := open(dsn, logs)
+		d, err := open(dsn, 2*time.Second, logs)
 		if err == nil {
 			d.Close()
 		}
@@ -255,7 +255,7 @@ func TestToDatabaseUnavailable(t *testing.T) {
 	}
 
 	logs := &testutil.LogBuffer{}
-	d, err := open(c.DSN(), logs)
+	d, err := open(c.DSN(), time.Minute, logs) // long enough for any restart
 	if err != nil {
 		t.Fatal(err)
 	}
