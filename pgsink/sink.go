@@ -199,6 +199,14 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
+		// How long the group waits for every member to rejoin a
+		// rebalance, as the app's workers bound it: franz-go's 60 s
+		// default held the whole group for a minute whenever a member
+		// died in the middle of a rebalance (sinks SIGKILLed and
+		// replaced while the broker restarts). A member still writing
+		// its batch past it is dropped from the group, and the epochs
+		// in the database fence what it writes after.
+		kgo.RebalanceTimeout(max(cfg.SessionTimeout, 10*time.Second)),
 		// No rebalance while a batch is gathered, so that one batch does
 		// not straddle a reassignment (its records of a partition that
 		// moved would be fenced and fetched again). Exactly once does not

@@ -168,14 +168,15 @@ func (e *sinkEnv) start(table, mode string, extra ...string) *sinkProc {
 func (e *sinkEnv) waitWritten(table string) {
 	deadline := time.Now().Add(90 * time.Second)
 	var got int64
+	var err error
 	for time.Now().Before(deadline) {
-		err := e.db.QueryRow(context.Background(), "SELECT coalesce(sum(next_offset), 0) FROM eddy_sink_offsets WHERE group_id = $1", "g-"+table).Scan(&got)
+		err = e.db.QueryRow(context.Background(), "SELECT coalesce(sum(next_offset), 0) FROM eddy_sink_offsets WHERE group_id = $1", "g-"+table).Scan(&got)
 		if err == nil && got == int64(e.seq) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	e.t.Fatalf("%s: the sinks committed %d of %d records in 90s", table, got, e.seq)
+	e.t.Fatalf("%s: the sinks committed %d of %d records in 90s (last query error: %v)", table, got, e.seq, err)
 }
 
 // check verifies exactly once: balance_log holds each record once,
