@@ -94,27 +94,9 @@ func TestTransactionalSinkErrors(t *testing.T) {
 // (records read back from a repartition topic): the dead letter holds
 // the refused record's key and value, not a later one's.
 func TestTransactionalSinkRefusalBehindRepartition(t *testing.T) {
-	dir := t.TempDir()
-	topo := eddy.NewTopology()
-	in := eddy.Source(topo, "in", serde.String(), serde.String())
-	eddy.ToTransactional(eddy.Repartition(in, "by-key", serde.String(), serde.String()), "files", openFileSink(dir))
-	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "tx", OnProduceError: eddy.DeadLetter}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	src := eddytest.Input(d, "in", serde.String(), serde.String())
-	err = d.Transaction(func() error {
-		for i, v := range []string{"fine", "refused:1", "also fine", "and more"} {
-			if err := src.Pipe(fmt.Sprint("b", i), v, int64(2+i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("a record refused at prepare: %v, want it dead-lettered", err)
-	}
+	d, dir := pipeToFileSink(t, func(in eddy.Stream[string, string]) eddy.Stream[string, string] {
+		return eddy.Repartition(in, "by-key", serde.String(), serde.String())
+	}, "fine", "refused:1", "also fine", "and more")
 	dlq := eddy.DeadLetterTopic(eddy.RepartitionTopic("tx", "by-key"))
 	dead, err := eddytest.Output(d, dlq, serde.Bytes(), serde.Bytes()).ReadAll()
 	if err != nil || len(dead) != 1 || string(dead[0].Key) != "b1" || string(dead[0].Value) != "refused:1" {
@@ -129,19 +111,35 @@ func TestTransactionalSinkRefusalBehindRepartition(t *testing.T) {
 // whose two writes are both refused at prepare meets the policy once (one
 // dead letter), and the other records' writes commit.
 func TestTransactionalSinkRefusesTwoWritesOfOneRecord(t *testing.T) {
+	d, dir := pipeToFileSink(t, func(in eddy.Stream[string, string]) eddy.Stream[string, string] {
+		return eddy.FlatMapValues(in, func(dst []string, _, v string) []string { return append(dst, v+"/1", v+"/2") })
+	}, "fine", "refused:1", "refused:2", "also fine")
+	dead, err := eddytest.Output(d, eddy.DeadLetterTopic("in"), serde.String(), serde.String()).ReadAll()
+	if err != nil || len(dead) != 2 || dead[0].Key != "b1" || dead[1].Key != "b2" {
+		t.Fatalf("dead letters %v (%v), want b1's and b2's input records, once each", dead, err)
+	}
+	if seen, _ := readFileSink(t, dir); len(seen) != 4 || seen["b3=also fine/2"] != 1 {
+		t.Errorf("committed %v, want b0's and b3's two writes", seen)
+	}
+}
+
+// pipeToFileSink runs the topology topic "in" → through → a file sink
+// (refusing values "refused:…" at prepare) under the dead-letter policy,
+// pipes values (keys b0, b1, …) in one transaction, which must commit, and
+// returns the driver and the sink's directory.
+func pipeToFileSink(t *testing.T, through func(eddy.Stream[string, string]) eddy.Stream[string, string], values ...string) (*eddytest.Driver, string) {
+	t.Helper()
 	dir := t.TempDir()
 	topo := eddy.NewTopology()
-	in := eddy.Source(topo, "in", serde.String(), serde.String())
-	twice := eddy.FlatMapValues(in, func(dst []string, _, v string) []string { return append(dst, v+"/1", v+"/2") })
-	eddy.ToTransactional(twice, "files", openFileSink(dir))
+	eddy.ToTransactional(through(eddy.Source(topo, "in", serde.String(), serde.String())), "files", openFileSink(dir))
 	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{AppID: "tx", OnProduceError: eddy.DeadLetter}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	t.Cleanup(func() { d.Close() })
 	src := eddytest.Input(d, "in", serde.String(), serde.String())
 	err = d.Transaction(func() error {
-		for i, v := range []string{"fine", "refused:1", "refused:2", "also fine"} {
+		for i, v := range values {
 			if err := src.Pipe(fmt.Sprint("b", i), v, int64(2+i)); err != nil {
 				return err
 			}
@@ -151,13 +149,7 @@ func TestTransactionalSinkRefusesTwoWritesOfOneRecord(t *testing.T) {
 	if err != nil {
 		t.Fatalf("records refused at prepare: %v, want them dead-lettered", err)
 	}
-	dead, err := eddytest.Output(d, eddy.DeadLetterTopic("in"), serde.String(), serde.String()).ReadAll()
-	if err != nil || len(dead) != 2 || dead[0].Key != "b1" || dead[1].Key != "b2" {
-		t.Fatalf("dead letters %v (%v), want b1's and b2's input records, once each", dead, err)
-	}
-	if seen, _ := readFileSink(t, dir); len(seen) != 4 || seen["b3=also fine/2"] != 1 {
-		t.Errorf("committed %v, want b0's and b3's two writes", seen)
-	}
+	return d, dir
 }
 
 // TestTransactionalSinkRefusalFails: under the fail policy, a write the

@@ -75,6 +75,25 @@ func write(t testing.TB, conn *pgx.Conn, w *Writer, rows []Row) error {
 	return tx.Commit(ctx)
 }
 
+// writeEach writes rows with WriteEach in a transaction it commits, and
+// returns the rows' errors.
+func writeEach(t testing.TB, conn *pgx.Conn, w *Writer, rows []Row) []error {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := w.WriteEach(ctx, tx, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return errs
+}
+
 func jsonRows(t testing.TB, m Mapper, kv ...string) []Row {
 	t.Helper()
 	var rows []Row
@@ -231,17 +250,7 @@ func TestWriterKeysEqualAsValuesWithBadRow(t *testing.T) {
 	if err := write(t, conn, w, rows); !IsRowError(err) || !strings.Contains(err.Error(), "check constraint") {
 		t.Fatalf("Write = %v, want the check constraint's row error", err)
 	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errs, err := w.WriteEach(ctx, tx, rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	errs := writeEach(t, conn, w, rows)
 	if errs[0] != nil || errs[1] != nil || errs[2] == nil {
 		t.Errorf("row errors %v, want only the last row's", errs)
 	}
@@ -379,17 +388,7 @@ func TestWriterRowErrors(t *testing.T) {
 	if !IsRowError(err) {
 		t.Fatalf("Write of a batch with bad rows: %v, want a row error", err)
 	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errs, err := w.WriteEach(ctx, tx, rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	errs := writeEach(t, conn, w, rows)
 	wantErr := []string{"", `no column "colour"`, "invalid input syntax for type bigint", "violates check constraint", "violates not-null constraint", ""}
 	for i, e := range errs {
 		if (e == nil) != (wantErr[i] == "") || e != nil && !strings.Contains(e.Error(), wantErr[i]) {
@@ -433,17 +432,7 @@ func TestWriteEachScattered(t *testing.T) {
 		}
 		rows[i] = Row{Values: map[string]any{"account": fmt.Sprint("a", i), "balance": balance}}
 	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errs, err := w.WriteEach(ctx, tx, rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	errs := writeEach(t, conn, w, rows)
 	for i, e := range errs {
 		if (e != nil) != bad[i] {
 			t.Errorf("row %d: error %v, want one: %v", i, e, bad[i])
