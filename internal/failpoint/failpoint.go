@@ -9,6 +9,12 @@
 // so nothing (deferred calls, buffered writes, a clean Close) runs that a
 // real crash would not run. A Set is nil when off: Hit on nil is a no-op,
 // so a production run pays one nil check per commit step.
+//
+// A point suffixed ":stop" ("commit.before-end@3:stop") freezes the
+// process there instead: it sends itself SIGSTOP, and carries on from that
+// point when a SIGCONT comes. A zombie test freezes an instance in a chosen
+// window of the commit cycle this way (holding a prepared sink
+// transaction, say) rather than wherever a SIGSTOP from outside lands.
 package failpoint
 
 import (
@@ -61,9 +67,14 @@ type Set struct {
 }
 
 type point struct {
-	at   int64 // crash on this hit
+	at   int64 // crash (or stop) on this hit
+	stop bool  // SIGSTOP instead of SIGKILL
 	hits atomic.Int64
 }
+
+// stopSuffix, after a point, makes it freeze the process instead of
+// crashing it.
+const stopSuffix = ":stop"
 
 // FromEnv returns the failpoints EDDY_FAILPOINTS arms, nil when it is
 // unset or empty, or an error naming an unknown point or a bad count.
@@ -77,11 +88,13 @@ func Parse(spec string) (*Set, error) {
 	}
 	s := &Set{armed: map[string]*point{}}
 	for _, item := range strings.Split(spec, ",") {
-		name, count, hasCount := strings.Cut(strings.TrimSpace(item), "@")
-		if !slices.Contains(Points, name) {
-			return nil, fmt.Errorf("%s: unknown failpoint %q; the points are %s", Env, name, strings.Join(Points, ", "))
-		}
+		item = strings.TrimSpace(item)
 		p := &point{at: 1}
+		item, p.stop = strings.CutSuffix(item, stopSuffix)
+		name, count, hasCount := strings.Cut(item, "@")
+		if !slices.Contains(Points, name) {
+			return nil, fmt.Errorf("%s: unknown failpoint %q; the points are %s (each may end in @N, the N-th time, and %s, to freeze instead of crash)", Env, name, strings.Join(Points, ", "), stopSuffix)
+		}
 		if hasCount {
 			n, err := strconv.ParseInt(count, 10, 64)
 			if err != nil || n < 1 {
@@ -95,13 +108,20 @@ func Parse(spec string) (*Set, error) {
 }
 
 // Hit crashes the process if name is armed and this is the hit it waits
-// for. It is safe for concurrent use.
+// for, or, armed with ":stop", freezes it and returns once it is
+// continued. It is safe for concurrent use.
 func (s *Set) Hit(name string) {
 	if s == nil {
 		return
 	}
 	p := s.armed[name]
 	if p == nil || p.hits.Add(1) != p.at {
+		return
+	}
+	if p.stop {
+		fmt.Fprintf(os.Stderr, "failpoint %s: stopping (SIGSTOP); SIGCONT resumes\n", name)
+		stopSelf()
+		fmt.Fprintf(os.Stderr, "failpoint %s: continued\n", name)
 		return
 	}
 	fmt.Fprintf(os.Stderr, "failpoint %s: crashing (SIGKILL)\n", name)
