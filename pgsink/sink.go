@@ -60,6 +60,11 @@ type Config struct {
 	// Mapper turns a record into a row. Default JSONMapper of the one key
 	// column (of no column when the table has several or none).
 	Mapper Mapper
+	// ValueFields, when known, are the fields of every value (those of
+	// the Avro schema the values are written with: AvroFields). Run then
+	// checks at start that each is a column written, naming those that
+	// are not, rather than dead-letter every record for them.
+	ValueFields []string
 	// BatchSize (default 5000) and BatchWait (default 200ms) bound a
 	// batch: it is written, in one transaction, when it holds BatchSize
 	// records or its first record waited BatchWait.
@@ -181,6 +186,9 @@ func Run(ctx context.Context, cfg Config) error {
 				err = permanent{err}
 			}
 			return err
+		}
+		if err := w.checkFields(cfg.ValueFields); err != nil {
+			return permanent{err}
 		}
 		s.w = w
 		return nil
