@@ -280,4 +280,3 @@ func TestSinkValueFieldsChecked(t *testing.T) {
 		t.Fatalf(`AvroFields("string") = %v`, err)
 	}
 }
-
