@@ -266,14 +266,17 @@ func TestSinkValueFieldsChecked(t *testing.T) {
 	}
 	cfg := testConfig(e, "accounts", "accts", Upsert, "account")
 	cfg.ValueFields = fields
-	err := Run(context.Background(), cfg)
+	// Bounded: a sink that does not check would run until stopped.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, cfg)
 	if err == nil || !strings.Contains(err.Error(), `table accts has no column "opened", "born", "rate", "photo", "kind", "tags", "limits", "owner" written`) {
 		t.Fatalf("Run = %v", err)
 	}
 	// A column the table has but that is not written counts as missing.
 	cfg.Table.Columns = []string{"account", "balance"}
 	cfg.ValueFields = []string{"account", "balance", "note"}
-	if err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `no column "note" written`) {
+	if err := Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), `no column "note" written`) {
 		t.Fatalf("Run with note not among the columns = %v", err)
 	}
 	if _, err := AvroFields(`"string"`); err == nil || !strings.Contains(err.Error(), "not a record") {
