@@ -437,17 +437,27 @@ type item struct {
 	err   error
 }
 
-// mapRecords maps a batch's records to rows (Go's part of the work).
+// mapRecords maps a batch's records to rows (Go's part of the work). A
+// record whose Mapper found a service unavailable (a schema registry
+// past its client's retry bound: serde.ErrUnavailable) ends the mapping:
+// the batch's later records get its error rather than each wait the same
+// bound, and the sink stops on the first of them it writes (see write).
 func (s *sink) mapRecords(recs []*kgo.Record, snap map[int32]int64) job {
 	j := job{items: make([]item, len(recs)), snap: snap}
+	var unavailable error
 	for i, r := range recs {
-		it := item{r: r}
-		row, err := s.cfg.Mapper(r.Key, r.Value)
-		if err == nil {
-			it.texts, err = s.w.checkRow(row)
-			it.del = row.Delete
+		it := item{r: r, err: unavailable}
+		if unavailable == nil {
+			row, err := s.cfg.Mapper(r.Key, r.Value)
+			if err == nil {
+				it.texts, err = s.w.checkRow(row)
+				it.del = row.Delete
+			}
+			if errors.Is(err, serde.ErrUnavailable) {
+				unavailable = err
+			}
+			it.err = err
 		}
-		it.err = err
 		j.items[i] = it
 	}
 	return j
