@@ -39,7 +39,7 @@ func runSinkPostgres(ctx context.Context, args []string) error {
 	dlq := fs.String("dlq-topic", "", "the dead-letter topic (default <topic>.dlq)")
 	dbTimeout := fs.Duration("db-timeout", 2*time.Minute, "give up when the database or the schema registry has failed (down, refusing the credentials) this long; meanwhile retry with backoff")
 	format := fs.String("format", "json", "how the values are encoded: json, avro or protobuf (avro and protobuf in the Confluent wire format, their writer schemas read from --schema-registry)")
-	registryURL := fs.String("schema-registry", "", "URL of a Confluent-compatible schema registry for --format avro or protobuf, e.g. http://127.0.0.1:8081 (`eddy broker --schema-registry 127.0.0.1:8081` serves one); user:password@ in the URL is sent as basic auth")
+	registryURL := fs.String("schema-registry", "", "`URL` of a Confluent-compatible schema registry for --format avro or protobuf, e.g. http://127.0.0.1:8081 (eddy broker --schema-registry 127.0.0.1:8081 serves one); user:password@ in the URL is sent as basic auth")
 	valueSchema := fs.String("value-schema", "", "with --format avro: a `file` holding the values' Avro schema; each of its fields must then be a column written, checked at start")
 	session := fs.Duration("session-timeout", 45*time.Second, "the consumer group's session timeout: how long a stopped instance keeps its partitions")
 	security := kafkaclient.AddSecurityFlags(fs)

@@ -215,7 +215,7 @@ type FormatFlags struct {
 func AddFormatFlags(fs *flag.FlagSet) *FormatFlags {
 	return &FormatFlags{
 		format:   fs.String("format", string(JSON), "encoding of the payments and the outputs: json, avro or protobuf (avro and protobuf in the Confluent wire format, through --schema-registry)"),
-		registry: fs.String("schema-registry", "", "URL of a Confluent-compatible schema registry for --format avro or protobuf, e.g. http://127.0.0.1:8081 (`eddy broker --schema-registry 127.0.0.1:8081` serves one); user:password@ in the URL is sent as basic auth"),
+		registry: fs.String("schema-registry", "", "`URL` of a Confluent-compatible schema registry for --format avro or protobuf, e.g. http://127.0.0.1:8081 (eddy broker --schema-registry 127.0.0.1:8081 serves one); user:password@ in the URL is sent as basic auth"),
 	}
 }
 
