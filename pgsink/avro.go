@@ -51,11 +51,7 @@ func AvroMapper(keyColumn string, reg *registry.Client) Mapper {
 	schemas := newWriterSchemas(reg, "avro", sr.TypeAvro, parseAvro)
 	api := avro.Config{MaxByteSliceSize: avroMaxBytes, MaxSliceAllocSize: avroMaxBytes}.Freeze()
 	return fieldsMapper(keyColumn, func(value []byte) (map[string]any, error) {
-		id, payload, err := registry.SplitHeader(value)
-		if err != nil {
-			return nil, fmt.Errorf("avro: %w", err)
-		}
-		rec, err := schemas.get(id)
+		rec, id, payload, err := schemas.of(value)
 		if err != nil {
 			return nil, err
 		}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -75,17 +74,6 @@ func registryClient(t *testing.T, url string, timeout time.Duration, log io.Writ
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// closedURL is the URL of a port nothing listens on: a registry down.
-func closedURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String()
-	l.Close()
-	return url
 }
 
 // must returns v, or fails the test given to it with err.
@@ -227,7 +215,7 @@ func TestSinkRegistryDown(t *testing.T) {
 		logs := &testutil.LogBuffer{}
 		cfg := testConfig(e, "down", "down", Upsert, "account")
 		cfg.Group = "g-down-" + name
-		cfg.Mapper = mapper("account", registryClient(t, closedURL(t), 500*time.Millisecond, logs))
+		cfg.Mapper = mapper("account", registryClient(t, registrytest.ClosedURL(t), 500*time.Millisecond, logs))
 		_, done := run(t, cfg)
 		select {
 		case err := <-done:

@@ -45,11 +45,7 @@ import (
 func ProtobufMapper(keyColumn string, reg *registry.Client) Mapper {
 	files := newWriterSchemas(reg, "protobuf", sr.TypeProtobuf, compileProto)
 	return fieldsMapper(keyColumn, func(value []byte) (map[string]any, error) {
-		id, rest, err := registry.SplitHeader(value)
-		if err != nil {
-			return nil, fmt.Errorf("protobuf: %w", err)
-		}
-		file, err := files.get(id)
+		file, id, rest, err := files.of(value)
 		if err != nil {
 			return nil, err
 		}

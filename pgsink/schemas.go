@@ -37,6 +37,17 @@ func newWriterSchemas[W any](reg *registry.Client, format string, typ sr.SchemaT
 	return &writerSchemas[W]{reg: reg, format: format, typ: typ, parse: parse, ids: map[int]parsedSchema[W]{}}
 }
 
+// of returns the parsed writer schema of a framed value, its id, and
+// the value after the header.
+func (c *writerSchemas[W]) of(value []byte) (w W, id int, rest []byte, err error) {
+	id, rest, err = registry.SplitHeader(value)
+	if err != nil {
+		return w, 0, nil, fmt.Errorf("%s: %w", c.format, err)
+	}
+	w, err = c.get(id)
+	return w, id, rest, err
+}
+
 // get returns writer schema id parsed. The registry's errors are not
 // kept: an unknown id is the record's fault (the client remembers it for
 // a moment), an unavailable registry wraps serde.ErrUnavailable (no

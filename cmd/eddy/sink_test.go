@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -393,7 +392,7 @@ func TestSinkPostgresFormats(t *testing.T) {
 		// The registry unreachable: the sink stops after --db-timeout,
 		// blaming no record.
 		down := exec.CommandContext(ctx, e.bin, "sink", "postgres", "--brokers", e.broker.Addr(), "--topic", "balances", "--dsn", e.pg.DSN(),
-			"--table", "balance_log", "--mode", "append", "--group", "g-down", "--db-timeout", "2s", "--format", "avro", "--schema-registry", closedRegistry(t))
+			"--table", "balance_log", "--mode", "append", "--group", "g-down", "--db-timeout", "2s", "--format", "avro", "--schema-registry", registrytest.ClosedURL(t))
 		out, err = down.CombinedOutput()
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "service unavailable") ||
@@ -452,14 +451,4 @@ func serializer[V any](t *testing.T, s serde.Serde[V]) func(V) []byte {
 		}
 		return b
 	}
-}
-
-// closedRegistry is the URL of a port nothing listens on.
-func closedRegistry(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "http://" + l.Addr().String()
 }
