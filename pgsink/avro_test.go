@@ -1,7 +1,9 @@
 package pgsink
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	hamba "github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/sr"
 
@@ -277,5 +280,30 @@ func TestSinkValueFieldsChecked(t *testing.T) {
 	}
 	if _, err := AvroFields(`"string"`); err == nil || !strings.Contains(err.Error(), "not a record") {
 		t.Fatalf(`AvroFields("string") = %v`, err)
+	}
+}
+
+// TestReadAvroBounds: a record that claims more array items than the
+// bound, or nests deeper than it, is an error (the record's fault), not
+// memory or stack spent on what it claims.
+func TestReadAvroBounds(t *testing.T) {
+	for _, c := range []struct {
+		name, schema string
+		payload      []byte
+		want         string
+	}{
+		// One block claiming one item more than the bound, of nulls: no
+		// bytes per item.
+		{"items", `{"type":"array","items":"null"}`, binary.AppendVarint(nil, avroMaxItems+1), "more than 1000000 items claimed"},
+		// A linked list 100 deep: each level's union picks the record.
+		{"depth", `{"type":"record","name":"Node","fields":[{"name":"next","type":["null","Node"]}]}`, bytes.Repeat([]byte{2}, 100), "values nest deeper than 64"},
+	} {
+		s := must(hamba.ParseWithCache(c.schema, "", &hamba.SchemaCache{}))(t)
+		r := hamba.NewReader(nil, 0)
+		r.Reset(c.payload)
+		readAvro(r, s, 0)
+		if r.Error == nil || !strings.Contains(r.Error.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, r.Error, c.want)
+		}
 	}
 }

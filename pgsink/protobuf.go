@@ -30,7 +30,7 @@ import (
 //     member) that is not set is NULL; a scalar without presence that is
 //     not set is its zero value, as Protobuf reads it;
 //   - google.protobuf.Timestamp as an RFC 3339 instant (timestamptz
-//     columns), Duration as "1.5s" (text), the wrappers (Int64Value…) as
+//     columns), Duration as "1.500s" (text), the wrappers (Int64Value…) as
 //     their value or NULL;
 //   - other messages, repeated fields and maps as their JSON text (for
 //     json/jsonb columns), as protojson writes them: proto names, 64-bit
