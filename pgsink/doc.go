@@ -11,7 +11,10 @@
 // member that reads read_committed and writes each batch in one database
 // transaction together with the partitions' next offsets, kept in
 // OffsetsTable with an owner epoch per partition that fences a zombie. See
-// docs/postgres.md.
+// docs/postgres.md. Its Mapper turns a record into a row: JSONMapper (the
+// default), or AvroMapper and ProtobufMapper for values of any schema in
+// the Confluent wire format, whose writer schemas they read from a schema
+// registry (serde/registry) by the records' schema ids.
 //
 // The driver is pgx (github.com/jackc/pgx/v5): it speaks the COPY
 // protocol and binary array parameters (the two fast paths measured for

@@ -42,14 +42,18 @@ type Mapper func(key, value []byte) (Row, error)
 // field of that name must then hold the same text). A tombstone deletes
 // the row of keyColumn = the key.
 func JSONMapper(keyColumn string) Mapper {
+	return fieldsMapper(keyColumn, jsonFields)
+}
+
+// fieldsMapper is the mapping of JSONMapper, AvroMapper and
+// ProtobufMapper: decode returns a value's fields as the columns receive
+// them, and the record key fills keyColumn as JSONMapper says.
+func fieldsMapper(keyColumn string, decode func(value []byte) (map[string]any, error)) Mapper {
 	return func(key, value []byte) (Row, error) {
 		if value == nil {
-			if keyColumn == "" || key == nil {
-				return Row{}, errors.New("tombstone without a key to delete by")
-			}
-			return Row{Delete: true, Values: map[string]any{keyColumn: string(key)}}, nil
+			return tombstone(keyColumn, key)
 		}
-		vals, err := jsonFields(value)
+		vals, err := decode(value)
 		if err != nil {
 			return Row{}, err
 		}
@@ -64,6 +68,15 @@ func JSONMapper(keyColumn string) Mapper {
 		}
 		return Row{Values: vals}, nil
 	}
+}
+
+// tombstone is the Row of a record without a value: the delete of the row
+// whose keyColumn is the record key.
+func tombstone(keyColumn string, key []byte) (Row, error) {
+	if keyColumn == "" || key == nil {
+		return Row{}, errors.New("tombstone without a key to delete by")
+	}
+	return Row{Delete: true, Values: map[string]any{keyColumn: string(key)}}, nil
 }
 
 func describeText(t *string) string {
@@ -181,10 +194,7 @@ func textOf(v any) (*string, error) {
 func SerdeMapper[V any](keyColumn string, s serde.Serde[V], fields func(V) map[string]any) Mapper {
 	return func(key, value []byte) (Row, error) {
 		if value == nil {
-			if keyColumn == "" || key == nil {
-				return Row{}, errors.New("tombstone without a key to delete by")
-			}
-			return Row{Delete: true, Values: map[string]any{keyColumn: string(key)}}, nil
+			return tombstone(keyColumn, key)
 		}
 		v, err := s.Deserialize(value)
 		if err != nil {

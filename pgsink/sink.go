@@ -60,6 +60,11 @@ type Config struct {
 	// Mapper turns a record into a row. Default JSONMapper of the one key
 	// column (of no column when the table has several or none).
 	Mapper Mapper
+	// ValueFields, when known, are the fields of every value (those of
+	// the Avro schema the values are written with: AvroFields). Run then
+	// checks at start that each is a column written, naming those that
+	// are not, rather than dead-letter every record for them.
+	ValueFields []string
 	// BatchSize (default 5000) and BatchWait (default 200ms) bound a
 	// batch: it is written, in one transaction, when it holds BatchSize
 	// records or its first record waited BatchWait.
@@ -181,6 +186,9 @@ func Run(ctx context.Context, cfg Config) error {
 				err = permanent{err}
 			}
 			return err
+		}
+		if err := w.checkFields(cfg.ValueFields); err != nil {
+			return permanent{err}
 		}
 		s.w = w
 		return nil
@@ -437,17 +445,27 @@ type item struct {
 	err   error
 }
 
-// mapRecords maps a batch's records to rows (Go's part of the work).
+// mapRecords maps a batch's records to rows (Go's part of the work). A
+// record whose Mapper found a service unavailable (a schema registry
+// past its client's retry bound: serde.ErrUnavailable) ends the mapping:
+// the batch's later records get its error rather than each wait the same
+// bound, and the sink stops on the first of them it writes (see write).
 func (s *sink) mapRecords(recs []*kgo.Record, snap map[int32]int64) job {
 	j := job{items: make([]item, len(recs)), snap: snap}
+	var unavailable error
 	for i, r := range recs {
-		it := item{r: r}
-		row, err := s.cfg.Mapper(r.Key, r.Value)
-		if err == nil {
-			it.texts, err = s.w.checkRow(row)
-			it.del = row.Delete
+		it := item{r: r, err: unavailable}
+		if unavailable == nil {
+			row, err := s.cfg.Mapper(r.Key, r.Value)
+			if err == nil {
+				it.texts, err = s.w.checkRow(row)
+				it.del = row.Delete
+			}
+			if errors.Is(err, serde.ErrUnavailable) {
+				unavailable = err
+			}
+			it.err = err
 		}
-		it.err = err
 		j.items[i] = it
 	}
 	return j

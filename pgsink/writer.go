@@ -281,6 +281,21 @@ func (w *Writer) unknownFields(row Row) error {
 	return fmt.Errorf("table %s has no column %s", w.name, quoteList(extra))
 }
 
+// checkFields checks that each of the fields every value holds is a
+// column written: otherwise every record would be a bad record.
+func (w *Writer) checkFields(fields []string) error {
+	var missing []string
+	for _, f := range fields {
+		if !slices.ContainsFunc(w.cols, func(c column) bool { return c.name == f }) {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("eddy: pgsink: table %s has no column %s written for the value schema's fields (every record would be a bad record): add the column, or list it in the columns written (Table.Columns, --columns)", w.name, quoteList(missing))
+	}
+	return nil
+}
+
 // Write writes rows in tx, which the caller commits (or prepares). A row
 // error fails the whole batch (the transaction must then be rolled back,
 // or rolled back to a savepoint): WriteEach finds the rows at fault.

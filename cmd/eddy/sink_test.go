@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,11 +20,19 @@ import (
 	"github.com/eddy-streams/eddy/internal/testutil/apprun"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/examples/ledger/pipeline"
+	"github.com/eddy-streams/eddy/examples/ledger/pipeline/ledgerpb"
 	"github.com/eddy-streams/eddy/internal/kafka"
 	"github.com/eddy-streams/eddy/internal/testutil"
 	"github.com/eddy-streams/eddy/internal/testutil/pgtest"
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
+	"github.com/eddy-streams/eddy/serde"
+	"github.com/eddy-streams/eddy/serde/avro"
+	"github.com/eddy-streams/eddy/serde/protobuf"
+	"github.com/eddy-streams/eddy/serde/registry"
 )
 
 // sinkBin is the eddy binary the sink's process tests run, built once.
@@ -55,6 +67,8 @@ type sinkEnv struct {
 	cl        *kgo.Client
 	seq       int
 	want      map[string]string // account → its last balance record
+	// encode writes a balance as a record value; nil: JSON.
+	encode func(pipeline.Balance) []byte
 }
 
 func newSinkEnv(t *testing.T) *sinkEnv {
@@ -127,9 +141,12 @@ func (e *sinkEnv) produce(n int) {
 	for range n {
 		e.seq++
 		acct := "acct-" + strconv.Itoa(e.seq%50)
-		v := fmt.Sprintf(`{"id":"p-%d","account":%q,"amount":%d,"seq":%d,"balance":%d}`, e.seq, acct, e.seq%100, e.seq, e.seq*7)
+		v := []byte(fmt.Sprintf(`{"id":"p-%d","account":%q,"amount":%d,"seq":%d,"balance":%d}`, e.seq, acct, e.seq%100, e.seq, e.seq*7))
+		if e.encode != nil {
+			v = e.encode(pipeline.Balance{ID: fmt.Sprintf("p-%d", e.seq), Account: acct, Amount: int64(e.seq % 100), Seq: int64(e.seq), Balance: int64(e.seq * 7)})
+		}
 		e.want[acct] = fmt.Sprintf("%s p-%d %d %d %d", acct, e.seq, e.seq%100, e.seq, e.seq*7)
-		recs = append(recs, &kgo.Record{Topic: "balances", Key: []byte(acct), Value: []byte(v)})
+		recs = append(recs, &kgo.Record{Topic: "balances", Key: []byte(acct), Value: v})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -304,4 +321,141 @@ func TestSinkPostgresZombie(t *testing.T) {
 	e.produce(300)
 	e.waitWritten("balance_log")
 	e.check("balance_log")
+}
+
+// TestSinkPostgresFormatFlags: the format flags that do not go together,
+// or are missing or malformed, are refused before anything starts, with
+// an error naming the flag.
+func TestSinkPostgresFormatFlags(t *testing.T) {
+	dir := t.TempDir()
+	notRecord := filepath.Join(dir, "string.avsc")
+	if err := os.WriteFile(notRecord, []byte(`"string"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--topic", "t", "--dsn", "postgres://127.0.0.1:1/db", "--table", "t", "--key", "k"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--format", "avro"}, "--format avro needs --schema-registry URL"},
+		{[]string{"--format", "protobuf"}, "--format protobuf needs --schema-registry URL"},
+		{[]string{"--format", "xml"}, `--format "xml": want json, avro or protobuf`},
+		{[]string{"--schema-registry", "http://127.0.0.1:8081"}, "--schema-registry is for --format avro or protobuf"},
+		{[]string{"--value-schema", notRecord}, "--value-schema is for --format avro"},
+		{[]string{"--format", "protobuf", "--schema-registry", "http://127.0.0.1:8081", "--value-schema", notRecord}, "--value-schema is for --format avro"},
+		{[]string{"--format", "avro", "--schema-registry", "127.0.0.1:8081"}, `--schema-registry "127.0.0.1:8081": want an http:// or https:// URL`},
+		{[]string{"--format", "avro", "--schema-registry", "http://127.0.0.1:8081", "--value-schema", filepath.Join(dir, "none.avsc")}, "--value-schema: open"},
+		{[]string{"--format", "avro", "--schema-registry", "http://127.0.0.1:8081", "--value-schema", notRecord}, "not a record"},
+	} {
+		err := runSinkPostgres(context.Background(), append(append([]string(nil), base...), c.args...))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestSinkPostgresFormats: `eddy sink postgres --format avro` and
+// `--format protobuf` write the ledger's balances, encoded by eddy's Avro
+// and Protobuf serdes through eddy's registry, into the upsert and the
+// append table; --value-schema with a field the table lacks stops the
+// sink at start naming the column; a registry that cannot be reached
+// stops it after --db-timeout, dead-lettering nothing.
+func TestSinkPostgresFormats(t *testing.T) {
+	t.Run("avro", func(t *testing.T) {
+		e := newSinkEnv(t)
+		url := registrytest.Start(t)
+		s, err := avro.Value[pipeline.Balance](newRegistryClient(t, url), "balances", pipeline.BalanceAvroSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.encode = serializer(t, s)
+		schema := filepath.Join(t.TempDir(), "balance.avsc")
+		if err := os.WriteFile(schema, []byte(pipeline.BalanceAvroSchema), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.produce(200)
+		e.start("balances", "upsert", "--format", "avro", "--schema-registry", url, "--value-schema", schema)
+		e.produce(200)
+		e.waitWritten("balances")
+		e.check("balances")
+
+		// The sinks below must stop by themselves; killed if they do not,
+		// which fails the test.
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+
+		// A field of the value schema without a column: refused at start.
+		wider := filepath.Join(t.TempDir(), "wider.avsc")
+		text := strings.Replace(pipeline.BalanceAvroSchema, `{"name":"balance","type":"long"}`, `{"name":"balance","type":"long"},{"name":"colour","type":"string"}`, 1)
+		if err := os.WriteFile(wider, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.CommandContext(ctx, e.bin, "sink", "postgres", "--brokers", e.broker.Addr(), "--topic", "balances", "--dsn", e.pg.DSN(),
+			"--table", "balances", "--key", "account", "--group", "g-wider", "--format", "avro", "--schema-registry", url, "--value-schema", wider).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), `eddy sink: eddy: pgsink: table balances has no column "colour" written`) {
+			t.Fatalf("a value schema with a field the table lacks: %v\n%s", err, out)
+		}
+
+		// The registry unreachable: the sink stops after --db-timeout,
+		// blaming no record.
+		down := exec.CommandContext(ctx, e.bin, "sink", "postgres", "--brokers", e.broker.Addr(), "--topic", "balances", "--dsn", e.pg.DSN(),
+			"--table", "balance_log", "--mode", "append", "--group", "g-down", "--db-timeout", "2s", "--format", "avro", "--schema-registry", registrytest.ClosedURL(t))
+		out, err = down.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "service unavailable") ||
+			!strings.Contains(string(out), "schema registry unavailable; retrying") {
+			t.Fatalf("sink with the registry down: %v\n%s", err, out)
+		}
+		var written int64
+		if err := e.db.QueryRow(context.Background(), "SELECT coalesce(sum(next_offset), 0) FROM eddy_sink_offsets WHERE group_id = 'g-down'").Scan(&written); err != nil || written != 0 {
+			t.Fatalf("with the registry down the sink wrote %d records (%v)", written, err)
+		}
+		ends, err := kadm.NewClient(e.cl).ListEndOffsets(context.Background(), "balances.dlq")
+		if err != nil || len(ends) == 0 {
+			t.Fatalf("balances.dlq: %v %v", ends, err)
+		}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset != 0 {
+				t.Errorf("balances.dlq partition %d holds %d dead letters, want none", o.Partition, o.Offset)
+			}
+		})
+	})
+	t.Run("protobuf", func(t *testing.T) {
+		e := newSinkEnv(t)
+		url := registrytest.Start(t)
+		s, err := protobuf.Value[*ledgerpb.Balance](newRegistryClient(t, url), "balances")
+		if err != nil {
+			t.Fatal(err)
+		}
+		toProto := serializer(t, s)
+		e.encode = func(b pipeline.Balance) []byte {
+			return toProto(&ledgerpb.Balance{Id: b.ID, Account: b.Account, Amount: b.Amount, Seq: b.Seq, Balance: b.Balance})
+		}
+		e.produce(200)
+		e.start("balance_log", "append", "--format", "protobuf", "--schema-registry", url)
+		e.produce(200)
+		e.waitWritten("balance_log")
+		e.check("balance_log")
+	})
+}
+
+func newRegistryClient(t *testing.T, url string) *registry.Client {
+	t.Helper()
+	c, err := registry.New(registry.Config{URLs: []string{url}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// serializer is s's Serialize, failing the test on an error.
+func serializer[V any](t *testing.T, s serde.Serde[V]) func(V) []byte {
+	return func(v V) []byte {
+		b, err := s.Serialize(nil, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 }

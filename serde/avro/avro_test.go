@@ -9,7 +9,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -21,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/serde/avro"
 	"github.com/eddy-streams/eddy/serde/registry"
@@ -377,20 +377,8 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// closedURL is the URL of a listener that was closed: connections are
-// refused.
-func closedURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String()
-	l.Close()
-	return url
-}
-
 func TestRegistryDown(t *testing.T) {
-	reg := newClient(t, closedURL(t), registry.Config{Timeout: 300 * time.Millisecond})
+	reg := newClient(t, registrytest.ClosedURL(t), registry.Config{Timeout: 300 * time.Millisecond})
 	s := must(avro.Value[PaymentV1](reg, "payments", paymentV1))(t)
 	framed := []byte{0, 0, 0, 0, 1, 2, 'p', 0}
 	_, err := s.Deserialize(framed)

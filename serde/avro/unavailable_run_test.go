@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/testutil/apprun"
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -30,7 +31,7 @@ func TestRegistryDownStopsTheRun(t *testing.T) {
 	w := must(avro.Value[PaymentV1](newClient(t, url, registry.Config{}), in, paymentV1))(t)
 	apprun.Produce(t, addr, in, &kgo.Record{Key: []byte("p1"), Value: must(w.Serialize(nil, PaymentV1{ID: "p1", Amount: 5}))(t)})
 
-	down := newClient(t, closedURL(t), registry.Config{Timeout: 300 * time.Millisecond})
+	down := newClient(t, registrytest.ClosedURL(t), registry.Config{Timeout: 300 * time.Millisecond})
 	topo := eddy.NewTopology()
 	eddy.To(eddy.Source(topo, in, serde.String(), must(avro.Value[PaymentV1](down, in, paymentV1))(t)), out, serde.String(), serde.JSON[PaymentV1]())
 	app := apprun.Run(t, topo, apprun.Config(t, addr, "registry-down"))

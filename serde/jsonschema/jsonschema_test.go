@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/serde/jsonschema"
 	"github.com/eddy-streams/eddy/serde/registry"
@@ -264,18 +264,8 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func closedURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String()
-	l.Close()
-	return url
-}
-
 func TestRegistryDown(t *testing.T) {
-	reg := newClient(t, closedURL(t), registry.Config{Timeout: 300 * time.Millisecond})
+	reg := newClient(t, registrytest.ClosedURL(t), registry.Config{Timeout: 300 * time.Millisecond})
 	s := must(jsonschema.Value[PaymentV1](reg, "payments", paymentV1))(t)
 	if _, err := s.Deserialize([]byte("\x00\x00\x00\x00\x01{}")); !errors.Is(err, serde.ErrUnavailable) {
 		t.Fatalf("Deserialize with the registry down = %v", err)

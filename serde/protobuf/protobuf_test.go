@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/eddy-streams/eddy/internal/testutil/registrytest"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/serde/protobuf"
 	"github.com/eddy-streams/eddy/serde/protobuf/internal/testpb"
@@ -338,18 +338,8 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func closedURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String()
-	l.Close()
-	return url
-}
-
 func TestRegistryDown(t *testing.T) {
-	reg := newClient(t, closedURL(t), registry.Config{Timeout: 300 * time.Millisecond})
+	reg := newClient(t, registrytest.ClosedURL(t), registry.Config{Timeout: 300 * time.Millisecond})
 	s := must(protobuf.Value[*testpb.Payment](reg, "payments"))(t)
 	if _, err := s.Deserialize([]byte{0, 0, 0, 0, 1, 0, 0x0a, 1, 'p'}); !errors.Is(err, serde.ErrUnavailable) {
 		t.Fatalf("Deserialize with the registry down = %v", err)

@@ -91,6 +91,9 @@ type Client struct {
 
 	mu  sync.RWMutex
 	ids map[int]sr.Schema
+	// versions are the schemas fetched by subject and version (the
+	// targets of references), which never change once registered.
+	versions map[subjectVersion]sr.Schema
 	// unknown are the ids the registry answered it does not know, with
 	// when and its answer, kept for unknownTTL.
 	unknown map[int]unknownID
@@ -157,7 +160,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	return &Client{sr: cl, url: strings.Join(urls, ","), log: cfg.Logger, timeout: cfg.Timeout, unknownTTL: unknownTTL, now: time.Now, firstBackoff: firstBackoff,
 		done: done, close: closeFn,
-		ids: map[int]sr.Schema{}, unknown: map[int]unknownID{}, flights: map[int]*flight{}}, nil
+		ids: map[int]sr.Schema{}, versions: map[subjectVersion]sr.Schema{}, unknown: map[int]unknownID{}, flights: map[int]*flight{}}, nil
 }
 
 // ErrClosed is wrapped by the errors of a Client's calls once Close was
@@ -321,6 +324,79 @@ func (c *Client) Latest(ctx context.Context, subject string) (sr.SubjectSchema, 
 	}
 	c.cache(ss.ID, ss.Schema)
 	return ss, nil
+}
+
+// Reference is a schema that another one references (a Protobuf import,
+// an Avro named type defined in another schema), by the name the other
+// one imports it under.
+type Reference struct {
+	Name   string
+	Schema sr.Schema
+}
+
+// subjectVersion names a registered schema by subject and version.
+type subjectVersion struct {
+	subject string
+	version int
+}
+
+// References returns the schemas s references, directly or through the
+// ones it references, each once, every one after those it references
+// itself: the order in which Avro's named types must be parsed. Each
+// subject and version is asked of the registry once. A reference the
+// registry does not hold is an error wrapping ErrNotRegistered (the
+// schema's fault, so the fault of the record that names it); an
+// unavailable registry, serde.ErrUnavailable.
+func (c *Client) References(ctx context.Context, s sr.Schema) ([]Reference, error) {
+	var out []Reference
+	seen := map[string]bool{} // by name: a cycle of references ends
+	var visit func(refs []sr.SchemaReference) error
+	visit = func(refs []sr.SchemaReference) error {
+		for _, r := range refs {
+			if seen[r.Name] {
+				continue
+			}
+			seen[r.Name] = true
+			ref, err := c.schemaByVersion(ctx, subjectVersion{r.Subject, r.Version})
+			if err != nil {
+				return err
+			}
+			if err := visit(ref.References); err != nil {
+				return err
+			}
+			out = append(out, Reference{Name: r.Name, Schema: ref})
+		}
+		return nil
+	}
+	if err := visit(s.References); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// schemaByVersion returns the schema registered as sv. A version below
+// 1 (-1: the latest) is asked every time: it names no fixed schema.
+func (c *Client) schemaByVersion(ctx context.Context, sv subjectVersion) (sr.Schema, error) {
+	c.mu.RLock()
+	s, ok := c.versions[sv]
+	c.mu.RUnlock()
+	if ok {
+		return s, nil
+	}
+	var ss sr.SubjectSchema
+	err := c.retry(ctx, fmt.Sprintf("schema of subject %q version %d", sv.subject, sv.version), func(ctx context.Context) (err error) {
+		ss, err = c.sr.SchemaByVersion(ctx, sv.subject, sv.version)
+		return err
+	})
+	if err != nil {
+		return sr.Schema{}, err
+	}
+	if sv.version > 0 {
+		c.mu.Lock()
+		c.versions[sv] = ss.Schema
+		c.mu.Unlock()
+	}
+	return ss.Schema, nil
 }
 
 // Errors of the registry that are answers, not unavailability: they are

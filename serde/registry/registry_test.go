@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -379,5 +380,82 @@ func TestUnavailableWarns(t *testing.T) {
 	warns := strings.Count(logs.String(), "level=WARN")
 	if warns != 1 || !strings.Contains(logs.String(), "url="+url) || !strings.Contains(logs.String(), "connection refused") {
 		t.Fatalf("%d warnings, want 1 naming %s and the error:\n%s", warns, url, logs.String())
+	}
+}
+
+func TestSplitMessageIndexes(t *testing.T) {
+	for _, c := range []struct {
+		b       string
+		indexes string
+		payload string
+	}{
+		{"\x00p", "[0]", "p"},             // the shortcut for the first message
+		{"\x02\x04p", "[2]", "p"},         // one index, 2
+		{"\x04\x02\x00pq", "[1 0]", "pq"}, // a message nested in the second
+	} {
+		ix, payload, err := registry.SplitMessageIndexes([]byte(c.b))
+		if err != nil || fmt.Sprint(ix) != c.indexes || string(payload) != c.payload {
+			t.Errorf("SplitMessageIndexes(%q) = %v %q %v; want %s %q", c.b, ix, payload, err, c.indexes, c.payload)
+		}
+	}
+	for _, b := range []string{"", "\x01", "\x02", "\x02\x01", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"} {
+		if ix, _, err := registry.SplitMessageIndexes([]byte(b)); err == nil || !strings.Contains(err.Error(), "Protobuf framing") {
+			t.Errorf("SplitMessageIndexes(%q) = %v %v; want an error", b, ix, err)
+		}
+	}
+}
+
+// TestReferences: a schema's references are returned with theirs, each
+// once and after those it references, each subject and version asked of
+// the registry once; a reference the registry does not hold is
+// ErrNotRegistered, not unavailability.
+func TestReferences(t *testing.T) {
+	cr := newCountingRegistry(t)
+	cl, err := sr.NewClient(sr.URLs(cr.url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	register := func(subject, text string, refs ...sr.SchemaReference) {
+		t.Helper()
+		if _, err := cl.CreateSchema(ctx, subject, sr.Schema{Schema: text, Type: sr.TypeProtobuf, References: refs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register("a", `syntax = "proto3"; package t; message A {}`)
+	register("b", `syntax = "proto3"; package t; import "a.proto"; message B { A a = 1; }`, sr.SchemaReference{Name: "a.proto", Subject: "a", Version: 1})
+	top := sr.Schema{Schema: `syntax = "proto3"; package t; import "a.proto"; import "b.proto"; message C { A a = 1; B b = 2; }`, Type: sr.TypeProtobuf,
+		References: []sr.SchemaReference{{Name: "b.proto", Subject: "b", Version: 1}, {Name: "a.proto", Subject: "a", Version: 1}}}
+	c, err := registry.New(registry.Config{URLs: []string{cr.url}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	before := cr.requests.Load()
+	refs, err := c.References(ctx, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range refs {
+		names = append(names, r.Name)
+	}
+	if fmt.Sprint(names) != "[a.proto b.proto]" || !strings.Contains(refs[1].Schema.Schema, "message B") {
+		t.Fatalf("References = %+v, want a.proto then b.proto", refs)
+	}
+	if n := cr.requests.Load() - before; n != 2 {
+		t.Fatalf("%d requests for two referenced schemas, want 2", n)
+	}
+	before = cr.requests.Load()
+	if _, err := c.References(ctx, top); err != nil {
+		t.Fatal(err)
+	}
+	if n := cr.requests.Load() - before; n != 0 {
+		t.Fatalf("references asked again: %d requests, want 0", n)
+	}
+
+	missing := sr.Schema{References: []sr.SchemaReference{{Name: "x.proto", Subject: "nobody", Version: 1}}}
+	if _, err := c.References(ctx, missing); !errors.Is(err, registry.ErrNotRegistered) || errors.Is(err, serde.ErrUnavailable) {
+		t.Fatalf("a reference to a subject the registry lacks: %v, want ErrNotRegistered", err)
 	}
 }

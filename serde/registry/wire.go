@@ -34,3 +34,34 @@ func SplitHeader(b []byte) (id int, payload []byte, err error) {
 	}
 	return int(binary.BigEndian.Uint32(b[1:HeaderSize])), b[HeaderSize:], nil
 }
+
+// maxMessageIndexes bounds the message indexes a record may claim: deeper
+// than any real nesting of messages.
+const maxMessageIndexes = 64
+
+// SplitMessageIndexes reads the message indexes that Confluent's Protobuf
+// framing puts after the header (the path of the record's message in its
+// schema's file: the single byte 0 for the file's first message, else
+// their count and each index, as zig-zag varints) and returns them and
+// the payload after them, or an error saying why b does not start with
+// them (the record's fault).
+func SplitMessageIndexes(b []byte) (indexes []int, payload []byte, err error) {
+	n, k := binary.Varint(b)
+	if k <= 0 || n < 0 || n > maxMessageIndexes {
+		return nil, nil, fmt.Errorf("message indexes unreadable after the header (count %d): not Confluent's Protobuf framing", n)
+	}
+	b = b[k:]
+	if n == 0 { // the shortcut for [0]
+		return []int{0}, b, nil
+	}
+	indexes = make([]int, n)
+	for i := range indexes {
+		x, k := binary.Varint(b)
+		if k <= 0 || x < 0 {
+			return nil, nil, fmt.Errorf("message index %d of %d unreadable: not Confluent's Protobuf framing", i+1, n)
+		}
+		indexes[i] = int(x)
+		b = b[k:]
+	}
+	return indexes, b, nil
+}

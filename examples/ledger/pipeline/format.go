@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"time"
 	"unicode/utf8"
 
@@ -216,7 +215,7 @@ type FormatFlags struct {
 func AddFormatFlags(fs *flag.FlagSet) *FormatFlags {
 	return &FormatFlags{
 		format:   fs.String("format", string(JSON), "encoding of the payments and the outputs: json, avro or protobuf (avro and protobuf in the Confluent wire format, through --schema-registry)"),
-		registry: fs.String("schema-registry", "", "URL of a Confluent-compatible schema registry for --format avro or protobuf, e.g. http://127.0.0.1:8081 (`eddy broker --schema-registry 127.0.0.1:8081` serves one); user:password@ in the URL is sent as basic auth"),
+		registry: fs.String("schema-registry", "", "`URL` of a Confluent-compatible schema registry for --format avro or protobuf, e.g. http://127.0.0.1:8081 (eddy broker --schema-registry 127.0.0.1:8081 serves one); user:password@ in the URL is sent as basic auth"),
 	}
 }
 
@@ -250,17 +249,11 @@ func (f *FormatFlags) parse(log *slog.Logger, timeout time.Duration) (Format, *r
 	if *f.registry == "" {
 		return "", nil, fmt.Errorf("--format %s needs --schema-registry URL, e.g. http://127.0.0.1:8081 (`eddy broker --schema-registry 127.0.0.1:8081` serves one)", format)
 	}
-	u, err := url.Parse(*f.registry)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", nil, fmt.Errorf("--schema-registry %q: want an http:// or https:// URL, e.g. http://127.0.0.1:8081", *f.registry)
+	cfg, err := registry.ConfigFromURL(*f.registry)
+	if err != nil {
+		return "", nil, fmt.Errorf("--schema-registry %q: %w", *f.registry, err)
 	}
-	cfg := registry.Config{Logger: log, Timeout: timeout}
-	if u.User != nil {
-		cfg.Username = u.User.Username()
-		cfg.Password, _ = u.User.Password()
-		u.User = nil
-	}
-	cfg.URLs = []string{u.String()}
+	cfg.Logger, cfg.Timeout = log, timeout
 	reg, err := registry.New(cfg)
 	if err != nil {
 		return "", nil, fmt.Errorf("--schema-registry: %w", err)

@@ -5,6 +5,7 @@
 package registrytest
 
 import (
+	"net"
 	"net/http/httptest"
 	"testing"
 
@@ -22,4 +23,16 @@ func Start(t testing.TB, opts ...schemaregistry.Option) string {
 	srv := httptest.NewServer(reg)
 	t.Cleanup(func() { srv.Close(); reg.Close() })
 	return srv.URL
+}
+
+// ClosedURL is the URL of a port on which nothing listens: a registry
+// that is down, for the tests of what a client does then.
+func ClosedURL(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "http://" + l.Addr().String()
 }
