@@ -16,6 +16,7 @@ func TestFailoverToStandby(t *testing.T) {
 	if testing.Short() {
 		t.Skip("failover test runs processes for about a minute")
 	}
+	t.Parallel() // its own broker; mostly waiting on the group (see main_test.go)
 	broker := startBrokerProc(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

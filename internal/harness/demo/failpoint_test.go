@@ -28,6 +28,7 @@ func TestCrashAtEachFailpoint(t *testing.T) {
 	broker := startBrokerProc(t)
 	for i, point := range failpoint.Points {
 		t.Run(point, func(t *testing.T) {
+			t.Parallel() // each point has its own topics and app on the shared broker
 			crashAtFailpoint(t, broker.addr, i, point)
 		})
 	}

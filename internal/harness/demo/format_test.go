@@ -42,6 +42,7 @@ func TestLedgerFormatsSurviveKillsAndBrokerRestart(t *testing.T) {
 	python := confluentPython(t)
 	for _, format := range []ledger.Format{ledger.Avro, ledger.Protobuf} {
 		t.Run(string(format), func(t *testing.T) {
+			t.Parallel() // each format has its own broker and registry
 			regAddr := freeAddr(t)
 			broker := startBrokerProc(t, "--schema-registry", regAddr)
 			regURL := "http://" + regAddr

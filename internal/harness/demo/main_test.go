@@ -15,6 +15,14 @@ import (
 // processes, built once by TestMain.
 var eddyBin string
 
+// TestMain builds eddyBin. The tests run processes for half a minute to a
+// minute and a half each; those that own their broker and spend their
+// time waiting on the group (session timeouts, rebalances: the zombie,
+// scale-out and failover tests) or that split into independent runs (a
+// failpoint each, a format each) call t.Parallel, so that go test runs
+// them two at a time on CI's two cores (-parallel defaults to GOMAXPROCS)
+// and the package stays within CI's time. None has a timing threshold:
+// under load a run only takes longer.
 func TestMain(m *testing.M) { testutil.MainWithEddy(m, "eddy-test-bin-", &eddyBin) }
 
 // brokerProc is `eddy broker` running as a child process.

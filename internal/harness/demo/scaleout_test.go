@@ -51,6 +51,7 @@ func testLedgerScaleOut(t *testing.T, standbyReplicas int) {
 	if testing.Short() {
 		t.Skip("scale-out test runs processes for about a minute")
 	}
+	t.Parallel() // its own broker; mostly waiting on the group (see main_test.go)
 	broker := startBrokerProc(t)
 	seeds := []string{broker.addr}
 	work := t.TempDir()

@@ -28,6 +28,7 @@ func TestZombieLedgerIsFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("zombie test runs processes for about a minute")
 	}
+	t.Parallel() // its own broker; mostly waiting out session timeouts (see main_test.go)
 	run := runZombie(t, zombieOptions{})
 	t.Logf("the thawed zombie noticed it lost its place: %v", lostItsPlace(run.zombieLog))
 }
@@ -44,6 +45,7 @@ func TestZombieLedgerToPostgresIsFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("zombie test runs processes for about a minute")
 	}
+	t.Parallel() // its own broker; mostly waiting out session timeouts (see main_test.go)
 	db := pgtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
