@@ -182,8 +182,15 @@ func (e *sinkEnv) start(table, mode string, extra ...string) *sinkProc {
 }
 
 // waitWritten waits until the group has committed every record produced.
-func (e *sinkEnv) waitWritten(table string) {
-	deadline := time.Now().Add(90 * time.Second)
+// If it does not in time, the test fails with what would explain a stall:
+// the database's sessions (waiting on a lock?) and the stacks of the
+// sinks still running (SIGQUIT makes a Go process print them and exit).
+func (e *sinkEnv) waitWritten(table string, running ...*sinkProc) {
+	// Generous: after the kills the group may need a few rebalances
+	// (each bounded by the sinks' 10 s rebalance timeout), and CI's two
+	// cores run other packages' tests meanwhile.
+	const within = 3 * time.Minute
+	deadline := time.Now().Add(within)
 	var got int64
 	var err error
 	for time.Now().Before(deadline) {
@@ -193,7 +200,24 @@ func (e *sinkEnv) waitWritten(table string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	e.t.Fatalf("%s: the sinks committed %d of %d records in 90s (last query error: %v)", table, got, e.seq, err)
+	rows, qerr := e.db.Query(context.Background(), `SELECT pid, state, coalesce(wait_event_type, ''), coalesce(wait_event, ''),
+		now() - xact_start, left(query, 120) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`)
+	if qerr == nil {
+		for rows.Next() {
+			var pid int
+			var state, waitType, wait, query string
+			var age *time.Duration
+			if rows.Scan(&pid, &state, &waitType, &wait, &age, &query) == nil {
+				e.t.Logf("database session %d: %s, waiting on %s %s, transaction age %v: %s", pid, state, waitType, wait, age, query)
+			}
+		}
+		rows.Close()
+	}
+	for _, p := range running {
+		p.cmd.Process.Signal(syscall.SIGQUIT)
+	}
+	time.Sleep(time.Second) // the stacks reach the sinks' logs, which the cleanup prints
+	e.t.Fatalf("%s: the sinks committed %d of %d records in %v (last query error: %v)", table, got, e.seq, within, err)
 }
 
 // check verifies exactly once: balance_log holds each record once,
@@ -284,7 +308,7 @@ func TestSinkPostgresKills(t *testing.T) {
 		}
 	}
 	for _, p := range pairs {
-		e.waitWritten(p.table)
+		e.waitWritten(p.table, p.procs...)
 		e.check(p.table)
 		t.Logf("%s: %d records, %d SIGKILLs of its two instances, PostgreSQL and the broker restarted: exactly once (%v after the start)", p.mode, e.seq, p.kills, time.Since(start).Round(time.Second))
 	}
