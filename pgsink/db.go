@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,4 +149,23 @@ func (d *db) do(ctx context.Context, what string, f func(context.Context, *pgx.C
 		case <-time.After(wait):
 		}
 	}
+}
+
+// CreateTables creates the tables of create (a table's name → its
+// CREATE TABLE statement) that do not exist yet on the database at dsn,
+// as the sinks create their own: a database that fails (down,
+// restarting) is logged and retried with backoff for timeout, and a table
+// another process created at the same moment counts as created. An app
+// that creates the tables its sinks write to calls it at start.
+func CreateTables(ctx context.Context, dsn string, timeout time.Duration, log *slog.Logger, create map[string]string) error {
+	d := &db{dsn: dsn, timeout: timeout, timeoutName: "the timeout of CreateTables", log: log}
+	defer d.close()
+	return d.do(ctx, "create tables", func(ctx context.Context, conn *pgx.Conn) error {
+		for _, table := range slices.Sorted(maps.Keys(create)) {
+			if err := createIfMissing(ctx, conn, table, create[table]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

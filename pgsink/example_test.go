@@ -3,6 +3,7 @@ package pgsink_test
 import (
 	"context"
 	"log"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,6 +61,17 @@ func ExampleWriter() {
 		log.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// An app creates the tables its sinks write to at start, waiting for a
+// database that is still starting (or restarting after a crash).
+func ExampleCreateTables() {
+	err := pgsink.CreateTables(context.Background(), "postgres://eddy@127.0.0.1:5432/ledger", time.Minute, slog.Default(), map[string]string{
+		"balances": `CREATE TABLE IF NOT EXISTS balances (account text PRIMARY KEY, balance bigint NOT NULL)`,
+	})
+	if err != nil {
 		log.Fatal(err)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/pgsink"
 )
@@ -27,39 +25,12 @@ const (
 // is logged and retried until timeout has passed, as the sinks do: a
 // ledger restarted while PostgreSQL restarts waits for it.
 func CreateTables(ctx context.Context, dsn string, timeout time.Duration, log *slog.Logger) error {
-	start := time.Now()
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		err := createTables(ctx, dsn)
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		if time.Since(start) >= timeout {
-			return fmt.Errorf("--postgres: the database failed for %v (--broker-timeout): %w", time.Since(start).Round(time.Second), err)
-		}
-		log.Warn("--postgres: database unavailable, retrying", "err", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-}
-
-func createTables(ctx context.Context, dsn string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
+	err := pgsink.CreateTables(ctx, dsn, timeout, log, map[string]string{
+		BalancesTable: `CREATE TABLE IF NOT EXISTS ` + BalancesTable + ` (account text PRIMARY KEY, seq bigint NOT NULL, balance bigint NOT NULL)`,
+		PaymentsTable: `CREATE TABLE IF NOT EXISTS ` + PaymentsTable + ` (id text NOT NULL, account text NOT NULL, amount bigint NOT NULL, seq bigint NOT NULL, balance bigint NOT NULL)`,
+	})
 	if err != nil {
-		return fmt.Errorf("--postgres: %w", err)
-	}
-	defer conn.Close(context.Background())
-	for _, sql := range []string{
-		`CREATE TABLE IF NOT EXISTS ` + BalancesTable + ` (account text PRIMARY KEY, seq bigint NOT NULL, balance bigint NOT NULL)`,
-		`CREATE TABLE IF NOT EXISTS ` + PaymentsTable + ` (id text NOT NULL, account text NOT NULL, amount bigint NOT NULL, seq bigint NOT NULL, balance bigint NOT NULL)`,
-	} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("--postgres: %w", err)
-		}
+		return fmt.Errorf("--postgres (retried for --broker-timeout): %w", err)
 	}
 	return nil
 }
