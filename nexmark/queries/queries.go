@@ -8,6 +8,8 @@
 package queries
 
 import (
+	"time"
+
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/nexmark"
 )
@@ -25,6 +27,31 @@ type Query struct {
 	// NewCheck returns the check of the query's output for events [0, n)
 	// of g.
 	NewCheck func(g *nexmark.Generator, n int64) Check
+	// Result says how the output records read as the SQL's result rows.
+	Result Result
+}
+
+// Result describes a query's result as the suite's SQL names it, so that
+// its output can be written as rows (`eddy bench nexmark --results`) and
+// compared with another engine's.
+type Result struct {
+	// Columns are the result's column names, in the SQL's order.
+	Columns []string
+	// Upsert says each output record replaces the rows of its key, and a
+	// tombstone (a nil value) deletes them: the result is the rows of the
+	// last record per key, as a table's changelog reads. Otherwise every
+	// output record adds its rows.
+	Upsert bool
+	// Rows decodes one output record into its rows (usually one), calling
+	// row with a value per column: int64, float64, string, or nil for SQL
+	// NULL. Timestamps are strings as Timestamp formats them.
+	Rows func(key, value []byte, row func(values ...any)) error
+}
+
+// Timestamp formats ms since the epoch as Flink prints a TIMESTAMP(3), in
+// UTC: "2026-01-01 00:00:00.000".
+func Timestamp(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000")
 }
 
 // Check collects a query's output and compares it with the reference. Add
