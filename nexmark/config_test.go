@@ -28,7 +28,7 @@ func TestConfigDefaults(t *testing.T) {
 		c.NumActivePeople != 1000 || c.NumInFlightAuctions != 100 ||
 		c.HotAuctionRatio != 2 || c.HotSellersRatio != 4 || c.HotBiddersRatio != 4 ||
 		c.AvgPersonSize != 200 || c.AvgAuctionSize != 500 || c.AvgBidSize != 100 ||
-		c.ProbDelayedEvent != 0.1 || c.MaxDelay != 3*time.Second {
+		c.ProbDelayedEvent != 0 || c.MaxDelay != 3*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
 	if c := newGen(t, Config{ProbDelayedEvent: -1}).Config(); c.ProbDelayedEvent != 0 {

@@ -10,7 +10,7 @@ import (
 // in every process with the same Config, which is what makes it replayable.
 // Three in four auctions go to the hot seller (1000 here); the others pick
 // among the active people or up to ten not yet created, as the reference
-// model does, so sellers 1001 and 1008 appear before their Person events.
+// model does, so seller 1007 appears before its Person event.
 func ExampleGenerator_Event() {
 	g, err := nexmark.New(nexmark.Config{Seed: 42})
 	if err != nil {
@@ -28,9 +28,9 @@ func ExampleGenerator_Event() {
 	fmt.Println(nexmark.KindOf(4), nexmark.KindOf(49))
 	// Output:
 	// 0 person 1000
-	// 1 auction 1000 by 1001
-	// 2 auction 1001 by 1000
-	// 3 auction 1002 by 1008
+	// 1 auction 1000 by 1000
+	// 2 auction 1001 by 1007
+	// 3 auction 1002 by 1000
 	// 50 person 1001
 	// 51 auction 1003 by 1000
 	// bid bid

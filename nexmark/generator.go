@@ -2,6 +2,7 @@ package nexmark
 
 import (
 	"math"
+	"math/bits"
 	"strconv"
 )
 
@@ -214,7 +215,7 @@ func hotChannel(k int) string {
 }
 
 // The reference's channel model: half of the bids come through one of the
-// hot channels, the rest through one of numChannels others, a tenth of
+// hot channels, the rest through one of numChannels others, nine in ten of
 // whose URLs carry a channel_id parameter (q21 extracts it).
 const (
 	hotChannelRatio = 2
@@ -242,23 +243,8 @@ func field(all string, ends []int, k int) string {
 // about one in thirteen a space, trimmed of outer spaces (the reference's
 // nextString).
 func appendRandString(b []byte, r *rng, maxLen int) []byte {
-	const minLen = 3
 	start := len(b)
-	// Three characters per draw, 21 bits each: the modulo bias of 2^21
-	// against 13·26 is below 2^-12, invisible in the queries.
-	var x uint64
-	for n, k := minLen+r.intN(maxLen-minLen), 0; n > 0; n, k = n-1, k-1 {
-		if k == 0 {
-			x, k = r.uint64(), 3
-		}
-		v := x & (1<<21 - 1)
-		x >>= 21
-		if v%13 == 0 {
-			b = append(b, ' ')
-		} else {
-			b = append(b, byte('a'+(v/13)%26))
-		}
-	}
+	b = appendRandChars(b, r, maxLen, ' ')
 	end := len(b)
 	for end > start && b[end-1] == ' ' {
 		end--
@@ -269,6 +255,28 @@ func appendRandString(b []byte, r *rng, maxLen int) []byte {
 	}
 	copy(b[start:], b[start+lead:end])
 	return b[:end-lead]
+}
+
+// appendRandChars appends 3 to maxLen-1 characters, each a lowercase letter
+// or, one in thirteen, special.
+func appendRandChars(b []byte, r *rng, maxLen int, special byte) []byte {
+	const minLen = 3
+	// Three characters per draw, 21 bits each: the modulo bias of 2^21
+	// against 13·26 is below 2^-12, invisible in the queries.
+	var x uint64
+	for n, k := minLen+r.intN(maxLen-minLen), 0; n > 0; n, k = n-1, k-1 {
+		if k == 0 {
+			x, k = r.uint64(), 3
+		}
+		v := x & (1<<21 - 1)
+		x >>= 21
+		if v%13 == 0 {
+			b = append(b, special)
+		} else {
+			b = append(b, byte('a'+(v/13)%26))
+		}
+	}
+	return b
 }
 
 // appendExactString appends n random lowercase letters, eleven per draw:
@@ -339,7 +347,7 @@ func (g *Generator) drawPerson(p *Person, b []byte, i int64, r *rng, ts int64) (
 	ends[n], n = len(b), n+1
 	b = append(b, usState(r.intN(numUSStates))...)
 	ends[n], n = len(b), n+1
-	b = appendExtra(b, r, g.letters, 8+8+len(b), g.cfg.AvgPersonSize)
+	b = appendExtra(b, r, g.letters, 8+len(b), g.cfg.AvgPersonSize)
 	ends[n] = len(b)
 	*p = Person{ID: lastBase0PersonID(i) + FirstPersonID, DateTime: ts}
 	return b, ends
@@ -376,7 +384,7 @@ func (g *Generator) drawAuction(a *Auction, b []byte, i int64, r *rng, ts int64)
 	ends[n], n = len(b), n+1
 	b = appendRandString(b, r, 100)
 	ends[n], n = len(b), n+1
-	b = appendExtra(b, r, g.letters, 8*7+len(b), g.cfg.AvgAuctionSize)
+	b = appendExtra(b, r, g.letters, 8*6+len(b), g.cfg.AvgAuctionSize)
 	ends[n] = len(b)
 	reserve := initial + nextPrice(r)
 	*a = Auction{
@@ -420,10 +428,10 @@ func (g *Generator) drawBid(v *Bid, b []byte, i int64, r *rng, ts int64) ([]byte
 		channel = r.intN(numChannels)
 	}
 	ch := &g.channels[channel+numHotChannels]
-	// Unlike the reference, the channel and URL count towards the average
-	// size: AvgBidSize is then the size a bid really has. Only the padding
-	// is appended to b: the channel's strings are shared.
-	b = appendExtra(b, r, g.letters, 8*4+len(ch.name)+len(ch.url), g.cfg.AvgBidSize)
+	// As in the reference, the channel and URL do not count towards the
+	// average size: the padding averages AvgBidSize less 32 bytes. Only the
+	// padding is appended to b: the channel's strings are shared.
+	b = appendExtra(b, r, g.letters, 8*4, g.cfg.AvgBidSize)
 	*v = Bid{Auction: auction + FirstAuctionID, Bidder: bidder + FirstPersonID, Price: price, DateTime: ts}
 	return b, ch
 }
@@ -436,19 +444,32 @@ func (g *Generator) bid(v *Bid, i int64, r *rng, ts int64) {
 
 // appendChannelURL appends channel's URL. A channel's URL is fixed for the seed
 // (the reference caches one per channel); drawing it from the channel's own
-// stream gives the same without a cache.
+// stream gives the same without a cache. As the reference's, the path's
+// three directories are 3 or 4 characters with '_' for the special one, and
+// nine in ten of the other channels' URLs end in a channel_id: the
+// absolute value of the channel number's bits reversed (as Java's
+// Math.abs(Integer.reverse(i)), which leaves the smallest int as it is).
 func (g *Generator) appendChannelURL(b []byte, channel int) []byte {
 	r := newRNG(g.cfg.Seed, channelSalt, int64(channel))
 	b = append(b, "https://www.nexmark.com/"...)
-	b = appendRandString(b, &r, 5)
+	b = appendRandChars(b, &r, 5, '_')
 	b = append(b, '/')
-	b = appendRandString(b, &r, 5)
+	b = appendRandChars(b, &r, 5, '_')
 	b = append(b, '/')
-	b = appendRandString(b, &r, 5)
+	b = appendRandChars(b, &r, 5, '_')
 	b = append(b, "/item.htm?query=1"...)
-	if channel >= 0 && r.intN(channelIDRatio) == 0 {
+	if channel >= 0 && r.intN(channelIDRatio) > 0 {
 		b = append(b, "&channel_id="...)
-		b = strconv.AppendInt(b, int64(channel), 10)
+		b = strconv.AppendInt(b, channelID(channel), 10)
 	}
 	return b
+}
+
+// channelID is the reference's channel_id of channel c (0 ≤ c < 2^31).
+func channelID(c int) int64 {
+	v := int32(bits.Reverse32(uint32(c)))
+	if v < 0 && v != math.MinInt32 {
+		v = -v
+	}
+	return int64(v)
 }

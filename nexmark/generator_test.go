@@ -1,7 +1,9 @@
 package nexmark
 
 import (
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -152,7 +154,7 @@ func TestGeneratorTimes(t *testing.T) {
 			t.Fatalf("event %d at %d, want %d", i, e.DateTime(), want)
 		}
 	}
-	g = newGen(t, Config{Seed: 2})
+	g = newGen(t, Config{Seed: 2, ProbDelayedEvent: 0.1})
 	late, maxLate := 0, int64(0)
 	for i := range int64(10_000) {
 		e := g.Event(i)
@@ -183,16 +185,16 @@ func TestGeneratorSizes(t *testing.T) {
 		switch e.Kind {
 		case KindPerson:
 			p := e.Person
-			size = 16 + len(p.Name) + len(p.EmailAddress) + len(p.CreditCard) + len(p.City) + len(p.State) + len(p.Extra)
+			size = 8 + len(p.Name) + len(p.EmailAddress) + len(p.CreditCard) + len(p.City) + len(p.State) + len(p.Extra)
 			if strings.HasPrefix(p.EmailAddress, " ") || !strings.HasSuffix(p.EmailAddress, ".com") || len(p.CreditCard) != 19 {
 				t.Fatalf("person %+v", p)
 			}
 		case KindAuction:
 			a := e.Auction
-			size = 56 + len(a.ItemName) + len(a.Description) + len(a.Extra)
+			size = 48 + len(a.ItemName) + len(a.Description) + len(a.Extra)
 		case KindBid:
 			b := e.Bid
-			size = 32 + len(b.Channel) + len(b.URL) + len(b.Extra)
+			size = 32 + len(b.Extra) // the reference counts neither channel nor URL
 			if !strings.HasPrefix(b.URL, "https://www.nexmark.com/") {
 				t.Fatalf("bid url %q", b.URL)
 			}
@@ -204,6 +206,67 @@ func TestGeneratorSizes(t *testing.T) {
 		avg := float64(sum[k]) / float64(n[k])
 		if avg < float64(want)*0.95 || avg > float64(want)*1.05 {
 			t.Errorf("%v: average size %.1f, want about %d", k, avg, want)
+		}
+	}
+}
+
+// TestGeneratorDefaultsInOrder: the zero Config is the Flink suite's
+// stream, in order at 10M events a second.
+func TestGeneratorDefaultsInOrder(t *testing.T) {
+	g := newGen(t, Config{})
+	for i := range int64(100_000) {
+		if e := g.Event(i); e.DateTime() != g.Timestamp(i) {
+			t.Fatalf("event %d at %d, want %d (in order)", i, e.DateTime(), g.Timestamp(i))
+		}
+	}
+	if got := g.Timestamp(10_000_000) - g.Timestamp(0); got != 1000 {
+		t.Fatalf("10M events span %d ms, want 1000", got)
+	}
+}
+
+// TestGeneratorChannelIDs: nine in ten of the non-hot channels' URLs carry
+// a channel_id, the reference's bit-reversed channel number; the hot
+// channels' URLs carry none.
+func TestGeneratorChannelIDs(t *testing.T) {
+	g := newGen(t, Config{Seed: 3})
+	seen := map[string]bool{}
+	withID := 0
+	for i := range int64(200_000) {
+		e := g.Event(i)
+		if e.Kind != KindBid || seen[e.Bid.Channel] {
+			continue
+		}
+		b := e.Bid
+		seen[b.Channel] = true
+		_, id, ok := strings.Cut(b.URL, "&channel_id=")
+		num, isOther := strings.CutPrefix(b.Channel, "channel-")
+		if !isOther {
+			if ok {
+				t.Fatalf("hot channel %s has a channel_id: %s", b.Channel, b.URL)
+			}
+			continue
+		}
+		if !ok {
+			continue
+		}
+		withID++
+		c, _ := strconv.Atoi(num)
+		if want := strconv.FormatInt(channelID(c), 10); id != want {
+			t.Fatalf("channel %s: channel_id %s, want %s", b.Channel, id, want)
+		}
+		for _, dir := range strings.Split(strings.TrimPrefix(b.URL, "https://www.nexmark.com/"), "/")[:3] {
+			if len(dir) < 3 || len(dir) > 4 || strings.Contains(dir, " ") {
+				t.Fatalf("URL %q: directory %q, want 3 or 4 letters or '_'", b.URL, dir)
+			}
+		}
+	}
+	others := len(seen) - numHotChannels
+	if frac := float64(withID) / float64(others); frac < 0.85 || frac > 0.95 {
+		t.Fatalf("%d of %d channels' URLs have a channel_id, want about 9 in 10", withID, others)
+	}
+	for c, want := range map[int]int64{0: 0, 1: math.MinInt32, 2: 1 << 30, 3: 1 << 30} {
+		if got := channelID(c); got != want {
+			t.Errorf("channelID(%d) = %d, want %d", c, got, want)
 		}
 	}
 }

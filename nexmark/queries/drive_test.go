@@ -14,7 +14,7 @@ import (
 // testConfig slows event time to 100 events/s, so that a few tens of
 // thousands of events span minutes and close several 10 s windows, with
 // the default delays (up to 3 s).
-var testConfig = nexmark.Config{Seed: 7, EventsPerSecond: 100}
+var testConfig = nexmark.Config{Seed: 7, EventsPerSecond: 100, ProbDelayedEvent: 0.1}
 
 const driveOut = "out"
 

@@ -28,7 +28,7 @@ func TestQ3(t *testing.T) {
 // TestQ3SlowRate runs 1,000 events a second, where an auction may name a
 // seller created 50 s earlier: the join window must still hold it.
 func TestQ3SlowRate(t *testing.T) {
-	testQuery(t, q3(), nexmark.Config{Seed: 4, EventsPerSecond: 1000}, 100_000, 100)
+	testQuery(t, q3(), nexmark.Config{Seed: 4, EventsPerSecond: 1000, ProbDelayedEvent: 0.1}, 100_000, 100)
 }
 
 func TestQ3RowSerde(t *testing.T) {

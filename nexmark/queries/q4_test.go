@@ -44,7 +44,7 @@ func TestQ4(t *testing.T) {
 // TestQ4SlowRate runs 1,000 events a second, where auctions last up to
 // 3.3 s and delayed auctions often arrive after bids within them.
 func TestQ4SlowRate(t *testing.T) {
-	cfg := nexmark.Config{Seed: 7, EventsPerSecond: 1000}
+	cfg := nexmark.Config{Seed: 7, EventsPerSecond: 1000, ProbDelayedEvent: 0.1}
 	const n = 20_000
 	testQuery(t, q4(), cfg, n, 100)
 	g, err := nexmark.New(cfg)

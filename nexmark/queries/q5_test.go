@@ -10,7 +10,7 @@ import (
 // TestQ5 runs 40 s of events (1,000 a second) so that about fifteen
 // windows close.
 func TestQ5(t *testing.T) {
-	cfg := nexmark.Config{Seed: 5, EventsPerSecond: 1000}
+	cfg := nexmark.Config{Seed: 5, EventsPerSecond: 1000, ProbDelayedEvent: 0.1}
 	lastWindow := func(outs []output) int64 { return int64(binary.BigEndian.Uint64(outs[len(outs)-1].key)) }
 	outs := testQuery(t, q5(), cfg, 40_000, 10,
 		corruption{"a window's count changed", func(outs []output) []output {
