@@ -121,6 +121,9 @@ func JoinStreams[K, VL, VR, VO any](left Stream[K, VL], right Stream[K, VR], w J
 		lin.children = append(lin.children, receiverFunc[K, VL](j.left))
 		rin := output[K, VR](b, right.n)
 		rin.children = append(rin.children, receiverFunc[K, VR](j.right))
+		if kind != InnerJoin {
+			b.atEndOfInput(j.emitUnmatched)
+		}
 		return nil
 	}
 	return Stream[K, VO]{t: t, n: n}
@@ -263,6 +266,23 @@ func (j *streamJoin[K, VL, VR, VO]) late(ts, now int64) error {
 // closeWindows emits the unmatched records whose window closed, with the
 // partner missing, and expires old records.
 func (j *streamJoin[K, VL, VR, VO]) closeWindows(now int64) error {
+	if err := j.emitUnmatched(now); err != nil {
+		return err
+	}
+	if j.lpend != nil {
+		j.lpend.Expire(now)
+	}
+	if j.rpend != nil {
+		j.rpend.Expire(now)
+	}
+	j.lrecs.Expire(now)
+	j.rrecs.Expire(now)
+	return nil
+}
+
+// emitUnmatched emits the unmatched records whose window closed at stream
+// time now, with the partner missing (left and outer joins).
+func (j *streamJoin[K, VL, VR, VO]) emitUnmatched(now int64) error {
 	var zl VL
 	var zr VR
 	if j.lpend != nil {
@@ -271,7 +291,6 @@ func (j *streamJoin[K, VL, VR, VO]) closeWindows(now int64) error {
 		}); err != nil {
 			return err
 		}
-		j.lpend.Expire(now)
 	}
 	if j.rpend != nil {
 		if err := drain(j.rpend, j.rrecs, &j.rdrained, now-j.w.before-j.w.grace, func(k K, ts int64, r VR) error {
@@ -279,10 +298,7 @@ func (j *streamJoin[K, VL, VR, VO]) closeWindows(now int64) error {
 		}); err != nil {
 			return err
 		}
-		j.rpend.Expire(now)
 	}
-	j.lrecs.Expire(now)
-	j.rrecs.Expire(now)
 	return nil
 }
 

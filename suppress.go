@@ -147,6 +147,7 @@ func Suppress[K, V any](t Table[K, V], store string, s Suppressed, keys serde.Se
 		// record a Filter before it dropped): a punctuator at every
 		// advance forwards what is due then.
 		b.streamPunctuators = append(b.streamPunctuators, &punctuator{interval: 1, fn: p.evictDue})
+		b.atEndOfInput(p.evictDue)
 		return nil
 	}
 	return Table[K, V]{t: topo, n: n, closeAt: t.closeAt}

@@ -348,6 +348,9 @@ type taskBuild struct {
 	closers           []func() error
 	streamPunctuators []*punctuator
 	wallPunctuators   []*punctuator
+	// endOfInput are what the task's nodes do when its input ends, in
+	// node order (endofinput.go).
+	endOfInput []func(end int64) error
 	// caches are the table caches of the task's table operators, in
 	// node order (table_cache.go); cacheForwarded and cacheCollapsed
 	// count their updates since the task opened.

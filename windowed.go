@@ -203,6 +203,9 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 		}
 		in := output[K, V](b, w.g.s.n)
 		in.children = append(in.children, p)
+		if p.final {
+			b.atEndOfInput(p.emitClosed)
+		}
 		return nil
 	}
 	return Table[Windowed[K], A]{t: t, n: n, store: store, closeAt: func(k Windowed[K]) int64 { return closeAt(k.Window) }}

@@ -188,6 +188,19 @@ func (d *Driver) AdvanceWallClock(step time.Duration) error {
 	return d.commit(d.run.Punctuate(d.now))
 }
 
+// EndOfInput says the input has ended, as a bounded source's end does:
+// every task's operators act as if stream time had reached
+// eddy.EndOfInputTime, upstream sub-topologies first, so every window
+// closes and emits its final result (EmitFinal, Suppress), outer stream
+// joins emit their unmatched records and stream-time punctuators fire;
+// then it commits. Records piped after it are late for every window.
+func (d *Driver) EndOfInput() error {
+	if d.txnErr != nil {
+		return d.txnErr
+	}
+	return d.commit(d.run.EndOfInput(eddy.EndOfInputTime))
+}
+
 // LateRecordsDropped is the number of records that windowed operations
 // dropped as late.
 func (d *Driver) LateRecordsDropped() int64 {

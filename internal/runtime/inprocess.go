@@ -207,6 +207,27 @@ func (p *InProcess) Punctuate(now time.Time) error {
 	return p.drain()
 }
 
+// EndOfInput tells every task that its input has ended (TaskInputEnder),
+// in Topology.EndOrder, processing what each writes to topics the
+// topology reads before the next ends: a window that closes at the end
+// upstream reaches the aggregation downstream of its repartition topic
+// before that one ends too. Commit afterwards; a record processed after
+// it is late for every window.
+func (p *InProcess) EndOfInput(end int64) error {
+	for _, i := range p.topo.EndOrder() {
+		t := p.tasks[i]
+		if e, ok := t.Proc.(TaskInputEnder); ok {
+			if err := e.EndOfInput(end); err != nil {
+				return fmt.Errorf("eddy: task %s: end of input: %w", t.ID(), err)
+			}
+		}
+		if err := p.drain(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // drain processes the queued records, and those they queue, in order.
 func (p *InProcess) drain() error {
 	if len(p.queue) == 0 {

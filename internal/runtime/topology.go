@@ -117,6 +117,70 @@ type TaskFlusher interface {
 	Discard()
 }
 
+// TaskInputEnder is implemented by a TaskProcessor whose operators act on
+// stream time (windows, suppression, stream joins, stream-time
+// punctuators). EndOfInput is called, inside a transaction, when the
+// task's bounded input has ended and no more records will reach it: the
+// operators act as if stream time had reached end, so every window
+// closes and emits its final result.
+type TaskInputEnder interface {
+	EndOfInput(end int64) error
+}
+
+// EndOrder is the order in which a bounded run ends the sub-topologies'
+// input: a sub-topology that writes a repartition topic before those that
+// read it, so that what it emits at its end (final window results) reaches
+// them while they still take records. Ties, and sub-topologies that feed
+// each other (a foreign-key join's subscription and response topics),
+// keep their index order.
+func (t Topology) EndOrder() []int {
+	n := len(t.Subtopologies)
+	readers := make(map[string][]int)
+	for i, s := range t.Subtopologies {
+		for _, topic := range s.Sources {
+			readers[topic] = append(readers[topic], i)
+		}
+	}
+	// after[w] are the sub-topologies that read what w writes.
+	after := make([][]int, n)
+	waiting := make([]int, n)
+	for _, r := range t.Repartitions {
+		for _, w := range r.Writers {
+			for _, i := range readers[r.Topic] {
+				if i != w {
+					after[w] = append(after[w], i)
+					waiting[i]++
+				}
+			}
+		}
+	}
+	order := make([]int, 0, n)
+	done := make([]bool, n)
+	for len(order) < n {
+		next := -1
+		for i := range n {
+			if !done[i] && waiting[i] == 0 {
+				next = i
+				break
+			}
+		}
+		if next < 0 { // a cycle: take the first left
+			for i := range n {
+				if !done[i] {
+					next = i
+					break
+				}
+			}
+		}
+		done[next] = true
+		order = append(order, next)
+		for _, i := range after[next] {
+			waiting[i]--
+		}
+	}
+	return order
+}
+
 // TaskCommitter is implemented by a TaskProcessor that writes to a system
 // outside Kafka in two phases (the DSL's ToTransactional; docs/design.md
 // §3.7). Prepare is called once per commit, after Flush and before the

@@ -11,7 +11,7 @@ import (
 //
 //	SELECT auction, bidder, price, dateTime, extra FROM bid
 //
-// Output: key the auction id (serde.Int64), value the row (bidRowSerde),
+// Output: key the auction id (serde.Int64), value the row (BidRowSerde),
 // timestamp the bid's. Check: every bid's row, once (a digest).
 func q0() Query {
 	return Query{
@@ -19,29 +19,30 @@ func q0() Query {
 		Title: "pass through",
 		Build: func(t *eddy.Topology, in nexmark.Topics, out string) {
 			bids := eddy.Source(t, in.Bids, serde.Int64(), nexmark.BidSerde())
-			rows := eddy.MapValues(bids, func(_ int64, b nexmark.Bid) bidRow { return projectBid(&b, b.Price) })
-			eddy.To(rows, out, serde.Int64(), bidRowSerde{})
+			rows := eddy.MapValues(bids, func(_ int64, b nexmark.Bid) BidRow { return projectBid(&b, b.Price) })
+			eddy.To(rows, out, serde.Int64(), BidRowSerde{})
 		},
 		NewCheck: func(g *nexmark.Generator, n int64) Check {
 			return newBidRowCheck(g, n, func(price int64) int64 { return price })
 		},
+		Result: bidRows(false),
 	}
 }
 
-// bidRow is the row q0 and q1 select from a bid.
-type bidRow struct {
+// BidRow is the row q0 and q1 select from a bid.
+type BidRow struct {
 	Auction, Bidder, Price, DateTime int64
 	Extra                            string
 }
 
-func projectBid(b *nexmark.Bid, price int64) bidRow {
-	return bidRow{Auction: b.Auction, Bidder: b.Bidder, Price: price, DateTime: b.DateTime, Extra: b.Extra}
+func projectBid(b *nexmark.Bid, price int64) BidRow {
+	return BidRow{Auction: b.Auction, Bidder: b.Bidder, Price: price, DateTime: b.DateTime, Extra: b.Extra}
 }
 
-// bidRowSerde encodes a bidRow: the four integers, then extra.
-type bidRowSerde struct{}
+// BidRowSerde encodes a BidRow: the four integers, then extra.
+type BidRowSerde struct{}
 
-func (bidRowSerde) Serialize(dst []byte, r bidRow) ([]byte, error) {
+func (BidRowSerde) Serialize(dst []byte, r BidRow) ([]byte, error) {
 	dst = appendInt(dst, r.Auction)
 	dst = appendInt(dst, r.Bidder)
 	dst = appendInt(dst, r.Price)
@@ -49,13 +50,13 @@ func (bidRowSerde) Serialize(dst []byte, r bidRow) ([]byte, error) {
 	return appendString(dst, r.Extra), nil
 }
 
-func (bidRowSerde) Deserialize(b []byte) (bidRow, error) {
+func (BidRowSerde) Deserialize(b []byte) (BidRow, error) {
 	r := reader{b: b}
-	v := bidRow{Auction: r.int(), Bidder: r.int(), Price: r.int(), DateTime: r.int(), Extra: r.string()}
+	v := BidRow{Auction: r.int(), Bidder: r.int(), Price: r.int(), DateTime: r.int(), Extra: r.string()}
 	return v, r.done()
 }
 
-// newBidRowCheck checks a query that writes one bidRow per bid, keyed by
+// newBidRowCheck checks a query that writes one BidRow per bid, keyed by
 // auction, at the bid's time, with the price converted by price.
 func newBidRowCheck(g *nexmark.Generator, n int64, price func(int64) int64) Check {
 	return newAppendCheck(func(add func(key, value []byte, ts int64)) {
@@ -67,7 +68,7 @@ func newBidRowCheck(g *nexmark.Generator, n int64, price func(int64) int64) Chec
 			e := g.Event(i)
 			b := &e.Bid
 			k = int64Key(k[:0], b.Auction)
-			v, _ = bidRowSerde{}.Serialize(v[:0], bidRow{Auction: b.Auction, Bidder: b.Bidder, Price: price(b.Price), DateTime: b.DateTime, Extra: b.Extra})
+			v, _ = BidRowSerde{}.Serialize(v[:0], BidRow{Auction: b.Auction, Bidder: b.Bidder, Price: price(b.Price), DateTime: b.DateTime, Extra: b.Extra})
 			add(k, v, b.DateTime)
 		}
 	})

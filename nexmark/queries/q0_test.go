@@ -11,9 +11,9 @@ func TestQ0(t *testing.T) {
 	testQuery(t, q0(), nexmark.Config{Seed: 1}, n, n*nexmark.BidProportion/nexmark.TotalProportion,
 		dropOne(func(n int) int { return n / 2 }),
 		corruption{"one price changed", func(outs []output) []output {
-			r, _ := bidRowSerde{}.Deserialize(outs[7].value)
+			r, _ := BidRowSerde{}.Deserialize(outs[7].value)
 			r.Price++
-			v, _ := bidRowSerde{}.Serialize(nil, r)
+			v, _ := BidRowSerde{}.Serialize(nil, r)
 			return withValue(outs, 7, v)
 		}},
 		corruption{"one timestamp changed", func(outs []output) []output {
@@ -24,18 +24,18 @@ func TestQ0(t *testing.T) {
 }
 
 func TestBidRowSerde(t *testing.T) {
-	in := bidRow{Auction: 1001, Bidder: -3, Price: 1 << 40, DateTime: 1767225600000, Extra: "xyz"}
-	b, _ := bidRowSerde{}.Serialize(nil, in)
-	out, err := bidRowSerde{}.Deserialize(b)
+	in := BidRow{Auction: 1001, Bidder: -3, Price: 1 << 40, DateTime: 1767225600000, Extra: "xyz"}
+	b, _ := BidRowSerde{}.Serialize(nil, in)
+	out, err := BidRowSerde{}.Deserialize(b)
 	if err != nil || out != in {
 		t.Fatalf("round trip: %+v, %v", out, err)
 	}
 	for k := range len(b) {
-		if _, err := (bidRowSerde{}).Deserialize(b[:k]); err == nil {
+		if _, err := (BidRowSerde{}).Deserialize(b[:k]); err == nil {
 			t.Errorf("%d of %d bytes decoded", k, len(b))
 		}
 	}
-	if _, err := (bidRowSerde{}).Deserialize(append(b, 0)); err == nil {
+	if _, err := (BidRowSerde{}).Deserialize(append(b, 0)); err == nil {
 		t.Error("trailing byte accepted")
 	}
 }

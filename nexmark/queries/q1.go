@@ -17,7 +17,7 @@ import (
 // would round; 908 × the largest generated price (10^8 cents) is far
 // from overflowing an int64.
 //
-// Output: key the auction id (serde.Int64), value the row (bidRowSerde
+// Output: key the auction id (serde.Int64), value the row (BidRowSerde
 // with the converted price), timestamp the bid's. Check: every bid's row,
 // once (a digest).
 func q1() Query {
@@ -26,13 +26,14 @@ func q1() Query {
 		Title: "currency conversion",
 		Build: func(t *eddy.Topology, in nexmark.Topics, out string) {
 			bids := eddy.Source(t, in.Bids, serde.Int64(), nexmark.BidSerde())
-			rows := eddy.MapValues(bids, func(_ int64, b nexmark.Bid) bidRow { return projectBid(&b, toEuroMilli(b.Price)) })
-			eddy.To(rows, out, serde.Int64(), bidRowSerde{})
+			rows := eddy.MapValues(bids, func(_ int64, b nexmark.Bid) BidRow { return projectBid(&b, toEuroMilli(b.Price)) })
+			eddy.To(rows, out, serde.Int64(), BidRowSerde{})
 		},
 		NewCheck: func(g *nexmark.Generator, n int64) Check {
 			// The reference's own conversion, not the query's function.
 			return newBidRowCheck(g, n, func(price int64) int64 { return price * 908 })
 		},
+		Result: bidRows(true),
 	}
 }
 

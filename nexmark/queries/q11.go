@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"time"
 
 	"github.com/eddy-streams/eddy"
@@ -24,15 +23,14 @@ import (
 // bid's time) and SESSION_END (the last bid's time + the gap, Flink's
 // exclusive end; eddy's session window itself ends at the last bid).
 //
-// The merge rule is eddy's: a bid joins a session when it is at most the
-// gap away from it (inclusive; Flink's windows [t, t+gap) merge only when
-// strictly closer). Reference: each bidder's bids sorted by time and cut
-// where two consecutive bids are more than 10 s apart; the sessions
-// reported are those whose last bid is more than 14 s before the largest
-// bid timestamp (the session task's stream time, since every bid reaches
-// it), the closing rule of eddy's emit-final sessions.
+// A bid joins a session when it is at most the gap away from it,
+// inclusive, as in Flink: its windows [t, t+gap) merge when they
+// intersect, and TimeWindow.intersects is inclusive at both ends. The end
+// of the input closes every session. Reference: the bids replayed in
+// input order with eddy's closing rule for emit-final sessions (see
+// Verify), so that late bids are modelled too.
 func q11() Query {
-	return Query{Name: "q11", Title: "user sessions", Build: buildQ11, NewCheck: newQ11Check}
+	return Query{Name: "q11", Title: "user sessions", Build: buildQ11, NewCheck: newQ11Check, Result: windowCountResult(false)}
 }
 
 const (
@@ -47,39 +45,40 @@ func buildQ11(t *eddy.Topology, in nexmark.Topics, out string) {
 	sw := eddy.WindowedBy(g, eddy.SessionWindowsWithGap(q11Gap).WithGrace(q11Grace)).Emit(eddy.EmitFinal)
 	counts := eddy.WindowCount(sw, "q11-sessions")
 	gap := q11Gap.Milliseconds()
-	res := eddy.Map(eddy.ToStream(counts), func(k eddy.Windowed[int64], n int64) (int64, windowCount) {
-		return k.Key, windowCount{Count: n, Start: k.Start, End: k.End + gap}
+	res := eddy.Map(eddy.ToStream(counts), func(k eddy.Windowed[int64], n int64) (int64, WindowCount) {
+		return k.Key, WindowCount{Count: n, Start: k.Start, End: k.End + gap}
 	})
-	eddy.To(res, out, serde.Int64(), windowCountSerde{})
+	eddy.To(res, out, serde.Int64(), WindowCountSerde{})
 }
 
-// windowCount is the result of q11 and q12: a bidder's bids in a window
+// WindowCount is the result of q11 and q12: a bidder's bids in a window
 // (the key is the bidder).
-type windowCount struct {
+type WindowCount struct {
 	Count, Start, End int64
 }
 
-func appendWindowCount(dst []byte, c *windowCount) []byte {
+func appendWindowCount(dst []byte, c *WindowCount) []byte {
 	dst = binary.AppendVarint(dst, c.Count)
 	dst = binary.AppendVarint(dst, c.Start)
 	return binary.AppendVarint(dst, c.End)
 }
 
-// windowCountSerde encodes a windowCount as three varints.
-type windowCountSerde struct{}
+// WindowCountSerde encodes a WindowCount as three varints.
+type WindowCountSerde struct{}
 
-func (windowCountSerde) Serialize(dst []byte, c windowCount) ([]byte, error) {
+func (WindowCountSerde) Serialize(dst []byte, c WindowCount) ([]byte, error) {
 	return appendWindowCount(dst, &c), nil
 }
 
-func (windowCountSerde) Deserialize(b []byte) (windowCount, error) {
+func (WindowCountSerde) Deserialize(b []byte) (WindowCount, error) {
 	r := reader{b: b}
-	c := windowCount{Count: r.int(), Start: r.int(), End: r.int()}
+	c := WindowCount{Count: r.int(), Start: r.int(), End: r.int()}
 	return c, r.done()
 }
 
 // q11Check digests the output per bidder.
 type q11Check struct {
+	inputEnd
 	g    *nexmark.Generator
 	n    int64
 	seed maphash.Seed
@@ -99,35 +98,58 @@ func (c *q11Check) Add(key, value []byte, _ int64) {
 	c.got.add(group, key, value)
 }
 
+// Verify replays the bids in input order, as the session task sees them,
+// keeping each bidder's open sessions: a session whose last bid is more
+// than gap + grace before stream time (the largest bid time so far) is
+// closed, final, and takes no more bids; a bid merges every open session
+// it is at most the gap away from, or starts one; a bid whose merged
+// session would be closed already is late and dropped. The end of the
+// input closes every session left open.
 func (c *q11Check) Verify() error {
 	gap, grace := q11Gap.Milliseconds(), q11Grace.Milliseconds()
-	times := make(map[int64][]int64) // bidder → bid times
+	type session struct{ start, end, n int64 }
+	open := make(map[int64][]session) // bidder → open sessions, unordered
+	want := newDigest(c.seed)
+	var key, value []byte
+	emit := func(bidder int64, s session) {
+		key = binary.BigEndian.AppendUint64(key[:0], uint64(bidder))
+		value = appendWindowCount(value[:0], &WindowCount{Count: s.n, Start: s.start, End: s.end + gap})
+		want.add(bidder, key, value)
+	}
 	streamTime := int64(-1)
 	for i := int64(0); i < c.n; i++ {
 		if nexmark.KindOf(i) != nexmark.KindBid {
 			continue
 		}
 		b := c.g.Event(i).Bid
-		streamTime = max(streamTime, b.DateTime)
-		times[b.Bidder] = append(times[b.Bidder], b.DateTime)
+		ts := b.DateTime
+		streamTime = max(streamTime, ts)
+		closed := streamTime - gap - grace // sessions ending before it are final
+		merged := session{start: ts, end: ts, n: 1}
+		var keep []session
+		for _, s := range open[b.Bidder] {
+			switch {
+			case s.end < closed:
+				emit(b.Bidder, s)
+			case s.end >= ts-gap && s.start <= ts+gap:
+				merged = session{start: min(merged.start, s.start), end: max(merged.end, s.end), n: merged.n + s.n}
+			default:
+				keep = append(keep, s)
+			}
+		}
+		// Open sessions end at or after closed, so a merged session
+		// closed already is the bid alone: late, dropped.
+		if merged.end >= closed {
+			keep = append(keep, merged)
+		}
+		open[b.Bidder] = keep
 	}
-	want := newDigest(c.seed)
-	var key, value []byte
-	for bidder, ts := range times {
-		slices.Sort(ts)
-		key = binary.BigEndian.AppendUint64(key[:0], uint64(bidder))
-		first := 0
-		for i := range ts {
-			if i+1 < len(ts) && ts[i+1]-ts[i] <= gap {
-				continue // the session goes on
+	closed := c.closedUpTo(streamTime) - gap - grace
+	for bidder, ss := range open {
+		for _, s := range ss {
+			if s.end < closed {
+				emit(bidder, s)
 			}
-			// ts[first..i] is a session; eddy closes it once stream
-			// time passed its end + gap + grace.
-			if ts[i] < streamTime-gap-grace {
-				value = appendWindowCount(value[:0], &windowCount{Count: int64(i - first + 1), Start: ts[first], End: ts[i] + gap})
-				want.add(bidder, key, value)
-			}
-			first = i + 1
 		}
 	}
 	if err := compare(c.got, want, "bidder"); err != nil {

@@ -16,12 +16,12 @@ func TestQ11(t *testing.T) {
 }
 
 func TestWindowCountSerde(t *testing.T) {
-	c := windowCount{Count: 3, Start: 1_767_225_600_000, End: 1_767_225_610_000}
-	enc, _ := windowCountSerde{}.Serialize(nil, c)
-	if got, err := (windowCountSerde{}).Deserialize(enc); err != nil || got != c {
+	c := WindowCount{Count: 3, Start: 1_767_225_600_000, End: 1_767_225_610_000}
+	enc, _ := WindowCountSerde{}.Serialize(nil, c)
+	if got, err := (WindowCountSerde{}).Deserialize(enc); err != nil || got != c {
 		t.Errorf("round trip: %+v, %v; want %+v", got, err, c)
 	}
-	if _, err := (windowCountSerde{}).Deserialize(append(enc, 0)); err == nil {
+	if _, err := (WindowCountSerde{}).Deserialize(append(enc, 0)); err == nil {
 		t.Error("a value with a byte left over decoded")
 	}
 }

@@ -34,7 +34,7 @@ import (
 // + 10 s) with start a multiple of 10 s, and per bidder the last counts of
 // its windows sum to the reference's number of bids of that bidder.
 func q12() Query {
-	return Query{Name: "q12", Title: "processing-time windows", Build: buildQ12, NewCheck: newQ12Check}
+	return Query{Name: "q12", Title: "processing-time windows", Build: buildQ12, NewCheck: newQ12Check, Result: windowCountResult(true)}
 }
 
 const (
@@ -48,10 +48,10 @@ func buildQ12(t *eddy.Topology, in nexmark.Topics, out string) {
 	g := eddy.GroupByKey(eddy.Repartition(byBidder, "q12-bids-by-bidder", serde.Int64(), unitSerde{}), serde.Int64())
 	ws := eddy.WindowedBy(g, eddy.TumblingWindows(q12Size).WithGrace(q12Grace))
 	counts := eddy.WindowCount(ws, "q12-counts")
-	res := eddy.Map(eddy.ToStream(counts), func(k eddy.Windowed[int64], n int64) (int64, windowCount) {
-		return k.Key, windowCount{Count: n, Start: k.Start, End: k.End}
+	res := eddy.Map(eddy.ToStream(counts), func(k eddy.Windowed[int64], n int64) (int64, WindowCount) {
+		return k.Key, WindowCount{Count: n, Start: k.Start, End: k.End}
 	})
-	eddy.To(res, out, serde.Int64(), windowCountSerde{})
+	eddy.To(res, out, serde.Int64(), WindowCountSerde{})
 }
 
 type bidderWindow struct{ bidder, start int64 }
@@ -84,7 +84,7 @@ func (c *q12Check) Add(key, value []byte, _ int64) {
 		return
 	}
 	bidder := int64(binary.BigEndian.Uint64(key))
-	wc, err := windowCountSerde{}.Deserialize(value)
+	wc, err := WindowCountSerde{}.Deserialize(value)
 	if err != nil {
 		c.problem("bidder %d: %v", bidder, err)
 		return

@@ -11,14 +11,14 @@ func TestQ1(t *testing.T) {
 	outs := testQuery(t, q1(), nexmark.Config{Seed: 2}, n, n*nexmark.BidProportion/nexmark.TotalProportion,
 		dropOne(func(int) int { return 0 }),
 		corruption{"a price not converted", func(outs []output) []output {
-			r, _ := bidRowSerde{}.Deserialize(outs[5].value)
+			r, _ := BidRowSerde{}.Deserialize(outs[5].value)
 			r.Price /= 908
-			v, _ := bidRowSerde{}.Serialize(nil, r)
+			v, _ := BidRowSerde{}.Serialize(nil, r)
 			return withValue(outs, 5, v)
 		}})
 	// The conversion itself, against the decimal it stands for: 0.908 ×
 	// the price in cents, with three decimals.
-	r, _ := bidRowSerde{}.Deserialize(outs[0].value)
+	r, _ := BidRowSerde{}.Deserialize(outs[0].value)
 	if r.Price%908 != 0 {
 		t.Errorf("price %d is not 908 × a price", r.Price)
 	}

@@ -38,6 +38,7 @@ func q2() Query {
 				}
 			})
 		},
+		Result: q2Result(),
 	}
 }
 

@@ -88,6 +88,17 @@ func q3() Query {
 				}
 			})
 		},
+		Result: Result{
+			Columns: []string{"name", "city", "state", "id"},
+			Rows: func(_, value []byte, row func(...any)) error {
+				r, err := q3RowSerde{}.Deserialize(value)
+				if err != nil {
+					return err
+				}
+				row(r.Name, r.City, r.State, r.ID)
+				return nil
+			},
+		},
 	}
 }
 

@@ -91,6 +91,22 @@ func q4() Query {
 		NewCheck: func(g *nexmark.Generator, n int64) Check {
 			return &q4Check{g: g, n: n, got: newLastValues()}
 		},
+		Result: Result{
+			Columns: []string{"category", "avg"},
+			Upsert:  true,
+			Rows: func(key, value []byte, row func(...any)) error {
+				category, err := int64Of(key)
+				if err != nil {
+					return err
+				}
+				avg, err := int64Of(value)
+				if err != nil {
+					return err
+				}
+				row(category, avg)
+				return nil
+			},
+		},
 	}
 }
 

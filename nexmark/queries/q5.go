@@ -24,15 +24,15 @@ import (
 // start through a repartition topic, where an aggregation keeps each
 // window's maximum count and the auctions that reach it. The second stage
 // forwards every update, so its last record per window is the result.
-// Only windows that stream time closed are emitted: eddy has no
-// end-of-input watermark, unlike Flink's bounded runs.
+// The end of the input closes every window (eddy.EndOfInputTime), as
+// Flink's end-of-input watermark does in the suite's bounded runs.
 //
 // Output: key the window start (serde.Int64; the window is [start, start
-// + 10 s)), value hotItems (the maximum count and the auctions with it),
+// + 10 s)), value HotItems (the maximum count and the auctions with it),
 // timestamp the window's end - 1 ms. Check: the last value per window
-// against the reference: per closed window (start + 14 s ≤ the largest
-// bid time, since this task sees only bids), the maximum count over the
-// bids whose windows were still open when they arrived, and its auctions.
+// against the reference: per window, the maximum count over the bids
+// that were not late for it (stream time, the largest bid time so far,
+// before its start + 14 s), and its auctions.
 func q5() Query {
 	return Query{
 		Name:  "q5",
@@ -47,12 +47,13 @@ func q5() Query {
 			})
 			byWindow = eddy.Repartition(byWindow, "q5-by-window", serde.Int64(), auctionCountSerde{})
 			hot := eddy.Aggregate(eddy.GroupByKey(byWindow, serde.Int64()), "q5-hot",
-				func() hotItems { return hotItems{} }, addHot, hotItemsSerde{})
-			eddy.To(eddy.ToStream(hot), out, serde.Int64(), hotItemsSerde{})
+				func() HotItems { return HotItems{} }, addHot, HotItemsSerde{})
+			eddy.To(eddy.ToStream(hot), out, serde.Int64(), HotItemsSerde{})
 		},
 		NewCheck: func(g *nexmark.Generator, n int64) Check {
 			return &q5Check{g: g, n: n, got: newLastValues()}
 		},
+		Result: q5Result(),
 	}
 }
 
@@ -77,28 +78,28 @@ func (auctionCountSerde) Deserialize(b []byte) (auctionCount, error) {
 	return c, r.done()
 }
 
-// hotItems is a window's maximum bid count and the auctions that have it,
+// HotItems is a window's maximum bid count and the auctions that have it,
 // in the order they were counted.
-type hotItems struct {
+type HotItems struct {
 	Count    int64
 	Auctions []int64
 }
 
-func addHot(_ int64, c auctionCount, h hotItems) hotItems {
+func addHot(_ int64, c auctionCount, h HotItems) HotItems {
 	switch {
 	case c.Count > h.Count:
-		return hotItems{Count: c.Count, Auctions: append(h.Auctions[:0], c.Auction)}
+		return HotItems{Count: c.Count, Auctions: append(h.Auctions[:0], c.Auction)}
 	case c.Count == h.Count:
 		h.Auctions = append(h.Auctions, c.Auction)
 	}
 	return h
 }
 
-// hotItemsSerde encodes the count, the number of auctions and the
+// HotItemsSerde encodes the count, the number of auctions and the
 // auctions.
-type hotItemsSerde struct{}
+type HotItemsSerde struct{}
 
-func (hotItemsSerde) Serialize(dst []byte, h hotItems) ([]byte, error) {
+func (HotItemsSerde) Serialize(dst []byte, h HotItems) ([]byte, error) {
 	dst = appendInt(dst, h.Count)
 	dst = appendInt(dst, int64(len(h.Auctions)))
 	for _, a := range h.Auctions {
@@ -107,9 +108,9 @@ func (hotItemsSerde) Serialize(dst []byte, h hotItems) ([]byte, error) {
 	return dst, nil
 }
 
-func (hotItemsSerde) Deserialize(b []byte) (hotItems, error) {
+func (HotItemsSerde) Deserialize(b []byte) (HotItems, error) {
 	r := reader{b: b}
-	h := hotItems{Count: r.int()}
+	h := HotItems{Count: r.int()}
 	n := r.int()
 	if n < 0 || n > int64(len(r.b)) { // each auction takes at least a byte
 		r.fail(fmt.Sprintf("%d auctions", n))
@@ -125,6 +126,7 @@ func (hotItemsSerde) Deserialize(b []byte) (hotItems, error) {
 }
 
 type q5Check struct {
+	inputEnd
 	g   *nexmark.Generator
 	n   int64
 	got *lastValues
@@ -132,15 +134,16 @@ type q5Check struct {
 
 func (c *q5Check) Add(key, value []byte, _ int64) { c.got.add(key, value) }
 
-// reference computes the hot items of every window that closed, keyed by
-// window start, with the auctions sorted. It follows the window operator:
-// stream time is the largest bid time so far, including the bid at hand;
-// a bid counts in each of its windows that has not closed (start + size +
-// grace > stream time); windows are epoch-aligned and start at 0 or later.
-func (c *q5Check) reference() map[int64]hotItems {
+// reference computes the hot items of every window, all closed by the end
+// of the input, keyed by window start, with the auctions sorted. It
+// follows the window operator: stream time is the largest bid time so
+// far, including the bid at hand; a bid counts in each of its windows that
+// has not closed (start + size + grace > stream time); windows are
+// epoch-aligned and start at 0 or later.
+func (c *q5Check) reference() map[int64]HotItems {
 	size, adv, grace := q5Size.Milliseconds(), q5Advance.Milliseconds(), q5Grace.Milliseconds()
 	open := map[int64]map[int64]int64{} // window start → auction → count
-	want := map[int64]hotItems{}
+	want := map[int64]HotItems{}
 	now := int64(-1)
 	closeUpTo := func(now int64) {
 		for start, counts := range open {
@@ -149,7 +152,7 @@ func (c *q5Check) reference() map[int64]hotItems {
 			}
 			// The max and the auctions that reach it, found apart
 			// from the query's own addHot.
-			var h hotItems
+			var h HotItems
 			for _, n := range counts {
 				h.Count = max(h.Count, n)
 			}
@@ -185,7 +188,7 @@ func (c *q5Check) reference() map[int64]hotItems {
 			m[e.Bid.Auction]++
 		}
 	}
-	closeUpTo(now)
+	closeUpTo(c.closedUpTo(now))
 	return want
 }
 
@@ -202,7 +205,7 @@ func (c *q5Check) Verify() error {
 			diffs = append(diffs, fmt.Sprintf("window %d: missing, want %v", start, w))
 			continue
 		}
-		h, err := hotItemsSerde{}.Deserialize(b)
+		h, err := HotItemsSerde{}.Deserialize(b)
 		if err != nil {
 			diffs = append(diffs, fmt.Sprintf("window %d: %v", start, err))
 			continue

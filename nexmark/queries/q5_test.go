@@ -15,16 +15,16 @@ func TestQ5(t *testing.T) {
 	outs := testQuery(t, q5(), cfg, 40_000, 10,
 		corruption{"a window's count changed", func(outs []output) []output {
 			i := last(outs, lastWindow(outs))
-			h, _ := hotItemsSerde{}.Deserialize(outs[i].value)
+			h, _ := HotItemsSerde{}.Deserialize(outs[i].value)
 			h.Count++
-			v, _ := hotItemsSerde{}.Serialize(nil, h)
+			v, _ := HotItemsSerde{}.Serialize(nil, h)
 			return withValue(outs, i, v)
 		}},
 		corruption{"an auction added to a window's hot items", func(outs []output) []output {
 			i := last(outs, lastWindow(outs))
-			h, _ := hotItemsSerde{}.Deserialize(outs[i].value)
+			h, _ := HotItemsSerde{}.Deserialize(outs[i].value)
 			h.Auctions = append(h.Auctions, h.Auctions[0]+1)
-			v, _ := hotItemsSerde{}.Serialize(nil, h)
+			v, _ := HotItemsSerde{}.Serialize(nil, h)
 			return withValue(outs, i, v)
 		}},
 		corruption{"a window missing", func(outs []output) []output {
@@ -52,14 +52,14 @@ func TestQ5(t *testing.T) {
 }
 
 func TestHotItemsSerde(t *testing.T) {
-	in := hotItems{Count: 17, Auctions: []int64{1000, 1100, -1}}
-	b, _ := hotItemsSerde{}.Serialize(nil, in)
-	out, err := hotItemsSerde{}.Deserialize(b)
+	in := HotItems{Count: 17, Auctions: []int64{1000, 1100, -1}}
+	b, _ := HotItemsSerde{}.Serialize(nil, in)
+	out, err := HotItemsSerde{}.Deserialize(b)
 	if err != nil || out.Count != in.Count || len(out.Auctions) != 3 || out.Auctions[2] != -1 {
 		t.Fatalf("round trip: %+v, %v", out, err)
 	}
 	for k := range len(b) {
-		if _, err := (hotItemsSerde{}).Deserialize(b[:k]); err == nil {
+		if _, err := (HotItemsSerde{}).Deserialize(b[:k]); err == nil {
 			t.Errorf("%d of %d bytes decoded", k, len(b))
 		}
 	}

@@ -31,11 +31,13 @@ import (
 // common case, costs a few varints rather than decoding the window's top
 // bids.
 //
-// Reference: the windows that the aggregation's task closed, [start, end)
-// with end + 4 s at or before the largest bid timestamp (its stream time,
-// since every bid reaches it), and in each the bids with the highest price.
+// Reference: every window [start, end) (the end of the input closes them
+// all), and in each the bids with the highest price among those that were
+// not late: a bid is late when its window's end + 4 s is at or before the
+// largest bid timestamp so far (the aggregation's stream time, since every
+// bid reaches its task in the order of the input).
 func q7() Query {
-	return Query{Name: "q7", Title: "highest bid", Build: buildQ7, NewCheck: newQ7Check}
+	return Query{Name: "q7", Title: "highest bid", Build: buildQ7, NewCheck: newQ7Check, Result: q7Result()}
 }
 
 const (
@@ -45,34 +47,34 @@ const (
 
 func buildQ7(t *eddy.Topology, in nexmark.Topics, out string) {
 	bids := eddy.Source(t, in.Bids, serde.Int64(), nexmark.BidSerde())
-	all := eddy.Map(bids, func(_ int64, b nexmark.Bid) (int64, q7Bid) {
-		return 0, q7Bid{Auction: b.Auction, Price: b.Price, Bidder: b.Bidder, DateTime: b.DateTime, Extra: b.Extra}
+	all := eddy.Map(bids, func(_ int64, b nexmark.Bid) (int64, Q7Row) {
+		return 0, Q7Row{Auction: b.Auction, Price: b.Price, Bidder: b.Bidder, DateTime: b.DateTime, Extra: b.Extra}
 	})
-	g := eddy.GroupByKey(eddy.Repartition(all, "q7-bids", serde.Int64(), q7BidSerde{}), serde.Int64())
+	g := eddy.GroupByKey(eddy.Repartition(all, "q7-bids", serde.Int64(), Q7RowSerde{}), serde.Int64())
 	ws := eddy.WindowedBy(g, eddy.TumblingWindows(q7Size).WithGrace(q7Grace)).Emit(eddy.EmitFinal)
 	top := eddy.WindowAggregate(ws, "q7-top", func() q7Top { return q7Top{} }, q7Add, nil, q7TopSerde{})
-	res := eddy.FlatMap(eddy.ToStream(top), func(dst []eddy.KeyValue[int64, q7Bid], _ eddy.Windowed[int64], a q7Top) []eddy.KeyValue[int64, q7Bid] {
+	res := eddy.FlatMap(eddy.ToStream(top), func(dst []eddy.KeyValue[int64, Q7Row], _ eddy.Windowed[int64], a q7Top) []eddy.KeyValue[int64, Q7Row] {
 		for rest := a.bids; len(rest) > 0; {
-			var b q7Bid
+			var b Q7Row
 			var err error
 			if b, rest, err = nextQ7Bid(rest); err != nil {
 				// The store holds what q7Add wrote: this is a bug.
 				panic(fmt.Sprintf("q7: window aggregate: %v", err))
 			}
-			dst = append(dst, eddy.KeyValue[int64, q7Bid]{Key: b.Auction, Value: b})
+			dst = append(dst, eddy.KeyValue[int64, Q7Row]{Key: b.Auction, Value: b})
 		}
 		return dst
 	})
-	eddy.To(res, out, serde.Int64(), q7BidSerde{})
+	eddy.To(res, out, serde.Int64(), Q7RowSerde{})
 }
 
-// q7Bid is what q7 reports of a bid.
-type q7Bid struct {
+// Q7Row is what q7 reports of a bid.
+type Q7Row struct {
 	Auction, Price, Bidder, DateTime int64
 	Extra                            string
 }
 
-func appendQ7Bid(dst []byte, b *q7Bid) []byte {
+func appendQ7Bid(dst []byte, b *Q7Row) []byte {
 	dst = binary.AppendVarint(dst, b.Auction)
 	dst = binary.AppendVarint(dst, b.Price)
 	dst = binary.AppendVarint(dst, b.Bidder)
@@ -80,15 +82,15 @@ func appendQ7Bid(dst []byte, b *q7Bid) []byte {
 	return append(dst, b.Extra...)
 }
 
-// q7BidSerde encodes a q7Bid: auction, price, bidder and dateTime as
+// Q7RowSerde encodes a Q7Row: auction, price, bidder and dateTime as
 // varints, then the extra bytes.
-type q7BidSerde struct{}
+type Q7RowSerde struct{}
 
-func (q7BidSerde) Serialize(dst []byte, b q7Bid) ([]byte, error) { return appendQ7Bid(dst, &b), nil }
+func (Q7RowSerde) Serialize(dst []byte, b Q7Row) ([]byte, error) { return appendQ7Bid(dst, &b), nil }
 
-func (q7BidSerde) Deserialize(b []byte) (q7Bid, error) {
+func (Q7RowSerde) Deserialize(b []byte) (Q7Row, error) {
 	r := reader{b: b}
-	v := q7Bid{Auction: r.int(), Price: r.int(), Bidder: r.int(), DateTime: r.int()}
+	v := Q7Row{Auction: r.int(), Price: r.int(), Bidder: r.int(), DateTime: r.int()}
 	v.Extra = r.rest()
 	return v, r.done()
 }
@@ -100,7 +102,7 @@ type q7Top struct {
 	bids []byte
 }
 
-func q7Add(_ int64, b q7Bid, a q7Top) q7Top {
+func q7Add(_ int64, b Q7Row, a q7Top) q7Top {
 	switch {
 	case len(a.bids) == 0 || b.Price > a.max:
 		a.max, a.bids = b.Price, appendQ7Entry(a.bids[:0], &b)
@@ -112,7 +114,7 @@ func q7Add(_ int64, b q7Bid, a q7Top) q7Top {
 
 // appendQ7Entry encodes b as appendQ7Bid does, but with the extra bytes
 // behind their uvarint length, so that entries follow one another.
-func appendQ7Entry(dst []byte, b *q7Bid) []byte {
+func appendQ7Entry(dst []byte, b *Q7Row) []byte {
 	dst = binary.AppendVarint(dst, b.Auction)
 	dst = binary.AppendVarint(dst, b.Price)
 	dst = binary.AppendVarint(dst, b.Bidder)
@@ -122,9 +124,9 @@ func appendQ7Entry(dst []byte, b *q7Bid) []byte {
 }
 
 // nextQ7Bid decodes the first entry of a q7Top's bids.
-func nextQ7Bid(entries []byte) (q7Bid, []byte, error) {
+func nextQ7Bid(entries []byte) (Q7Row, []byte, error) {
 	r := reader{b: entries}
-	b := q7Bid{Auction: r.int(), Price: r.int(), Bidder: r.int(), DateTime: r.int()}
+	b := Q7Row{Auction: r.int(), Price: r.int(), Bidder: r.int(), DateTime: r.int()}
 	if r.err != nil {
 		return b, nil, r.err
 	}
@@ -154,6 +156,7 @@ func (q7TopSerde) Deserialize(b []byte) (q7Top, error) {
 
 // q7Check digests the output per window (of the bid's dateTime).
 type q7Check struct {
+	inputEnd
 	g    *nexmark.Generator
 	n    int64
 	seed maphash.Seed
@@ -181,7 +184,7 @@ func (c *q7Check) Verify() error {
 	size, grace := q7Size.Milliseconds(), q7Grace.Milliseconds()
 	type window struct {
 		max  int64
-		bids []q7Bid
+		bids []Q7Row
 	}
 	windows := make(map[int64]*window)
 	streamTime := int64(-1)
@@ -192,6 +195,9 @@ func (c *q7Check) Verify() error {
 		b := c.g.Event(i).Bid
 		streamTime = max(streamTime, b.DateTime)
 		start := windowStart(b.DateTime, size)
+		if start+size+grace <= streamTime {
+			continue // late: its window closed before it arrived
+		}
 		w := windows[start]
 		if w == nil {
 			w = &window{max: b.Price}
@@ -201,13 +207,14 @@ func (c *q7Check) Verify() error {
 			w.max, w.bids = b.Price, w.bids[:0]
 		}
 		if b.Price == w.max {
-			w.bids = append(w.bids, q7Bid{Auction: b.Auction, Price: b.Price, Bidder: b.Bidder, DateTime: b.DateTime, Extra: b.Extra})
+			w.bids = append(w.bids, Q7Row{Auction: b.Auction, Price: b.Price, Bidder: b.Bidder, DateTime: b.DateTime, Extra: b.Extra})
 		}
 	}
 	want := newDigest(c.seed)
 	var key, value []byte
+	closed := c.closedUpTo(streamTime)
 	for start, w := range windows {
-		if start+size+grace > streamTime {
+		if start+size+grace > closed {
 			continue // not closed when the input ended
 		}
 		for i := range w.bids {

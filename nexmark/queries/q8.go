@@ -27,12 +27,14 @@ import (
 // sides were seen. The order of a person and their auctions does not
 // matter (the generator lets a seller's first auction precede the person).
 //
-// Reference: the windows that the aggregation's task closed, [start, end)
-// with end + 4 s at or before the largest person or auction timestamp
-// (that task reads both), and in each the persons who registered in it and
-// were the seller of an auction in it.
+// Reference: in every window (the end of the input closes them all), the
+// persons who registered in it and were the seller of an auction in it,
+// leaving out the records that were late: a person or an auction is late
+// when its window's end + 4 s is at or before the largest person or
+// auction timestamp so far (the aggregation's task reads both, in the
+// order of the input).
 func q8() Query {
-	return Query{Name: "q8", Title: "monitor new users", Build: buildQ8, NewCheck: newQ8Check}
+	return Query{Name: "q8", Title: "monitor new users", Build: buildQ8, NewCheck: newQ8Check, Result: q8Result()}
 }
 
 const (
@@ -57,10 +59,10 @@ func buildQ8(t *eddy.Topology, in nexmark.Topics, out string) {
 			return agg
 		}, nil, q8SeenSerde{})
 	both := eddy.Filter(eddy.ToStream(seen), func(_ eddy.Windowed[int64], s q8Seen) bool { return s.person && s.auction })
-	res := eddy.Map(both, func(k eddy.Windowed[int64], s q8Seen) (int64, q8User) {
-		return k.Key, q8User{ID: k.Key, Name: s.name, Start: k.Start}
+	res := eddy.Map(both, func(k eddy.Windowed[int64], s q8Seen) (int64, Q8Row) {
+		return k.Key, Q8Row{ID: k.Key, Name: s.name, Start: k.Start}
 	})
-	eddy.To(res, out, serde.Int64(), q8UserSerde{})
+	eddy.To(res, out, serde.Int64(), Q8RowSerde{})
 }
 
 // q8Seen is what is known of a person in a window: registered (with the
@@ -97,34 +99,35 @@ func (q8SeenSerde) Deserialize(b []byte) (q8Seen, error) {
 	return s, nil
 }
 
-// q8User is q8's result: the SQL's P.id, P.name, P.starttime.
-type q8User struct {
+// Q8Row is q8's result: the SQL's P.id, P.name, P.starttime.
+type Q8Row struct {
 	ID    int64
 	Name  string
 	Start int64
 }
 
-func appendQ8User(dst []byte, u *q8User) []byte {
+func appendQ8User(dst []byte, u *Q8Row) []byte {
 	dst = binary.AppendVarint(dst, u.ID)
 	dst = binary.AppendVarint(dst, u.Start)
 	return append(dst, u.Name...)
 }
 
-// q8UserSerde encodes a q8User: id and window start as varints, then the
+// Q8RowSerde encodes a Q8Row: id and window start as varints, then the
 // name.
-type q8UserSerde struct{}
+type Q8RowSerde struct{}
 
-func (q8UserSerde) Serialize(dst []byte, u q8User) ([]byte, error) { return appendQ8User(dst, &u), nil }
+func (Q8RowSerde) Serialize(dst []byte, u Q8Row) ([]byte, error) { return appendQ8User(dst, &u), nil }
 
-func (q8UserSerde) Deserialize(b []byte) (q8User, error) {
+func (Q8RowSerde) Deserialize(b []byte) (Q8Row, error) {
 	r := reader{b: b}
-	u := q8User{ID: r.int(), Start: r.int()}
+	u := Q8Row{ID: r.int(), Start: r.int()}
 	u.Name = r.rest()
 	return u, r.done()
 }
 
 // q8Check digests the output per window start.
 type q8Check struct {
+	inputEnd
 	g    *nexmark.Generator
 	n    int64
 	seed maphash.Seed
@@ -150,25 +153,30 @@ func (c *q8Check) Verify() error {
 	size, grace := q8Size.Milliseconds(), q8Grace.Milliseconds()
 	type sellerWindow struct{ seller, start int64 }
 	sold := make(map[sellerWindow]bool)
-	var persons []q8User
+	var persons []Q8Row
 	streamTime := int64(-1)
 	for i := int64(0); i < c.n; i++ {
 		switch nexmark.KindOf(i) {
 		case nexmark.KindPerson:
 			p := c.g.Event(i).Person
 			streamTime = max(streamTime, p.DateTime)
-			persons = append(persons, q8User{ID: p.ID, Name: p.Name, Start: windowStart(p.DateTime, size)})
+			if start := windowStart(p.DateTime, size); start+size+grace > streamTime { // else late
+				persons = append(persons, Q8Row{ID: p.ID, Name: p.Name, Start: start})
+			}
 		case nexmark.KindAuction:
 			a := c.g.Event(i).Auction
 			streamTime = max(streamTime, a.DateTime)
-			sold[sellerWindow{a.Seller, windowStart(a.DateTime, size)}] = true
+			if start := windowStart(a.DateTime, size); start+size+grace > streamTime {
+				sold[sellerWindow{a.Seller, start}] = true
+			}
 		}
 	}
 	want := newDigest(c.seed)
 	var key, value []byte
+	closed := c.closedUpTo(streamTime)
 	for i := range persons {
 		p := &persons[i]
-		if p.Start+size+grace > streamTime || !sold[sellerWindow{p.ID, p.Start}] {
+		if p.Start+size+grace > closed || !sold[sellerWindow{p.ID, p.Start}] {
 			continue
 		}
 		key = binary.BigEndian.AppendUint64(key[:0], uint64(p.ID))

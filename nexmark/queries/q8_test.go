@@ -20,10 +20,10 @@ func TestQ8Serdes(t *testing.T) {
 			t.Errorf("q8Seen round trip: %+v, %v; want %+v", got, err, s)
 		}
 	}
-	u := q8User{ID: 1234, Name: "Ann Lee", Start: 1_767_225_600_000}
-	enc, _ := q8UserSerde{}.Serialize(nil, u)
-	if got, err := (q8UserSerde{}).Deserialize(enc); err != nil || got != u {
-		t.Errorf("q8User round trip: %+v, %v; want %+v", got, err, u)
+	u := Q8Row{ID: 1234, Name: "Ann Lee", Start: 1_767_225_600_000}
+	enc, _ := Q8RowSerde{}.Serialize(nil, u)
+	if got, err := (Q8RowSerde{}).Deserialize(enc); err != nil || got != u {
+		t.Errorf("Q8Row round trip: %+v, %v; want %+v", got, err, u)
 	}
 	if _, err := (q8SeenSerde{}).Deserialize([]byte{4}); err == nil {
 		t.Error("bad flags decoded")

@@ -67,9 +67,7 @@ func run(t *testing.T, q Query, g *nexmark.Generator, n int64) []output {
 			t.Fatalf("event %d: %v", i, err)
 		}
 	}
-	if late := d.LateRecordsDropped(); late > 0 {
-		t.Errorf("%d records dropped as late", late)
-	}
+	requireEnded(t, d, g)
 	recs, err := eddytest.Output(d, testOut, serde.Bytes(), serde.Bytes()).ReadAll()
 	if err != nil {
 		t.Fatal(err)

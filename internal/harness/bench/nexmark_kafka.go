@@ -177,6 +177,9 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	res.EventsPerCPUSecond = float64(opts.Events) / res.CPUSeconds
 	res.StateBytes = dirBytes(filepath.Join(dir, "state"))
 	check := q.NewCheck(g, opts.Events)
+	if c, ok := check.(queries.OpenEndedCheck); ok {
+		c.InputNotEnded() // the Kafka runtime has no end of input yet
+	}
 	if res.Outputs, err = readOutput(ctx, seeds, check); err != nil {
 		return res, err
 	}

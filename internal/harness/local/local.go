@@ -192,6 +192,23 @@ func (r *Runner) Run(ctx context.Context, end int64, progress func(committed int
 	return nil
 }
 
+// EndOfInput ends the source at Next: every task's operators act as if
+// stream time had reached end (eddy.EndOfInputTime: every window closes
+// and emits its final result, as Flink's end-of-input watermark does),
+// in the order runtime.Topology.EndOrder gives, then the runner commits.
+// The state then records stream time end: records run after it are late
+// for every window.
+func (r *Runner) EndOfInput(end int64) error {
+	if r.failed != nil {
+		return r.failed
+	}
+	if err := r.run.EndOfInput(end); err != nil {
+		r.rollback()
+		return fmt.Errorf("local: %w", err)
+	}
+	return r.commit(time.Now())
+}
+
 // one processes source record i, offset i of its topic, and every record
 // it leads to.
 func (r *Runner) one(i int64) error {
