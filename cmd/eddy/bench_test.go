@@ -22,6 +22,7 @@ func TestBenchArgumentErrors(t *testing.T) {
 		{[]string{"nexmark", "--source", "pulsar"}, []string{`--source "pulsar": want generator or kafka`}},
 		{[]string{"nexmark", "--event-rate", "-5"}, []string{"--event-rate -5"}},
 		{[]string{"nexmark", "--query", "q0,q7", "--cpuprofile", "x"}, []string{"--cpuprofile profiles one query"}},
+		{[]string{"nexmark", "--query", "q2", "--events", "10", "--results", "/dev/null/x"}, []string{"--results"}},
 		{[]string{"state-memory", "--state-memory", "1000"}, []string{"--state-memory 1000: must be at least"}},
 		{[]string{"state-memory", "--keys", "-1"}, []string{"--keys, --records and --partitions must be at least 1"}},
 		{[]string{"windowed", "--window", "0s"}, []string{"--window must be a whole number of milliseconds"}},
@@ -37,6 +38,24 @@ func TestBenchArgumentErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%q: error %q lacks %q", tc.args, err, w)
 			}
+		}
+	}
+}
+
+// `eddy nexmark generate` names the flag to fix.
+func TestNexmarkGenerateErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "usage: eddy nexmark generate"},
+		{[]string{"generate"}, "--out is required"},
+		{[]string{"generate", "--out", t.TempDir(), "--format", "parquet"}, `--format "parquet": want jsonl or csv`},
+		{[]string{"generate", "--out", t.TempDir(), "--events", "0"}, "--events must be at least 1"},
+	} {
+		err := runNexmarkCommand(t.Context(), tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.want)
 		}
 	}
 }

@@ -32,6 +32,7 @@ func commands() []command {
 		{"chaos", "inject faults (kills, zombies, broker crashes and errors, disk and network faults) into the examples and verify exactly-once", runChaos},
 		{"inspect", "print what a state directory holds: tasks, stores, keys, sizes, offsets", runInspect},
 		{"sink", "write a topic into a database exactly once (eddy sink postgres --topic T --dsn DSN --table TABLE --key COL)", runSink},
+		{"nexmark", "write the Nexmark events of a run as files for other engines (eddy nexmark generate --events N --format jsonl|csv --out DIR)", runNexmarkCommand},
 		{"query", "query an app's state stores over its HTTP API (--http HOST:PORT --store S --key K)", runQuery},
 	}
 }

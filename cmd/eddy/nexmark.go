@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/harness/bench"
+	"github.com/eddy-streams/eddy/nexmark"
 	"github.com/eddy-streams/eddy/nexmark/queries"
 )
 
@@ -25,13 +26,14 @@ func runNexmark(ctx context.Context, args []string) error {
 	events := fs.Int64("events", 10_000_000, "events to generate and process")
 	source := fs.String("source", "generator", "where events come from: generator (in-process, replayed by index) or kafka")
 	seed := fs.Uint64("seed", 0, "the generator's seed")
-	eventRate := fs.Float64("event-rate", 0, "events per second of event time (default the model's 10000); higher packs more events, and state, into each window")
+	eventRate := fs.Float64("event-rate", 0, "events per second of event time (default the suite's 10000000); lower spreads events, and state, over more windows")
 	commitInterval := fs.Duration("commit-interval", time.Second, "time between commits")
 	stateDir := fs.String("state-dir", "", "directory for the state (default: a temporary directory, removed after)")
 	stateMemory := fs.Int64("state-memory", 0, "state memory budget in bytes, split as an app splits Config.StateMemory (default eddy's: a quarter of the memory available)")
 	cacheSize := fs.Int64("cache-size", 0, "Pebble block cache in bytes (default: half of --state-memory)")
 	memtableSize := fs.Uint64("memtable-size", 0, "Pebble memtable size in bytes (default eddy's: a 32nd of the cache, 1-16 MiB)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (one query only)")
+	results := fs.String("results", "", "write each query's final result rows to DIR/<query>.jsonl (a JSON object per row, columns named as in the suite's SQL; an updating result's last rows); writing adds to the measured run")
 	tableCache := fs.Int64("table-cache-bytes", 0, "the table cache in bytes (Config.TableCacheBytes; default eddy's, 10 MiB; negative: off, every table update forwarded)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,6 +78,7 @@ func runNexmark(ctx context.Context, args []string) error {
 	opts := bench.NexmarkOptions{
 		Query: qs[0], Events: *events, Seed: *seed, EventRate: *eventRate, CommitInterval: *commitInterval, Dir: *stateDir,
 		StateMemory: *stateMemory, CacheSize: *cacheSize, MemTableSize: *memtableSize, TableCacheBytes: *tableCache, Progress: os.Stderr, CPUProfile: *cpuprofile,
+		Results: *results,
 	}
 	var res bench.NexmarkResult
 	var err error
@@ -145,6 +148,49 @@ func runNexmarkEach(ctx context.Context, qs []queries.Query, args []string) erro
 	if len(failed) > 0 {
 		return fmt.Errorf("nexmark: %s failed (see above)", strings.Join(failed, ", "))
 	}
+	return nil
+}
+
+// runNexmarkCommand is `eddy nexmark`: tools around the Nexmark model.
+func runNexmarkCommand(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "generate" {
+		return errors.New("usage: eddy nexmark generate --events N --format jsonl|csv --out DIR [--seed S] [--event-rate R]")
+	}
+	return runNexmarkGenerate(args[1:])
+}
+
+// runNexmarkGenerate is `eddy nexmark generate`: the events of a run, as
+// files another engine can load (nexmark.Generator.Export).
+func runNexmarkGenerate(args []string) error {
+	fs := flag.NewFlagSet("eddy nexmark generate", flag.ContinueOnError)
+	events := fs.Int64("events", 1_000_000, "events to generate")
+	format := fs.String("format", "jsonl", "jsonl or csv")
+	out := fs.String("out", "", "directory to write person.<format>, auction.<format> and bid.<format> into (required)")
+	seed := fs.Uint64("seed", 0, "the generator's seed (as eddy bench nexmark --seed)")
+	eventRate := fs.Float64("event-rate", 0, "events per second of event time (as eddy bench nexmark --event-rate; default the suite's 10000000)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("--out is required: the directory to write the events into")
+	}
+	if *events < 1 {
+		return errors.New("--events must be at least 1")
+	}
+	if *format != "jsonl" && *format != "csv" {
+		return fmt.Errorf("--format %q: want jsonl or csv", *format)
+	}
+	if *eventRate < 0 {
+		return fmt.Errorf("--event-rate %v: want a positive rate, or 0 for the default", *eventRate)
+	}
+	g, err := nexmark.New(nexmark.Config{Seed: *seed, EventsPerSecond: *eventRate})
+	if err != nil {
+		return err
+	}
+	if err := g.Export(*out, *events, *format); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %d events to %s (person, auction and bid .%s)\n", *events, *out, *format)
 	return nil
 }
 

@@ -8,8 +8,6 @@
 package queries
 
 import (
-	"time"
-
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/nexmark"
 )
@@ -54,10 +52,9 @@ type Result struct {
 }
 
 // Timestamp formats ms since the epoch as Flink prints a TIMESTAMP(3), in
-// UTC: "2026-01-01 00:00:00.000".
-func Timestamp(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000")
-}
+// UTC: "2026-01-01 00:00:00.000", as nexmark.FormatTime writes the
+// events' times.
+func Timestamp(ms int64) string { return nexmark.FormatTime(ms) }
 
 // Check collects a query's output and compares it with the reference. Add
 // runs inside the measured process, once per output record, so it must be

@@ -49,6 +49,10 @@ type NexmarkOptions struct {
 	// TableCacheBytes is Config.TableCacheBytes (0: eddy's default,
 	// 10 MiB; negative: off).
 	TableCacheBytes int64
+	// Results, when set, is a directory the query's result rows are
+	// written to (<query>.jsonl; see resultWriter). Writing an append-only
+	// result's rows is part of the run, so measure without it.
+	Results string
 	// Progress receives a progress bar, redrawn at each commit.
 	Progress   io.Writer
 	CPUProfile string
@@ -125,6 +129,12 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	}
 	defer cleanup()
 	check := q.NewCheck(g, opts.Events)
+	var results *resultWriter
+	if opts.Results != "" {
+		if results, err = newResultWriter(opts.Results, q); err != nil {
+			return res, err
+		}
+	}
 	var other int64
 	sink := func(topic string, key, value []byte, ts int64) {
 		if topic != nexmarkOutput {
@@ -133,6 +143,9 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 		}
 		res.Outputs++
 		check.Add(key, value, ts)
+		if results != nil {
+			results.add(key, value)
+		}
 	}
 	caches, pebbleOpts := opts.stateMemory()
 	backend := pebble.New(pebbleOpts)
@@ -169,6 +182,11 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	res.PeakRSSBytes = peakRSS()
 	res.Commits = runner.Commits
 	res.StateBytes = dirBytes(dir)
+	if results != nil {
+		if err := results.close(); err != nil {
+			return res, err
+		}
+	}
 	if other > 0 {
 		res.VerifyError = fmt.Sprintf("%d records written to topics other than the result (dead letters?)", other)
 		return res, nil

@@ -38,9 +38,9 @@ import (
 // committed every input offset. CPU is this process's (the app's); the
 // broker's is reported apart. The output topic is read back (read_committed)
 // for the check once the run is measured.
-func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (NexmarkResult, error) {
+func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (res NexmarkResult, err error) {
 	q := opts.Query
-	res := NexmarkResult{Query: q.Name, Events: opts.Events, Source: "kafka"}
+	res = NexmarkResult{Query: q.Name, Events: opts.Events, Source: "kafka"}
 	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed, EventsPerSecond: opts.EventRate})
 	if err != nil {
 		return res, err
@@ -180,7 +180,23 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	if c, ok := check.(queries.OpenEndedCheck); ok {
 		c.InputNotEnded() // the Kafka runtime has no end of input yet
 	}
-	if res.Outputs, err = readOutput(ctx, seeds, check); err != nil {
+	add := check.Add
+	if opts.Results != "" {
+		results, err := newResultWriter(opts.Results, q)
+		if err != nil {
+			return res, err
+		}
+		add = func(key, value []byte, ts int64) {
+			check.Add(key, value, ts)
+			results.add(key, value)
+		}
+		defer func() {
+			if cerr := results.close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
+	if res.Outputs, err = readOutput(ctx, seeds, add); err != nil {
 		return res, err
 	}
 	if err := check.Verify(); err != nil {
@@ -222,8 +238,8 @@ func repartitionsDone(ctx context.Context, adm *kadm.Client, committed kadm.Offs
 	return done
 }
 
-// readOutput feeds every committed record of the output topic to check.
-func readOutput(ctx context.Context, seeds []string, check queries.Check) (int64, error) {
+// readOutput feeds every committed record of the output topic to add.
+func readOutput(ctx context.Context, seeds []string, add func(key, value []byte, ts int64)) (int64, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(nexmarkOutput),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -264,7 +280,7 @@ func readOutput(ctx context.Context, seeds []string, check queries.Check) (int64
 		f.EachRecord(func(r *kgo.Record) {
 			n++
 			next = r.Offset + 1
-			check.Add(r.Key, r.Value, r.Timestamp.UnixMilli())
+			add(r.Key, r.Value, r.Timestamp.UnixMilli())
 		})
 	}
 	return n, nil
