@@ -125,7 +125,6 @@ func TestQ17Result(t *testing.T) {
 	requireRows(t, resultRows(t, q17(), key, b), []any{int64(1001), "2026-01-01", int64(4), int64(1), int64(2), int64(1), int64(5), int64(2_000_000), int64(505_003), int64(2_020_012)})
 }
 
-
 // requireUpsertChecked requires the check of an updating result to pass
 // on recs and to fail when a key's final row is dropped (every record of
 // it: a query may repeat a row) or changed, when a stale record of a key
@@ -161,8 +160,8 @@ func requireUpsertChecked(t *testing.T, newCheck func() Check, recs []eddy.Recor
 	}
 	wrongs := map[string][]eddy.Record[[]byte, []byte]{
 		"a key's final row dropped": dropped,
-		"the last record changed": changed,
-		"an unexpected key":       append(slices.Clone(recs), extra),
+		"the last record changed":   changed,
+		"an unexpected key":         append(slices.Clone(recs), extra),
 	}
 	if stale >= 0 {
 		wrongs["a stale record last"] = append(slices.Clone(recs), recs[stale])
