@@ -126,8 +126,8 @@ func distinctBidColumns[K any]() []eddy.DistinctColumn[K, distinctBid] {
 // price ranks 1 (price < 10,000), 2 (10,000 ≤ price < 1,000,000) and 3
 // (price ≥ 1,000,000).
 type BidCounts struct {
-	TotalBids, Rank1Bids, Rank2Bids, Rank3Bids             int64
-	TotalBidders, Rank1Bidders, Rank2Bidders, Rank3Bidders int64
+	TotalBids, Rank1Bids, Rank2Bids, Rank3Bids                 int64
+	TotalBidders, Rank1Bidders, Rank2Bidders, Rank3Bidders     int64
 	TotalAuctions, Rank1Auctions, Rank2Auctions, Rank3Auctions int64
 }
 
