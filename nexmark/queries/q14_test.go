@@ -11,27 +11,35 @@ import (
 // (10M events/s), and at half an event a second, where 30,000 events span
 // 16 hours and the output has all three kinds of hour.
 func TestQ14(t *testing.T) {
-	for _, cfg := range []nexmark.Config{testConfig, {Seed: 7, EventsPerSecond: 10_000_000}, {Seed: 8, EventsPerSecond: 0.5}} {
+	eachRate(t, func(t *testing.T, cfg nexmark.Config, g *nexmark.Generator) {
+		const n = 30_000
+		recs := driveQuery(t, q14(), g, n, nexmark.Topics{Bids: "bid"}, nil)
+		requireChecked(t, func() Check { return q14().NewCheck(g, n) }, recs)
+		kinds := map[string]int{}
+		for _, r := range recs {
+			row, err := Q14RowSerde{}.Deserialize(r.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds[row.BidTimeType]++
+		}
+		t.Logf("%d rows of %d events: %v", len(recs), n, kinds)
+		if cfg.EventsPerSecond < 1 && len(kinds) != 3 {
+			t.Errorf("kinds of hour %v, want all three over 16 hours", kinds)
+		}
+	}, nexmark.Config{Seed: 8, EventsPerSecond: 0.5})
+}
+
+// eachRate runs test once per config: the test rate (100 events/s), the
+// suite's (10M events/s), then more; each subtest named after its rate.
+func eachRate(t *testing.T, test func(t *testing.T, cfg nexmark.Config, g *nexmark.Generator), more ...nexmark.Config) {
+	for _, cfg := range append([]nexmark.Config{testConfig, {Seed: 7, EventsPerSecond: 10_000_000}}, more...) {
 		t.Run(eventRateName(cfg), func(t *testing.T) {
 			g, err := nexmark.New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			const n = 30_000
-			recs := driveQuery(t, q14(), g, n, nexmark.Topics{Bids: "bid"}, nil)
-			requireChecked(t, func() Check { return q14().NewCheck(g, n) }, recs)
-			kinds := map[string]int{}
-			for _, r := range recs {
-				row, err := Q14RowSerde{}.Deserialize(r.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				kinds[row.BidTimeType]++
-			}
-			t.Logf("%d rows of %d events: %v", len(recs), n, kinds)
-			if cfg.EventsPerSecond < 1 && len(kinds) != 3 {
-				t.Errorf("kinds of hour %v, want all three over 16 hours", kinds)
-			}
+			test(t, cfg, g)
 		})
 	}
 }

@@ -9,22 +9,16 @@ import (
 // TestQ15 runs q15 at 100 and 10M events/s; the delayed events of the
 // first 3 s make a second day.
 func TestQ15(t *testing.T) {
-	for _, cfg := range []nexmark.Config{testConfig, {Seed: 7, EventsPerSecond: 10_000_000}} {
-		t.Run(eventRateName(cfg), func(t *testing.T) {
-			g, err := nexmark.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			const n = 30_000
-			recs := driveQuery(t, q15(), g, n, nexmark.Topics{Bids: "bid"}, nil)
-			requireUpsertChecked(t, func() Check { return q15().NewCheck(g, n) }, recs)
-			last, err := Q15RowSerde{}.Deserialize(recs[len(recs)-1].Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d outputs; the last: %+v", len(recs), last)
-		})
-	}
+	eachRate(t, func(t *testing.T, cfg nexmark.Config, g *nexmark.Generator) {
+		const n = 30_000
+		recs := driveQuery(t, q15(), g, n, nexmark.Topics{Bids: "bid"}, nil)
+		requireUpsertChecked(t, func() Check { return q15().NewCheck(g, n) }, recs)
+		last, err := Q15RowSerde{}.Deserialize(recs[len(recs)-1].Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d outputs; the last: %+v", len(recs), last)
+	})
 }
 
 func TestQ15Result(t *testing.T) {

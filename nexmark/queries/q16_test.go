@@ -11,26 +11,20 @@ import (
 // 23:58 UTC, so the groups cross midnight and their minutes change.
 func TestQ16(t *testing.T) {
 	lateBase := time.Date(2026, 1, 1, 23, 58, 0, 0, time.UTC).UnixMilli()
-	for _, cfg := range []nexmark.Config{testConfig, {Seed: 7, EventsPerSecond: 10_000_000}, {Seed: 9, EventsPerSecond: 100, BaseTime: lateBase}} {
-		t.Run(eventRateName(cfg), func(t *testing.T) {
-			g, err := nexmark.New(cfg)
+	eachRate(t, func(t *testing.T, cfg nexmark.Config, g *nexmark.Generator) {
+		const n = 30_000
+		recs := driveQuery(t, q16(), g, n, nexmark.Topics{Bids: "bid"}, nil)
+		requireUpsertChecked(t, func() Check { return q16().NewCheck(g, n) }, recs)
+		minutes := map[string]bool{}
+		for _, r := range recs {
+			row, err := Q16RowSerde{}.Deserialize(r.Value)
 			if err != nil {
 				t.Fatal(err)
 			}
-			const n = 30_000
-			recs := driveQuery(t, q16(), g, n, nexmark.Topics{Bids: "bid"}, nil)
-			requireUpsertChecked(t, func() Check { return q16().NewCheck(g, n) }, recs)
-			minutes := map[string]bool{}
-			for _, r := range recs {
-				row, err := Q16RowSerde{}.Deserialize(r.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				minutes[row.Day+" "+row.Minute] = true
-			}
-			t.Logf("%d outputs, %d distinct (day, minute)s", len(recs), len(minutes))
-		})
-	}
+			minutes[row.Day+" "+row.Minute] = true
+		}
+		t.Logf("%d outputs, %d distinct (day, minute)s", len(recs), len(minutes))
+	}, nexmark.Config{Seed: 9, EventsPerSecond: 100, BaseTime: lateBase})
 }
 
 func TestMinuteOfDay(t *testing.T) {

@@ -14,38 +14,32 @@ import (
 // first 3 s fall on the day before the base time's midnight, so some
 // auctions have rows of two days.
 func TestQ17(t *testing.T) {
-	for _, cfg := range []nexmark.Config{testConfig, {Seed: 7, EventsPerSecond: 10_000_000}} {
-		t.Run(eventRateName(cfg), func(t *testing.T) {
-			g, err := nexmark.New(cfg)
+	eachRate(t, func(t *testing.T, cfg nexmark.Config, g *nexmark.Generator) {
+		const n = 30_000
+		recs := driveQuery(t, q17(), g, n, nexmark.Topics{Bids: "bid"}, nil)
+		requireUpsertChecked(t, func() Check { return q17().NewCheck(g, n) }, recs)
+		days := map[int64]map[string]bool{}
+		for _, r := range recs {
+			k, err := Q17KeySerde{}.Deserialize(r.Key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			const n = 30_000
-			recs := driveQuery(t, q17(), g, n, nexmark.Topics{Bids: "bid"}, nil)
-			requireUpsertChecked(t, func() Check { return q17().NewCheck(g, n) }, recs)
-			days := map[int64]map[string]bool{}
-			for _, r := range recs {
-				k, err := Q17KeySerde{}.Deserialize(r.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if days[k.Auction] == nil {
-					days[k.Auction] = map[string]bool{}
-				}
-				days[k.Auction][k.Day] = true
+			if days[k.Auction] == nil {
+				days[k.Auction] = map[string]bool{}
 			}
-			twoDays := 0
-			for _, d := range days {
-				if len(d) > 1 {
-					twoDays++
-				}
+			days[k.Auction][k.Day] = true
+		}
+		twoDays := 0
+		for _, d := range days {
+			if len(d) > 1 {
+				twoDays++
 			}
-			t.Logf("%d outputs, %d auctions, %d of them with two days", len(recs), len(days), twoDays)
-			if twoDays == 0 {
-				t.Error("no auction has rows of two days")
-			}
-		})
-	}
+		}
+		t.Logf("%d outputs, %d auctions, %d of them with two days", len(recs), len(days), twoDays)
+		if twoDays == 0 {
+			t.Error("no auction has rows of two days")
+		}
+	})
 }
 
 // TestQ17AuctionSerde round-trips an auction of three days and refuses

@@ -9,31 +9,25 @@ import (
 )
 
 func TestQ21(t *testing.T) {
-	for _, cfg := range []nexmark.Config{testConfig, {Seed: 7, EventsPerSecond: 10_000_000}} {
-		t.Run(eventRateName(cfg), func(t *testing.T) {
-			g, err := nexmark.New(cfg)
+	eachRate(t, func(t *testing.T, cfg nexmark.Config, g *nexmark.Generator) {
+		const n = 30_000
+		recs := driveQuery(t, q21(), g, n, nexmark.Topics{Bids: "bid"}, nil)
+		requireChecked(t, func() Check { return q21().NewCheck(g, n) }, recs)
+		fromURL := 0
+		for _, r := range recs {
+			row, err := Q21RowSerde{}.Deserialize(r.Value)
 			if err != nil {
 				t.Fatal(err)
 			}
-			const n = 30_000
-			recs := driveQuery(t, q21(), g, n, nexmark.Topics{Bids: "bid"}, nil)
-			requireChecked(t, func() Check { return q21().NewCheck(g, n) }, recs)
-			fromURL := 0
-			for _, r := range recs {
-				row, err := Q21RowSerde{}.Deserialize(r.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, hot := hotChannelID(row.Channel); !hot {
-					fromURL++
-				}
+			if _, hot := hotChannelID(row.Channel); !hot {
+				fromURL++
 			}
-			t.Logf("%d rows of %d events, %d with the id from the URL", len(recs), n, fromURL)
-			if fromURL == 0 {
-				t.Error("no row took its id from the URL")
-			}
-		})
-	}
+		}
+		t.Logf("%d rows of %d events, %d with the id from the URL", len(recs), n, fromURL)
+		if fromURL == 0 {
+			t.Error("no row took its id from the URL")
+		}
+	})
 }
 
 // TestChannelIDParam compares the scan with Go's regexp on edge cases and

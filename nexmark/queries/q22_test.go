@@ -9,17 +9,11 @@ import (
 )
 
 func TestQ22(t *testing.T) {
-	for _, cfg := range []nexmark.Config{testConfig, {Seed: 7, EventsPerSecond: 10_000_000}} {
-		t.Run(eventRateName(cfg), func(t *testing.T) {
-			g, err := nexmark.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			const n = 30_000
-			recs := driveQuery(t, q22(), g, n, nexmark.Topics{Bids: "bid"}, nil)
-			requireChecked(t, func() Check { return q22().NewCheck(g, n) }, recs)
-		})
-	}
+	eachRate(t, func(t *testing.T, cfg nexmark.Config, g *nexmark.Generator) {
+		const n = 30_000
+		recs := driveQuery(t, q22(), g, n, nexmark.Topics{Bids: "bid"}, nil)
+		requireChecked(t, func() Check { return q22().NewCheck(g, n) }, recs)
+	})
 }
 
 func TestSplitIndex(t *testing.T) {
