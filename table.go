@@ -72,14 +72,32 @@ func ToStream[K, V any](t Table[K, V]) Stream[K, V] {
 // the table cache on (Config.TableCacheBytes, the default), the latest
 // update per key once per commit.
 func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, add func(key K, value V, agg A) A, aggs serde.Serde[A]) Table[K, A] {
+	return aggregate(g, store, "aggregate-", init, aggs, func(*taskBuild) (func(K, V, A) (A, error), error) {
+		return func(k K, v V, agg A) (A, error) { return add(k, v, agg), nil }, nil
+	})
+}
+
+// aggregate adds an aggregation of g kept in the store named store, in a
+// node named kind + store: each record's aggregate (init's for a new key)
+// goes through the step that prepare returns for the task, and the result
+// is stored and forwarded through the table cache. more are stores the
+// step uses besides.
+func aggregate[K, V, A any](g GroupedStream[K, V], store, kind string, init func() A, aggs serde.Serde[A], prepare func(b *taskBuild) (func(K, V, A) (A, error), error), more ...StoreSpec) Table[K, A] {
 	t := g.s.t
 	spec := NewKeyValueStoreSpec(store, g.keys, aggs)
-	n := t.add("aggregate-"+store, g.s.n)
+	n := t.add(kind+store, g.s.n)
 	t.addStore(store, n, 0, spec)
+	for _, m := range more {
+		t.addStore(m.StoreName(), n, 0, m)
+	}
 	n.build = func(b *taskBuild) error {
 		out := &emitter[K, A]{}
 		b.out[n] = out
 		buf, err := b.tc.Store(store)
+		if err != nil {
+			return err
+		}
+		step, err := prepare(b)
 		if err != nil {
 			return err
 		}
@@ -97,7 +115,9 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], store string, init func() A, 
 			if !ok {
 				agg = init()
 			}
-			agg = add(r.Key, r.Value, agg)
+			if agg, err = step(r.Key, r.Value, agg); err != nil {
+				return err
+			}
 			if err := kv.Put(r.Key, agg); err != nil {
 				return err
 			}

@@ -1,0 +1,205 @@
+package eddy_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/eddy-streams/eddy"
+	"github.com/eddy-streams/eddy/eddytest"
+	"github.com/eddy-streams/eddy/serde"
+)
+
+// visit is a test record: who visited and what they spent.
+type visit struct {
+	user, item string
+	spent      int64
+}
+
+// visitSerde encodes a visit as "user|item|spent".
+type visitSerde struct{}
+
+func (visitSerde) Serialize(dst []byte, v visit) ([]byte, error) {
+	return fmt.Appendf(dst, "%s|%s|%d", v.user, v.item, v.spent), nil
+}
+
+func (visitSerde) Deserialize(b []byte) (visit, error) {
+	var v visit
+	parts := slices.Collect(func(yield func(string) bool) {
+		start := 0
+		for i := 0; i <= len(b); i++ {
+			if i == len(b) || b[i] == '|' {
+				if !yield(string(b[start:i])) {
+					return
+				}
+				start = i + 1
+			}
+		}
+	})
+	if len(parts) != 3 {
+		return v, errors.New("visit: want user|item|spent")
+	}
+	_, err := fmt.Sscan(parts[2], &v.spent)
+	v.user, v.item = parts[0], parts[1]
+	return v, err
+}
+
+// distinctCounts is the aggregate of the tests: visits, distinct users,
+// distinct users who spent 100 or more, distinct items.
+type distinctCounts struct{ visits, users, bigUsers, items int64 }
+
+func (c distinctCounts) String() string {
+	return fmt.Sprintf("%d/%d/%d/%d", c.visits, c.users, c.bigUsers, c.items)
+}
+
+type distinctCountsSerde struct{}
+
+func (distinctCountsSerde) Serialize(dst []byte, c distinctCounts) ([]byte, error) {
+	return fmt.Appendf(dst, "%d %d %d %d", c.visits, c.users, c.bigUsers, c.items), nil
+}
+
+func (distinctCountsSerde) Deserialize(b []byte) (distinctCounts, error) {
+	var c distinctCounts
+	_, err := fmt.Sscan(string(b), &c.visits, &c.users, &c.bigUsers, &c.items)
+	return c, err
+}
+
+// newDistinctDriver counts, per page, the visits, the distinct users (bit
+// 0 of the users column), the distinct users with a visit of spent ≥ 100
+// (its bit 1), and the distinct items (a column without filters, which
+// ignores an empty item as SQL ignores NULL).
+func newDistinctDriver(t *testing.T) (*eddytest.Driver, *eddytest.InputTopic[string, visit], *eddytest.OutputTopic[string, distinctCounts]) {
+	t.Helper()
+	topo := eddy.NewTopology()
+	visits := eddy.Source(topo, "visits", serde.String(), visitSerde{})
+	users := eddy.Distinct(func(_ string, v visit) string { return v.user }, serde.String(), func(_ string, v visit) uint64 {
+		if v.spent >= 100 {
+			return 0b11
+		}
+		return 0b01
+	})
+	items := eddy.Distinct(func(_ string, v visit) string { return v.item }, serde.String(), func(_ string, v visit) uint64 {
+		if v.item == "" {
+			return 0
+		}
+		return 1
+	})
+	counts := eddy.AggregateDistinct(eddy.GroupByKey(visits, serde.String()), "page-counts",
+		[]eddy.DistinctColumn[string, visit]{users, items},
+		func() distinctCounts { return distinctCounts{} },
+		func(_ string, _ visit, fresh []uint64, c distinctCounts) distinctCounts {
+			c.visits++
+			c.users += int64(fresh[0] & 1)
+			c.bigUsers += int64(fresh[0] >> 1 & 1)
+			c.items += int64(fresh[1] & 1)
+			return c
+		}, distinctCountsSerde{})
+	eddy.To(eddy.ToStream(counts), "page-counts", serde.String(), distinctCountsSerde{})
+	d, err := eddytest.New(topo, eddytest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, eddytest.Input(d, "visits", serde.String(), visitSerde{}), eddytest.Output(d, "page-counts", serde.String(), distinctCountsSerde{})
+}
+
+// requireCounts reads the updates and requires them to be want, as
+// "page=visits/users/bigUsers/items".
+func requireCounts(t *testing.T, out *eddytest.OutputTopic[string, distinctCounts], want ...string) {
+	t.Helper()
+	kvs, err := out.ReadKeyValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range kvs {
+		got = append(got, kv.Key+"="+kv.Value.String())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("updates %q, want %q", got, want)
+	}
+}
+
+func TestAggregateDistinct(t *testing.T) {
+	_, in, out := newDistinctDriver(t)
+	for i, v := range []struct {
+		page string
+		visit
+	}{
+		{"home", visit{"ann", "pen", 5}},
+		{"home", visit{"ann", "pen", 500}}, // ann passes the second filter now
+		{"home", visit{"bob", "", 500}},    // no item: the items column ignores it
+		{"home", visit{"ann", "ink", 1}},
+		{"cart", visit{"ann", "pen", 1}}, // another page: all new
+		{"home", visit{"bob", "pen", 100}},
+	} {
+		if err := in.Pipe(v.page, v.visit, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requireCounts(t, out, "home=1/1/0/1", "home=2/1/1/1", "home=3/2/2/1", "home=4/2/2/2", "cart=1/1/0/1", "home=5/2/2/2")
+}
+
+// TestAggregateDistinctKeyBoundaries: a (key, value) pair is not taken for
+// another whose bytes concatenate the same way, nor a value of one column
+// for the same bytes in another.
+func TestAggregateDistinctKeyBoundaries(t *testing.T) {
+	_, in, out := newDistinctDriver(t)
+	for i, v := range []struct {
+		page string
+		visit
+	}{
+		{"a", visit{"\x00b", "x", 1}},
+		{"a\x00", visit{"b", "x", 1}}, // "a"+"\x00b" = "a\x00"+"b", either side of the column's byte 0
+		{"a\x00", visit{"y", "b", 1}}, // item "b", the same bytes as user "b"
+	} {
+		if err := in.Pipe(v.page, v.visit, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requireCounts(t, out, "a=1/1/0/1", "a\x00=1/1/0/1", "a\x00=2/2/0/2")
+}
+
+// TestAggregateDistinctExactlyOnce: an aborted transaction's values are
+// not seen (the distinct store's writes are rolled back with the
+// aggregate's), and after a restart the committed ones still are.
+func TestAggregateDistinctExactlyOnce(t *testing.T) {
+	d, in, out := newDistinctDriver(t)
+	if err := in.Pipe("home", visit{"ann", "pen", 5}, 1); err != nil {
+		t.Fatal(err)
+	}
+	failed := errors.New("the transaction fails")
+	err := d.Transaction(func() error {
+		if err := in.Pipe("home", visit{"bob", "ink", 500}, 2); err != nil {
+			return err
+		}
+		return failed
+	})
+	if !errors.Is(err, failed) {
+		t.Fatalf("transaction: %v, want it to fail", err)
+	}
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []visit{{"bob", "ink", 500}, {"ann", "pen", 5}} {
+		if err := in.Pipe("home", v, int64(3+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requireCounts(t, out, "home=1/1/0/1", "home=2/2/1/2", "home=3/2/1/2")
+}
+
+// TestAggregateDistinctColumns: no column is refused when the topology is
+// built.
+func TestAggregateDistinctColumns(t *testing.T) {
+	topo := eddy.NewTopology()
+	s := eddy.Source(topo, "in", serde.String(), serde.String())
+	eddy.AggregateDistinct(eddy.GroupByKey(s, serde.String()), "none", nil,
+		func() int64 { return 0 }, func(_, _ string, _ []uint64, n int64) int64 { return n }, serde.Int64())
+	if err := topo.Err(); err == nil {
+		t.Error("AggregateDistinct with no columns was accepted")
+	} else {
+		t.Log(err)
+	}
+}
