@@ -10,8 +10,8 @@ import (
 	"github.com/eddy-streams/eddy/nexmark"
 )
 
-// TestQ17 runs q17 at 100 and 10M events/s. The delayed events of the
-// first 3 s fall on the day before the base time's midnight, so some
+// TestQ17 runs q17 at 100 and 10M events/s. At 100 the delayed events of the
+// first 3 s fall on the day before the base time's midnight, at 10M the run starts a millisecond before it, so some
 // auctions have rows of two days.
 func TestQ17(t *testing.T) {
 	eachRate(t, func(t *testing.T, cfg nexmark.Config, g *nexmark.Generator) {
