@@ -106,6 +106,7 @@ func JoinStreamsRegular[K, VL, VR, VO any](left Stream[K, VL], right Stream[K, V
 		j := &regularJoin[K, VL, VR, VO]{b: b, out: out, name: name, keys: keys, joiner: joiner, ttl: o.ttl,
 			left:  newJoinSide(lbuf, lvalues, o.leftUnique, "left", "LeftUnique"),
 			right: newJoinSide(rbuf, rvalues, o.rightUnique, "right", "RightUnique")}
+		j.flipped = func(k K, r VR, l VL) VO { return joiner(k, l, r) }
 		if j.ttl > 0 {
 			b.streamPunctuators = append(b.streamPunctuators, &punctuator{interval: max(j.ttl/2, 1), fn: j.sweep})
 		}
@@ -138,11 +139,14 @@ type regularJoin[K, VL, VR, VO any] struct {
 	name   string
 	keys   serde.Serde[K]
 	joiner func(K, VL, VR) VO
-	ttl    int64
-	left   *joinSide[VL]
-	right  *joinSide[VR]
-	kbuf   []byte // the arriving record's encoded key
-	pbuf   []byte // and its entries' prefix
+	// flipped is joiner with its value arguments swapped, for a right
+	// record meeting left ones.
+	flipped func(K, VR, VL) VO
+	ttl     int64
+	left    *joinSide[VL]
+	right   *joinSide[VR]
+	kbuf    []byte // the arriving record's encoded key
+	pbuf    []byte // and its entries' prefix
 }
 
 // joinSide is one side's store and what the join keeps to read it.
@@ -360,28 +364,20 @@ func (j *regularJoin[K, VL, VR, VO]) prefix(k K) ([]byte, error) {
 }
 
 func (j *regularJoin[K, VL, VR, VO]) fromLeft(r Record[K, VL]) error {
-	if r.Tombstone {
-		return nil
-	}
-	p, err := j.prefix(r.Key)
-	if err != nil {
-		return err
-	}
-	from := j.from()
-	if err := j.right.find(p, from); err != nil {
-		return err
-	}
-	for _, f := range j.right.found {
-		for range f.count {
-			if err := j.out.emit(Record[K, VO]{Key: r.Key, Value: j.joiner(r.Key, r.Value, f.v), Timestamp: max(r.Timestamp, f.ts), Headers: r.Headers}); err != nil {
-				return err
-			}
-		}
-	}
-	return settle(j.left, j.right, p, r.Timestamp, r.Value, from)
+	return arrive(j, j.left, j.right, r, j.joiner)
 }
 
 func (j *regularJoin[K, VL, VR, VO]) fromRight(r Record[K, VR]) error {
+	return arrive(j, j.right, j.left, r, j.flipped)
+}
+
+// arrive joins r, a record of side own, with the stored records of side
+// other, then updates the state: r is stored unless the other side is
+// unique and its record was found (the only partner r will ever have);
+// if own is unique, the records found of the other side met their only
+// partner now and leave the join. pair makes a result from r's value and
+// a partner's.
+func arrive[K, VL, VR, VO, VA, VB any](j *regularJoin[K, VL, VR, VO], own *joinSide[VA], other *joinSide[VB], r Record[K, VA], pair func(K, VA, VB) VO) error {
 	if r.Tombstone {
 		return nil
 	}
@@ -390,31 +386,22 @@ func (j *regularJoin[K, VL, VR, VO]) fromRight(r Record[K, VR]) error {
 		return err
 	}
 	from := j.from()
-	if err := j.left.find(p, from); err != nil {
+	if err := other.find(p, from); err != nil {
 		return err
 	}
-	for _, f := range j.left.found {
+	for _, f := range other.found {
 		for range f.count {
-			if err := j.out.emit(Record[K, VO]{Key: r.Key, Value: j.joiner(r.Key, f.v, r.Value), Timestamp: max(r.Timestamp, f.ts), Headers: r.Headers}); err != nil {
+			if err := j.out.emit(Record[K, VO]{Key: r.Key, Value: pair(r.Key, r.Value, f.v), Timestamp: max(r.Timestamp, f.ts), Headers: r.Headers}); err != nil {
 				return err
 			}
 		}
 	}
-	return settle(j.right, j.left, p, r.Timestamp, r.Value, from)
-}
-
-// settle updates the state after a record (ts, v) of side own, of the key
-// whose prefix is p, met the records other.found. It is stored unless the
-// other side is unique and its record was found: that was the only
-// partner it will ever have. If own is unique, the records found of the
-// other side met their only partner now: they leave the join.
-func settle[VA, VB any](own *joinSide[VA], other *joinSide[VB], p []byte, ts int64, v VA, from int64) error {
 	matched := len(other.found) > 0
 	if own.unique && matched {
 		other.drop(p)
 	}
-	if other.unique && matched || ts < from {
+	if other.unique && matched || r.Timestamp < from {
 		return nil
 	}
-	return own.add(p, ts, v, from)
+	return own.add(p, r.Timestamp, r.Value, from)
 }

@@ -188,38 +188,45 @@ func (c *q4Check) Add(key, value []byte, _ int64) { c.got.add(key, value) }
 // reference.
 type q4Total struct{ sum, count int64 }
 
-// reference is the SQL over events [0, n), whatever their order: the
-// auctions first, then each bid against its auction.
+// reference is the SQL over events [0, n): the final maximum of each
+// auction with a valid bid, summed and counted per category.
 func (c *q4Check) reference() map[int64]q4Total {
-	type auction struct{ start, expires, category int64 }
-	auctions := map[int64]auction{}
-	for i := range c.n {
+	final := map[int64]int64{}    // auction → max price
+	category := map[int64]int64{} // auction → category
+	validBids(c.g, c.n, func(a *nexmark.Auction, b *nexmark.Bid) {
+		if m, ok := final[a.ID]; !ok || b.Price > m {
+			final[a.ID], category[a.ID] = b.Price, a.Category
+		}
+	})
+	want := map[int64]q4Total{}
+	for id, m := range final {
+		s := want[category[id]]
+		want[category[id]] = q4Total{s.sum + m, s.count + 1}
+	}
+	return want
+}
+
+// validBids calls fn for each bid among events [0, n) of g that lies
+// within its auction (B.dateTime BETWEEN A.dateTime AND A.expires), with
+// the auction, whatever their order: the auctions first, then each bid
+// against its auction (q4's and q9's references).
+func validBids(g *nexmark.Generator, n int64, fn func(a *nexmark.Auction, b *nexmark.Bid)) {
+	auctions := map[int64]nexmark.Auction{}
+	for i := range n {
 		if nexmark.KindOf(i) == nexmark.KindAuction {
-			e := c.g.Event(i)
-			auctions[e.Auction.ID] = auction{e.Auction.DateTime, e.Auction.Expires, e.Auction.Category}
+			e := g.Event(i)
+			auctions[e.Auction.ID] = e.Auction
 		}
 	}
-	final := map[int64]int64{} // auction → max price
-	for i := range c.n {
+	for i := range n {
 		if nexmark.KindOf(i) != nexmark.KindBid {
 			continue
 		}
-		e := c.g.Event(i)
-		a, ok := auctions[e.Bid.Auction]
-		if !ok || e.Bid.DateTime < a.start || e.Bid.DateTime > a.expires {
-			continue
-		}
-		if m, ok := final[e.Bid.Auction]; !ok || e.Bid.Price > m {
-			final[e.Bid.Auction] = e.Bid.Price
+		b := g.Event(i).Bid
+		if a, ok := auctions[b.Auction]; ok && a.DateTime <= b.DateTime && b.DateTime <= a.Expires {
+			fn(&a, &b)
 		}
 	}
-	want := map[int64]q4Total{}
-	for id, m := range final {
-		cat := auctions[id].category
-		s := want[cat]
-		want[cat] = q4Total{s.sum + m, s.count + 1}
-	}
-	return want
 }
 
 func (c *q4Check) Verify() error {

@@ -172,32 +172,17 @@ func (c *q9Check) Add(key, value []byte, _ int64) { c.got.add(key, value) }
 // reference is the SQL over events [0, n): per auction, the valid bid
 // that ranks first (price descending, time, bidder and extra ascending).
 func (c *q9Check) reference() map[int64]Q9Row {
-	auctions := map[int64]nexmark.Auction{}
-	for i := range c.n {
-		if nexmark.KindOf(i) == nexmark.KindAuction {
-			e := c.g.Event(i)
-			auctions[e.Auction.ID] = e.Auction
-		}
-	}
 	best := map[int64]Q9Row{}
-	for i := range c.n {
-		if nexmark.KindOf(i) != nexmark.KindBid {
-			continue
-		}
-		b := c.g.Event(i).Bid
-		a, ok := auctions[b.Auction]
-		if !ok || b.DateTime < a.DateTime || b.DateTime > a.Expires {
-			continue
-		}
-		cur, ok := best[b.Auction]
+	validBids(c.g, c.n, func(a *nexmark.Auction, b *nexmark.Bid) {
+		cur, ok := best[a.ID]
 		first := !ok || b.Price > cur.Price ||
 			b.Price == cur.Price && (b.DateTime < cur.BidDateTime ||
 				b.DateTime == cur.BidDateTime && (b.Bidder < cur.Bidder ||
 					b.Bidder == cur.Bidder && b.Extra < cur.BidExtra))
 		if first {
-			best[b.Auction] = Q9Row{Auction: a, Bidder: b.Bidder, Price: b.Price, BidDateTime: b.DateTime, BidExtra: b.Extra}
+			best[a.ID] = Q9Row{Auction: *a, Bidder: b.Bidder, Price: b.Price, BidDateTime: b.DateTime, BidExtra: b.Extra}
 		}
-	}
+	})
 	return best
 }
 
