@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/nexmark"
@@ -29,18 +28,15 @@ import (
 // GroupTableBy + AggregateTable (sum and count, with a subtractor)
 // regroup it by category through a repartition topic.
 //
-// The join: bids and auctions are both keyed by auction id, so they are
-// co-partitioned and join without a repartition. Flink's regular join
-// keeps both sides forever, so a bid that arrives before its auction
-// (bids may name auctions up to ten ids ahead, and auctions may be
-// delayed) still matches. eddy uses a stream-stream join, symmetric too:
-// an auction at time t meets the bids from t to t + q4Window, whichever
-// arrives first, and the joiner keeps those up to the auction's expiry.
-// q4Window covers the auctions' length with a wide margin: an auction
-// lasts at most twice the time it takes to create NumInFlightAuctions
-// auctions, 333 ms at the default config, 3.3 s at 1,000 events a second.
-// The grace, 4 s, exceeds the generator's largest delay (3 s), so no bid
-// is dropped as late. The result set is then the SQL's.
+// The join is a regular join, as Flink runs it: an auction and a bid of
+// it meet whichever arrives first, however far apart
+// (eddy.JoinStreamsRegular); the BETWEEN condition is checked on each
+// joined pair. Bids and auctions are both keyed by auction id, so they
+// are co-partitioned and join without a repartition. An auction id is
+// unique (LeftUnique): a bid that finds its auction is not stored, and
+// the bids that came before their auction leave the join when it
+// arrives, so the join keeps the auctions (time, expiry, category) and
+// the bids still waiting for theirs.
 //
 // AVG of a BIGINT is a BIGINT in Flink: the sum divided by the count,
 // truncated; eddy computes the same. Every update of an auction's maximum
@@ -49,9 +45,10 @@ import (
 // between the two, shows as 0.
 //
 // Output: key the category (serde.Int64), value the average
-// (serde.Int64). Check: the last value per category against the SQL's
-// average over the final maximum of every auction with at least one bid
-// between its start and its expiry.
+// (serde.Int64), an upsert per category. Check: the last value per
+// category against the SQL's average over the final maximum of every
+// auction with at least one bid between its start and its expiry,
+// computed from the events.
 func q4() Query {
 	return Query{
 		Name:  "q4",
@@ -63,9 +60,9 @@ func q4() Query {
 				})
 			bids := eddy.MapValues(eddy.Source(t, in.Bids, serde.Int64(), nexmark.BidSerde()),
 				func(_ int64, b nexmark.Bid) q4Bid { return q4Bid{Price: b.Price, DateTime: b.DateTime} })
-			joined := eddy.JoinStreams(auctions, bids, eddy.JoinWindowsOf(0).After(q4Window).WithGrace(q4Grace),
-				eddy.InnerJoin, "q4-join", serde.Int64(), q4AuctionSerde{}, q4BidSerde{},
-				func(_ int64, a q4Auction, _ bool, b q4Bid, _ bool) q4Price {
+			joined := eddy.JoinStreamsRegular(auctions, bids, eddy.RegularJoin{}.LeftUnique(), "q4-join",
+				serde.Int64(), q4AuctionSerde{}, q4BidSerde{},
+				func(_ int64, a q4Auction, b q4Bid) q4Price {
 					valid := a.DateTime <= b.DateTime && b.DateTime <= a.Expires
 					return q4Price{Category: a.Category, Price: b.Price, Valid: valid}
 				})
@@ -92,28 +89,18 @@ func q4() Query {
 			return &q4Check{g: g, n: n, got: newLastValues()}
 		},
 		Result: Result{
-			Columns: []string{"category", "avg"},
+			Columns: []string{"id", "final"},
 			Upsert:  true,
-			Rows: func(key, value []byte, row func(...any)) error {
-				category, err := int64Of(key)
-				if err != nil {
-					return err
+			Rows: func(key, value []byte, row func(values ...any)) error {
+				if len(key) != 8 || len(value) != 8 {
+					return fmt.Errorf("%w: q4 key of %d bytes and value of %d, want 8 and 8 (serde.Int64)", errCorrupt, len(key), len(value))
 				}
-				avg, err := int64Of(value)
-				if err != nil {
-					return err
-				}
-				row(category, avg)
+				row(int64(binary.BigEndian.Uint64(key)), int64(binary.BigEndian.Uint64(value)))
 				return nil
 			},
 		},
 	}
 }
-
-const (
-	q4Window = 10 * time.Second
-	q4Grace  = 4 * time.Second
-)
 
 // q4Auction is what the join keeps of an auction.
 type q4Auction struct{ DateTime, Expires, Category int64 }
@@ -197,37 +184,49 @@ type q4Check struct {
 
 func (c *q4Check) Add(key, value []byte, _ int64) { c.got.add(key, value) }
 
-// reference is the SQL over events [0, n), whatever their order: the
-// auctions first, then each bid against its auction.
-func (c *q4Check) reference() map[int64]sumCount {
-	auctions := map[int64]q4Auction{}
-	for i := range c.n {
+// q4Total is a category's sum and count of auction maxima, in the
+// reference.
+type q4Total struct{ sum, count int64 }
+
+// reference is the SQL over events [0, n): the final maximum of each
+// auction with a valid bid, summed and counted per category.
+func (c *q4Check) reference() map[int64]q4Total {
+	final := map[int64]int64{}    // auction → max price
+	category := map[int64]int64{} // auction → category
+	validBids(c.g, c.n, func(a *nexmark.Auction, b *nexmark.Bid) {
+		if m, ok := final[a.ID]; !ok || b.Price > m {
+			final[a.ID], category[a.ID] = b.Price, a.Category
+		}
+	})
+	want := map[int64]q4Total{}
+	for id, m := range final {
+		s := want[category[id]]
+		want[category[id]] = q4Total{s.sum + m, s.count + 1}
+	}
+	return want
+}
+
+// validBids calls fn for each bid among events [0, n) of g that lies
+// within its auction (B.dateTime BETWEEN A.dateTime AND A.expires), with
+// the auction, whatever their order: the auctions first, then each bid
+// against its auction (q4's and q9's references).
+func validBids(g *nexmark.Generator, n int64, fn func(a *nexmark.Auction, b *nexmark.Bid)) {
+	auctions := map[int64]nexmark.Auction{}
+	for i := range n {
 		if nexmark.KindOf(i) == nexmark.KindAuction {
-			e := c.g.Event(i)
-			auctions[e.Auction.ID] = q4Auction{DateTime: e.Auction.DateTime, Expires: e.Auction.Expires, Category: e.Auction.Category}
+			e := g.Event(i)
+			auctions[e.Auction.ID] = e.Auction
 		}
 	}
-	final := map[int64]int64{} // auction → max price
-	for i := range c.n {
+	for i := range n {
 		if nexmark.KindOf(i) != nexmark.KindBid {
 			continue
 		}
-		e := c.g.Event(i)
-		a, ok := auctions[e.Bid.Auction]
-		if !ok || e.Bid.DateTime < a.DateTime || e.Bid.DateTime > a.Expires {
-			continue
-		}
-		if m, ok := final[e.Bid.Auction]; !ok || e.Bid.Price > m {
-			final[e.Bid.Auction] = e.Bid.Price
+		b := g.Event(i).Bid
+		if a, ok := auctions[b.Auction]; ok && a.DateTime <= b.DateTime && b.DateTime <= a.Expires {
+			fn(&a, &b)
 		}
 	}
-	want := map[int64]sumCount{}
-	for id, m := range final {
-		cat := auctions[id].Category
-		s := want[cat]
-		want[cat] = sumCount{s.Sum + m, s.Count + 1}
-	}
-	return want
 }
 
 func (c *q4Check) Verify() error {
@@ -238,14 +237,15 @@ func (c *q4Check) Verify() error {
 	var diffs []string
 	for _, cat := range slices.Sorted(maps.Keys(want)) {
 		w := want[cat]
+		avg := w.sum / w.count // Flink's AVG of a BIGINT: truncated
 		b, ok := c.got.m[cat]
 		switch {
 		case !ok:
-			diffs = append(diffs, fmt.Sprintf("category %d: missing, want average %d of %d auctions", cat, w.avg(), w.Count))
+			diffs = append(diffs, fmt.Sprintf("category %d: missing, want average %d of %d auctions", cat, avg, w.count))
 		case len(b) != 8:
 			diffs = append(diffs, fmt.Sprintf("category %d: value of %d bytes, want 8 (serde.Int64)", cat, len(b)))
-		case int64(binary.BigEndian.Uint64(b)) != w.avg():
-			diffs = append(diffs, fmt.Sprintf("category %d: average %d, want %d (%d / %d auctions)", cat, int64(binary.BigEndian.Uint64(b)), w.avg(), w.Sum, w.Count))
+		case int64(binary.BigEndian.Uint64(b)) != avg:
+			diffs = append(diffs, fmt.Sprintf("category %d: average %d, want %d (%d / %d auctions)", cat, int64(binary.BigEndian.Uint64(b)), avg, w.sum, w.count))
 		}
 	}
 	for _, cat := range slices.Sorted(maps.Keys(c.got.m)) {

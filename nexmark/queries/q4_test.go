@@ -37,16 +37,18 @@ func q4Corruptions() []corruption {
 	}
 }
 
+// TestQ4 runs the suite's rate, where an auction lasts milliseconds.
 func TestQ4(t *testing.T) {
-	testQuery(t, q4(), nexmark.Config{Seed: 4}, 15_000, 100, q4Corruptions()...)
+	testQuery(t, q4(), nexmark.Config{Seed: 7, EventsPerSecond: 10_000_000}, 30_000, 100, q4Corruptions()...)
 }
 
-// TestQ4SlowRate runs 1,000 events a second, where auctions last up to
-// 3.3 s and delayed auctions often arrive after bids within them.
+// TestQ4SlowRate runs 100 events a second with delays up to 3 s, where
+// auctions last up to half a minute and delayed auctions often arrive
+// after bids within them.
 func TestQ4SlowRate(t *testing.T) {
-	cfg := nexmark.Config{Seed: 7, EventsPerSecond: 1000, ProbDelayedEvent: 0.1}
+	cfg := testConfig
 	const n = 20_000
-	testQuery(t, q4(), cfg, n, 100)
+	testQuery(t, q4(), cfg, n, 100, q4Corruptions()...)
 	g, err := nexmark.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +77,19 @@ func TestQ4SlowRate(t *testing.T) {
 		t.Fatal("no valid bid arrived before its auction: the test does not exercise the join's other side")
 	}
 	t.Logf("%d valid bids arrived before their auction", early)
+}
+
+func TestQ4Result(t *testing.T) {
+	var cols []any
+	if err := q4().Result.Rows(int64Key(nil, 12), int64Key(nil, 3456), func(values ...any) { cols = values }); err != nil {
+		t.Fatal(err)
+	}
+	if len(cols) != len(q4().Result.Columns) || cols[0] != int64(12) || cols[1] != int64(3456) {
+		t.Errorf("row %v for columns %v", cols, q4().Result.Columns)
+	}
+	if err := q4().Result.Rows(int64Key(nil, 12), []byte{1}, func(...any) {}); err == nil {
+		t.Error("a value of 1 byte decoded")
+	}
 }
 
 func TestSumCount(t *testing.T) {
