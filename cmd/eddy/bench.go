@@ -24,7 +24,7 @@ const benchUsage = `usage: eddy bench ledger|windowed|window-state|restore|failo
                 from a remote checkpoint (directory, S3) + tail, from local state
   failover      time from SIGKILL of a ledger instance to its tasks' first committed
                 output elsewhere, with and without standbys
-  nexmark       the Nexmark queries (q0-q5, q7-q9, q11, q12, q20): events per CPU-second,
+  nexmark       the Nexmark queries (q0–q22): events per CPU-second,
                 peak RSS, state size, and whether the output matched the reference
   state-memory  the ledger's RSS, in a process of its own, while its state grows to
                 10× its state memory budget (it re-executes eddy with
