@@ -129,10 +129,10 @@ type q6Bid struct{ Price, DateTime int64 }
 // auction's interval and seller once it came (Known), the top bid within
 // the interval (HasTop), and the bids that came before the auction.
 type q6Auction struct {
-	Known, HasTop           bool
+	Known, HasTop          bool
 	Start, Expires, Seller int64
-	Top                     q6Bid
-	Pending                 []q6Bid
+	Top                    q6Bid
+	Pending                []q6Bid
 }
 
 // bid folds b in: kept for later while the auction is unknown, else made
