@@ -8,7 +8,6 @@ import (
 	"hash/maphash"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/nexmark"
@@ -174,13 +173,7 @@ func (c *q18Check) Verify() error {
 			diffs = append(diffs, fmt.Sprintf("bidder %d, auction %d: not expected (no such bid)", k.Bidder, k.Auction))
 		}
 	}
-	if len(diffs) == 0 {
-		return nil
-	}
-	if len(diffs) > 5 {
-		diffs = append(diffs[:5], fmt.Sprintf("… %d more", len(diffs)-5))
-	}
-	return fmt.Errorf("%w (%d keys, want %d):\n\t%s", errDiffers, len(c.got), len(want), strings.Join(diffs, "\n\t"))
+	return differs("keys", len(c.got), len(want), diffs)
 }
 
 func compareQ18Keys(a, b Q18Key) int {

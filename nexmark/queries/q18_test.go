@@ -77,24 +77,35 @@ func q18Corruptions(g *nexmark.Generator, n int64) []corruption {
 // are seconds apart and delays reorder them, and the suite's rate, where
 // many fall in one millisecond and the tie-break decides.
 func TestQ18(t *testing.T) {
-	for name, cfg := range map[string]nexmark.Config{"100/s": testConfig, "10M/s": {Seed: 7, EventsPerSecond: 10_000_000}} {
-		t.Run(name, func(t *testing.T) {
-			const n = 30_000
-			g, err := nexmark.New(cfg)
+	const n = 30_000
+	atBothRates(t, func(t *testing.T, name string, g *nexmark.Generator) {
+		corruptions := q18Corruptions(g, n)
+		if name == "100/s" {
+			corruptions = corruptions[:4] // no two bids of a key share a millisecond
+		}
+		outs := driveChecked(t, q18(), g, n, nexmark.Topics{Bids: "bid"}, 1000, corruptions...)
+		rows := testResultRows(t, q18(), outs, 7)
+		b, _ := nexmark.BidSerde().Deserialize(outs[0].value)
+		want := []any{b.Auction, b.Bidder, b.Price, b.Channel, b.URL, Timestamp(b.DateTime), b.Extra}
+		if len(rows) != len(outs) || !slices.Equal(rows[0], want) {
+			t.Errorf("%d rows of %d outputs, the first %v, want %v", len(rows), len(outs), rows[0], want)
+		}
+	})
+}
+
+// atBothRates runs test as a subtest at the tests' slow rate
+// (testConfig, name "100/s") and at the suite's ("10M/s").
+func atBothRates(t *testing.T, test func(t *testing.T, name string, g *nexmark.Generator)) {
+	for _, r := range []struct {
+		name string
+		cfg  nexmark.Config
+	}{{"100/s", testConfig}, {"10M/s", nexmark.Config{Seed: 7, EventsPerSecond: 10_000_000}}} {
+		t.Run(r.name, func(t *testing.T) {
+			g, err := nexmark.New(r.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			corruptions := q18Corruptions(g, n)
-			if name == "100/s" {
-				corruptions = corruptions[:4] // no two bids of a key share a millisecond
-			}
-			outs := driveChecked(t, q18(), g, n, nexmark.Topics{Bids: "bid"}, 1000, corruptions...)
-			rows := testResultRows(t, q18(), outs, 7)
-			b, _ := nexmark.BidSerde().Deserialize(outs[0].value)
-			want := []any{b.Auction, b.Bidder, b.Price, b.Channel, b.URL, Timestamp(b.DateTime), b.Extra}
-			if len(rows) != len(outs) || !slices.Equal(rows[0], want) {
-				t.Errorf("%d rows of %d outputs, the first %v, want %v", len(rows), len(outs), rows[0], want)
-			}
+			test(t, r.name, g)
 		})
 	}
 }

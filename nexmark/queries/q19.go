@@ -178,11 +178,5 @@ func (c *q19Check) Verify() error {
 			diffs = append(diffs, fmt.Sprintf("auction %d: not expected (no bid)", a))
 		}
 	}
-	if len(diffs) == 0 {
-		return nil
-	}
-	if len(diffs) > 5 {
-		diffs = append(diffs[:5], fmt.Sprintf("… %d more", len(diffs)-5))
-	}
-	return fmt.Errorf("%w (%d auctions, want %d):\n\t%s", errDiffers, len(c.got), len(want), strings.Join(diffs, "\n\t"))
+	return differs("auctions", len(c.got), len(want), diffs)
 }

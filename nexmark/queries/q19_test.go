@@ -63,33 +63,27 @@ func q19Corruptions() []corruption {
 // TestQ19 runs the tests' slow rate and the suite's rate, where many bids
 // of an auction share a millisecond.
 func TestQ19(t *testing.T) {
-	for name, cfg := range map[string]nexmark.Config{"100/s": testConfig, "10M/s": {Seed: 7, EventsPerSecond: 10_000_000}} {
-		t.Run(name, func(t *testing.T) {
-			const n = 30_000
-			g, err := nexmark.New(cfg)
-			if err != nil {
-				t.Fatal(err)
+	const n = 30_000
+	atBothRates(t, func(t *testing.T, _ string, g *nexmark.Generator) {
+		outs := driveChecked(t, q19(), g, n, nexmark.Topics{Bids: "bid"}, 1000, q19Corruptions()...)
+		full := 0
+		for _, o := range outs {
+			top, _ := Q19TopSerde().Deserialize(o.value)
+			if len(top) == q19N {
+				full++
 			}
-			outs := driveChecked(t, q19(), g, n, nexmark.Topics{Bids: "bid"}, 1000, q19Corruptions()...)
-			full := 0
-			for _, o := range outs {
-				top, _ := Q19TopSerde().Deserialize(o.value)
-				if len(top) == q19N {
-					full++
-				}
+		}
+		if full == 0 {
+			t.Fatal("no auction reached ten bids: the test does not exercise the top ten")
+		}
+		rows := testResultRows(t, q19(), outs, 8)
+		last := outs[len(outs)-1]
+		top, _ := Q19TopSerde().Deserialize(last.value)
+		tail := rows[len(rows)-len(top):]
+		for i, b := range top {
+			if r := tail[i]; r[0] != b.Auction || r[2] != b.Price || r[5] != Timestamp(b.DateTime) || r[7] != int64(i+1) {
+				t.Errorf("the last output's rank %d: %v, want auction %d, price %d, rank %d", i+1, r, b.Auction, b.Price, i+1)
 			}
-			if full == 0 {
-				t.Fatal("no auction reached ten bids: the test does not exercise the top ten")
-			}
-			rows := testResultRows(t, q19(), outs, 8)
-			last := outs[len(outs)-1]
-			top, _ := Q19TopSerde().Deserialize(last.value)
-			tail := rows[len(rows)-len(top):]
-			for i, b := range top {
-				if r := tail[i]; r[0] != b.Auction || r[2] != b.Price || r[5] != Timestamp(b.DateTime) || r[7] != int64(i+1) {
-					t.Errorf("the last output's rank %d: %v, want auction %d, price %d, rank %d", i+1, r, b.Auction, b.Price, i+1)
-				}
-			}
-		})
-	}
+		}
+	})
 }

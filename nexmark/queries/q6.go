@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/eddy-streams/eddy"
 	"github.com/eddy-streams/eddy/nexmark"
@@ -298,11 +297,5 @@ func (c *q6Check) Verify() error {
 			diffs = append(diffs, fmt.Sprintf("seller %d: not expected (no auction of it has a valid bid)", s))
 		}
 	}
-	if len(diffs) == 0 {
-		return nil
-	}
-	if len(diffs) > 5 {
-		diffs = append(diffs[:5], fmt.Sprintf("… %d more", len(diffs)-5))
-	}
-	return fmt.Errorf("%w (%d sellers, want %d):\n\t%s", errDiffers, len(c.got.m), len(want), strings.Join(diffs, "\n\t"))
+	return differs("sellers", len(c.got.m), len(want), diffs)
 }
