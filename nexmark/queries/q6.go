@@ -46,7 +46,7 @@ import (
 //     (their validity is unknown until it comes), as a regular join
 //     keeps both sides. It is what a regular join followed by
 //     eddy.TopN(…, 1, …) per auction gives, in one store; once eddy has a
-//     regular stream-stream join, steps 1 becomes that, and the rest stays.
+//     regular stream-stream join, step 1 becomes that, and the rest stays.
 //  2. The auctions with a top bid, regrouped by seller (GroupTableBy, a
 //     repartition topic): an auction whose top bid changed leaves its
 //     seller's group with its old row and joins with its new one; an
@@ -58,6 +58,8 @@ import (
 //  4. The average of the 11 (MapTableValues).
 //
 // Output: key the seller (serde.Int64), value the average (serde.Int64),
+// Result's rows the seller and the average as BIGINTs (the SQL's sink
+// declares seller VARCHAR; the query computes the id, a BIGINT),
 // timestamp the update's; a seller whose only auction's row is being
 // replaced shows a tombstone between the two. Check: the last value per
 // seller against the average computed from the events as defined above.
