@@ -81,19 +81,19 @@ func JoinStreams[K, VL, VR, VO any](left Stream[K, VL], right Stream[K, VR], w J
 	// A record accepted at stream time now may join a partner as old as
 	// now - before - after - grace: keep each side that long.
 	retention := time.Duration(w.before+w.after+w.grace+1) * time.Millisecond
-	lspec := NewSessionStoreSpec(name+"-left", retention, keys, listSerde[VL]{values: lvalues})
-	rspec := NewSessionStoreSpec(name+"-right", retention, keys, listSerde[VR]{values: rvalues})
+	lspec := NewSessionStoreSpec(name+"-left", retention, keys, serde.List(lvalues))
+	rspec := NewSessionStoreSpec(name+"-right", retention, keys, serde.List(rvalues))
 	n := t.add("join-streams-"+name, left.n, right.n)
 	t.addStore(lspec.name, n, retention, lspec)
 	t.addStore(rspec.name, n, retention, rspec)
 	var lpend WindowStoreSpec[K, []VL]
 	var rpend WindowStoreSpec[K, []VR]
 	if kind != InnerJoin {
-		lpend = NewWindowStoreSpec(name+"-left-unmatched", retention, keys, listSerde[VL]{values: lvalues})
+		lpend = NewWindowStoreSpec(name+"-left-unmatched", retention, keys, serde.List(lvalues))
 		t.addStore(lpend.name, n, retention, lpend)
 	}
 	if kind == OuterJoin {
-		rpend = NewWindowStoreSpec(name+"-right-unmatched", retention, keys, listSerde[VR]{values: rvalues})
+		rpend = NewWindowStoreSpec(name+"-right-unmatched", retention, keys, serde.List(rvalues))
 		t.addStore(rpend.name, n, retention, rpend)
 	}
 	n.build = func(b *taskBuild) error {

@@ -28,7 +28,7 @@ func FuzzWindowedSerde(f *testing.F) {
 }
 
 func FuzzListSerde(f *testing.F) {
-	s := listSerde[int64]{values: serde.Int64()}
+	s := serde.List(serde.Int64())
 	seed, _ := s.Serialize(nil, []int64{1, -2, 3})
 	f.Add(seed)
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})

@@ -106,3 +106,56 @@ func (jsonSerde[T]) Deserialize(b []byte) (T, error) {
 	}
 	return v, nil
 }
+
+// List encodes a slice of values: a uvarint count, then each value's
+// uvarint length and its encoding by values. What eddy stores and sends
+// for a list of rows (TopN's tables, a stream-stream join's records of one
+// timestamp).
+func List[T any](values Serde[T]) Serde[[]T] { return listSerde[T]{values: values} }
+
+type listSerde[T any] struct{ values Serde[T] }
+
+func (s listSerde[T]) Serialize(dst []byte, vs []T) ([]byte, error) {
+	dst = binary.AppendUvarint(dst, uint64(len(vs)))
+	for _, v := range vs {
+		// The value goes after room for its length, which is then
+		// written in front of it: no scratch buffer, no allocation.
+		at := len(dst)
+		var err error
+		if dst, err = s.values.Serialize(dst, v); err != nil {
+			return nil, err
+		}
+		n := len(dst) - at
+		var l [binary.MaxVarintLen64]byte
+		w := binary.PutUvarint(l[:], uint64(n))
+		dst = append(dst, l[:w]...)
+		copy(dst[at+w:], dst[at:at+n])
+		copy(dst[at:], l[:w])
+	}
+	return dst, nil
+}
+
+func (s listSerde[T]) Deserialize(b []byte) ([]T, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("serde: list: bad count")
+	}
+	b = b[k:]
+	vs := make([]T, 0, n)
+	for i := uint64(0); i < n; i++ {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, fmt.Errorf("serde: list: bad length of value %d", i)
+		}
+		v, err := s.values.Deserialize(b[k : k+int(l)])
+		if err != nil {
+			return nil, fmt.Errorf("serde: list: value %d: %w", i, err)
+		}
+		vs = append(vs, v)
+		b = b[k+int(l):]
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("serde: list: %d trailing bytes", len(b))
+	}
+	return vs, nil
+}

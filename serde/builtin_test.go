@@ -3,6 +3,7 @@ package serde
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -201,4 +202,23 @@ func FuzzStrictString(f *testing.F) {
 			t.Fatalf("%q decoded to %q", b, v)
 		}
 	})
+}
+
+func TestList(t *testing.T) {
+	eq := func(a, b []string) bool { return slices.Equal(a, b) }
+	for _, v := range [][]string{{}, {""}, {"a", "", strings.Repeat("x", 300)}} {
+		roundTrip(t, List(String()), v, eq)
+	}
+	b, _ := List(String()).Serialize(nil, []string{"ab", "c"})
+	if want := []byte{2, 2, 'a', 'b', 1, 'c'}; !bytes.Equal(b, want) {
+		t.Fatalf("encoding %v, want %v (a uvarint count, then each length and value)", b, want)
+	}
+	for n := range len(b) {
+		if _, err := List(String()).Deserialize(b[:n]); err == nil {
+			t.Errorf("%d of %d bytes decoded", n, len(b))
+		}
+	}
+	if _, err := List(Int64()).Deserialize([]byte{1, 2, 0, 1}); err == nil || !strings.Contains(err.Error(), "value 0") {
+		t.Errorf("a bad value: %v, want an error naming value 0", err)
+	}
 }

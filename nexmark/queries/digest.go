@@ -161,3 +161,16 @@ var errDiffers = errors.New("output differs from the reference")
 
 // int64Key encodes k as serde.Int64 does (8 bytes, big-endian).
 func int64Key(dst []byte, k int64) []byte { return binary.BigEndian.AppendUint64(dst, uint64(k)) }
+
+// differs is the error of an updating result's Verify: errDiffers, the
+// counts of keys (what names them: "auctions"), and the first five of
+// diffs; nil when diffs is empty.
+func differs(what string, got, want int, diffs []string) error {
+	if len(diffs) == 0 {
+		return nil
+	}
+	if len(diffs) > 5 {
+		diffs = append(diffs[:5], fmt.Sprintf("… %d more", len(diffs)-5))
+	}
+	return fmt.Errorf("%w (%d %s, want %d):\n\t%s", errDiffers, got, what, want, strings.Join(diffs, "\n\t"))
+}
