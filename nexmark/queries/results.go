@@ -65,20 +65,17 @@ func q2Result() Result {
 	}
 }
 
-// q5Result: per window, a row per hot auction with its count (the SQL
-// selects no window column).
+// q5Result: a row per hot auction and window (the SQL selects no window
+// column).
 func q5Result() Result {
 	return Result{
 		Columns: []string{"auction", "num"},
-		Upsert:  true,
 		Rows: func(_, value []byte, row func(...any)) error {
-			h, err := HotItemsSerde{}.Deserialize(value)
+			r, err := Q5RowSerde{}.Deserialize(value)
 			if err != nil {
 				return err
 			}
-			for _, a := range h.Auctions {
-				row(a, h.Count)
-			}
+			row(r.Auction, r.Num)
 			return nil
 		},
 	}
