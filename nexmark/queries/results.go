@@ -28,23 +28,12 @@ func bidRows(decimalPrice bool) Result {
 			}
 			var price any = r.Price
 			if decimalPrice {
-				price = milliDecimal(r.Price)
+				price = decimal3(r.Price)
 			}
 			row(r.Auction, r.Bidder, price, Timestamp(r.DateTime), r.Extra)
 			return nil
 		},
 	}
-}
-
-// milliDecimal writes v thousandths as a decimal with three places
-// ("1234.500"), exactly, as Flink prints a DECIMAL(23, 3).
-func milliDecimal(v int64) string {
-	sign := ""
-	u := uint64(v)
-	if v < 0 {
-		sign, u = "-", uint64(-v)
-	}
-	return fmt.Sprintf("%s%d.%03d", sign, u/1000, u%1000)
 }
 
 func q2Result() Result {

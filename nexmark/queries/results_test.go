@@ -61,11 +61,6 @@ func TestResultValues(t *testing.T) {
 	if got := Timestamp(nexmark.DefaultBaseTime + 1500); got != "2026-01-01 00:00:01.500" {
 		t.Errorf("Timestamp = %q", got)
 	}
-	for v, want := range map[int64]string{908_000: "908.000", 1: "0.001", -1500: "-1.500", 0: "0.000"} {
-		if got := milliDecimal(v); got != want {
-			t.Errorf("milliDecimal(%d) = %q, want %q", v, got, want)
-		}
-	}
 	id := windowCountResult(true).Identity
 	a, _ := WindowCountSerde{}.Serialize(nil, WindowCount{Count: 1, Start: 0, End: 10})
 	b, _ := WindowCountSerde{}.Serialize(nil, WindowCount{Count: 2, Start: 10, End: 20})
