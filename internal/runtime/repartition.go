@@ -49,14 +49,20 @@ func repartitionCounts(p *plan, repartitions []Repartition, external map[string]
 		widest = max(widest, n)
 	}
 	// upstream is the largest count of the topics r's writers read, once
-	// they are all settled.
-	upstream := func(r Repartition) (int32, bool) {
+	// they are all settled, leaving out the topics of group, sized with r:
+	// a sub-topology may write a repartition topic it reads itself (a join
+	// of a stream with a re-keyed branch of it), whose count then comes
+	// from its other sources.
+	upstream := func(r Repartition, group []string) (int32, bool) {
 		if len(r.Writers) == 0 {
 			return widest, widest > 0
 		}
 		var n int32
 		for _, w := range r.Writers {
 			for _, src := range p.subs[w].Sources {
+				if slices.Contains(group, src) {
+					continue
+				}
 				c, ok := settled(src)
 				if !ok {
 					return 0, false
@@ -64,7 +70,7 @@ func repartitionCounts(p *plan, repartitions []Repartition, external map[string]
 				n = max(n, c)
 			}
 		}
-		return n, n > 0
+		return n, true
 	}
 	names := make([]string, 0, len(open))
 	for t := range open {
@@ -103,7 +109,7 @@ func repartitionCounts(p *plan, repartitions []Repartition, external map[string]
 			var n int32
 			for _, src := range group {
 				r, isOpen := open[src]
-				u, ok := upstream(r)
+				u, ok := upstream(r, group)
 				if !isOpen || !ok {
 					n = 0
 					break

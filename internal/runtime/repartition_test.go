@@ -43,6 +43,14 @@ func TestRepartitionCounts(t *testing.T) {
 		{"a chain into a join of repartitions", []Subtopology{sub("in"), sub("r1"), sub("r2", "r3"), sub("x")},
 			[]Repartition{{Topic: "r2", Writers: []int{1}}, {Topic: "r1", Writers: []int{0}}, {Topic: "r3", Writers: []int{3}}},
 			map[string]int32{"in": 4, "x": 7}, "map[r1:4 r2:7 r3:7]", ""},
+		// A sub-topology joining a stream with a re-keyed branch of
+		// itself writes a repartition topic it reads (Nexmark q5).
+		{"written and read by one sub-topology", []Subtopology{sub("in"), sub("r1", "self")},
+			[]Repartition{{Topic: "r1", Writers: []int{0}}, {Topic: "self", Writers: []int{1}}},
+			map[string]int32{"in": 4}, "map[r1:4 self:4]", ""},
+		{"only itself to size it", []Subtopology{sub("self")},
+			[]Repartition{{Topic: "self", Writers: []int{0}}},
+			map[string]int32{}, "", "repartition topic self: no source to take a partition count from"},
 		{"declared wins", []Subtopology{sub("orders"), sub("r", "customers")},
 			[]Repartition{{Topic: "r", Partitions: 7, Writers: []int{0}}},
 			map[string]int32{"orders": 4, "customers": 3}, "map[r:7]", ""},
