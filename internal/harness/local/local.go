@@ -359,7 +359,7 @@ func (s *single) one(i int64) error {
 	return nil
 }
 
-func (s *single) setWallClock(ms int64)          { s.run.SetWallClock(ms) }
+func (s *single) setWallClock(ms int64)         { s.run.SetWallClock(ms) }
 func (s *single) punctuate(now time.Time) error { return s.run.Punctuate(now) }
 func (s *single) commit(next int64) error       { return s.run.Commit(next) }
 func (s *single) endOfInput(end int64) error    { return s.run.EndOfInput(end) }
