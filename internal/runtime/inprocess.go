@@ -283,7 +283,8 @@ func (p *InProcess) drained() {
 // does under Run. A record a flush writes to a topic the topology reads
 // may fill another task's cache, so it goes round until a round
 // forwards nothing more; topics do not loop (the topology refuses
-// that), so it ends.
+// that), so it ends. With Options.Route it goes round once: the owner
+// delivers the records and flushes again.
 func (p *InProcess) Flush() error {
 	for {
 		for _, t := range p.tasks {
