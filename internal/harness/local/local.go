@@ -142,25 +142,21 @@ func New(topo runtime.Topology, sources []Source, cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg}
 	var runs []*runtime.InProcess
-	var err error
 	if len(sources) == 1 {
-		var s *single
-		s, err = newSingle(topo, sources[0], cfg)
-		if s != nil {
-			r.eng, r.batch, runs = s, 1024, []*runtime.InProcess{s.run}
+		s, err := newSingle(topo, sources[0], cfg)
+		if err != nil {
+			return nil, fmt.Errorf("local: %w", err)
 		}
+		r.eng, r.batch, runs = s, 1024, []*runtime.InProcess{s.run}
 	} else {
-		var p *parallel
-		p, err = newParallel(topo, sources, cfg)
-		if p != nil {
-			r.eng, r.batch = p, roundEvents
-			for _, w := range p.workers {
-				runs = append(runs, w.run)
-			}
+		p, err := newParallel(topo, sources, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("local: %w", err)
 		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("local: %w", err)
+		r.eng, r.batch = p, roundEvents
+		for _, w := range p.workers {
+			runs = append(runs, w.run)
+		}
 	}
 	var read []string
 	for i := range topo.Subtopologies {
