@@ -28,6 +28,7 @@ func runNexmark(ctx context.Context, args []string) error {
 	seed := fs.Uint64("seed", 0, "the generator's seed")
 	eventRate := fs.Float64("event-rate", 0, "events per second of event time (default the suite's 10000000); lower spreads events, and state, over more windows")
 	commitInterval := fs.Duration("commit-interval", time.Second, "time between commits")
+	workers := fs.Int("workers", 1, "generator source: worker goroutines, and partitions per topic (each worker generates every N-th event and owns a partition's tasks, as on Kafka)")
 	stateDir := fs.String("state-dir", "", "directory for the state (default: a temporary directory, removed after)")
 	stateMemory := fs.Int64("state-memory", 0, "state memory budget in bytes, split as an app splits Config.StateMemory (default eddy's: a quarter of the memory available)")
 	cacheSize := fs.Int64("cache-size", 0, "Pebble block cache in bytes (default: half of --state-memory)")
@@ -49,6 +50,15 @@ func runNexmark(ctx context.Context, args []string) error {
 	}
 	if *source != "generator" && *source != "kafka" {
 		return fmt.Errorf("--source %q: want generator or kafka", *source)
+	}
+	if *workers < 1 {
+		return fmt.Errorf("--workers %d: want at least 1", *workers)
+	}
+	if *workers > 1 && *source == "kafka" {
+		return errors.New("--workers is for --source generator; with --source kafka, the app's parallelism is its topics' partitions")
+	}
+	if *workers > 1 && *query == "generator" {
+		return errors.New("--workers is for the queries; --query generator measures the generator alone, on one goroutine")
 	}
 	if *query == "generator" {
 		res, err := bench.NexmarkGenerator(bench.NexmarkOptions{Events: *events, Seed: *seed, EventRate: *eventRate})
@@ -76,7 +86,7 @@ func runNexmark(ctx context.Context, args []string) error {
 		return runNexmarkEach(ctx, qs, args)
 	}
 	opts := bench.NexmarkOptions{
-		Query: qs[0], Events: *events, Seed: *seed, EventRate: *eventRate, CommitInterval: *commitInterval, Dir: *stateDir,
+		Query: qs[0], Events: *events, Seed: *seed, EventRate: *eventRate, CommitInterval: *commitInterval, Workers: *workers, Dir: *stateDir,
 		StateMemory: *stateMemory, CacheSize: *cacheSize, MemTableSize: *memtableSize, TableCacheBytes: *tableCache, Progress: os.Stderr, CPUProfile: *cpuprofile,
 		Results: *results,
 	}

@@ -13,14 +13,16 @@ import (
 )
 
 // InProcess runs a topology in this process without a broker: every
-// sub-topology as one task (partition 0) over a TaskState, committed when
-// its owner says. Records the topology writes to a topic it also reads (a
-// repartition topic, or a topic chained by the user) are processed in turn,
-// first in, first out, after the record or punctuation that wrote them, as
-// a broker would deliver them; every record written is also handed to the
-// owner's Out. Two owners share it: eddytest's driver (a commit per piped
-// record) and the harness's in-process runner (a commit per interval, over
-// a generator). It is not safe for concurrent use.
+// sub-topology as one task (partition 0, or Options.Partition) over a
+// TaskState, committed when its owner says. Records the topology writes to
+// a topic it also reads (a repartition topic, or a topic chained by the
+// user) are processed in turn, first in, first out, after the record or
+// punctuation that wrote them, as a broker would deliver them (unless
+// Options.Route hands them to the owner); every record written is also
+// handed to the owner's Out. Two owners share it: eddytest's driver (a
+// commit per piped record) and the harness's in-process runner (a commit
+// per interval, over a generator; with several workers, an InProcess per
+// partition, each on its own goroutine). It is not safe for concurrent use.
 type InProcess struct {
 	opts     InProcessOptions
 	tasks    []*InProcessTask
@@ -61,6 +63,15 @@ type InProcessOptions struct {
 	AppID string
 	// Open opens task id's database.
 	Open func(id TaskID) (state.DB, error)
+	// Partition is the partition of every task: an owner that runs the
+	// topology over several partitions runs an InProcess per partition.
+	Partition int32
+	// Route, when set, makes the owner deliver the records written to
+	// topics the topology reads: they are handed to Out (read true, its
+	// Partition the one the writer chose, or -1 for the key's) and not
+	// queued; the owner passes each to the InProcess of its partition
+	// with Process, giving it an offset with Append.
+	Route bool
 	// Input, when set, is an input partition each task records its
 	// position in at every commit (the runner's source index): a restart
 	// resumes from it.
@@ -104,7 +115,7 @@ func NewInProcess(topo Topology, opts InProcessOptions) (*InProcess, error) {
 	p := &InProcess{opts: opts, topo: topo, bySource: make(map[string]*InProcessTask), byStore: make(map[string]*InProcessTask),
 		offsets: make(map[string]int64), arena: make([]byte, 0, 4096)}
 	for i, sub := range topo.Subtopologies {
-		t, err := p.openTask(TaskID{Subtopology: i}, sub)
+		t, err := p.openTask(TaskID{Subtopology: i, Partition: opts.Partition}, sub)
 		if err != nil {
 			p.Close()
 			return nil, err
@@ -215,17 +226,23 @@ func (p *InProcess) Punctuate(now time.Time) error {
 // it is late for every window.
 func (p *InProcess) EndOfInput(end int64) error {
 	for _, i := range p.topo.EndOrder() {
-		t := p.tasks[i]
-		if e, ok := t.Proc.(TaskInputEnder); ok {
-			if err := e.EndOfInput(end); err != nil {
-				return fmt.Errorf("eddy: task %s: end of input: %w", t.ID(), err)
-			}
-		}
-		if err := p.drain(); err != nil {
+		if err := p.EndTask(i, end); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// EndTask ends the input of sub-topology sub's task (see EndOfInput),
+// then processes what that leads to.
+func (p *InProcess) EndTask(sub int, end int64) error {
+	t := p.tasks[sub]
+	if e, ok := t.Proc.(TaskInputEnder); ok {
+		if err := e.EndOfInput(end); err != nil {
+			return fmt.Errorf("eddy: task %s: end of input: %w", t.ID(), err)
+		}
+	}
+	return p.drain()
 }
 
 // drain processes the queued records, and those they queue, in order.
@@ -266,7 +283,8 @@ func (p *InProcess) drained() {
 // does under Run. A record a flush writes to a topic the topology reads
 // may fill another task's cache, so it goes round until a round
 // forwards nothing more; topics do not loop (the topology refuses
-// that), so it ends.
+// that), so it ends. With Options.Route it goes round once: the owner
+// delivers the records and flushes again.
 func (p *InProcess) Flush() error {
 	for {
 		for _, t := range p.tasks {
@@ -295,6 +313,16 @@ func (p *InProcess) Commit(inputNext int64) error {
 	if err := p.Flush(); err != nil {
 		return err
 	}
+	if err := p.Prepare(); err != nil {
+		return err
+	}
+	return p.CommitPrepared(inputNext)
+}
+
+// Prepare is a commit's second step, after Flush: every transactional
+// sink prepares; a failure rolls every task back. An owner of several
+// InProcess prepares them all before it commits any (CommitPrepared).
+func (p *InProcess) Prepare() error {
 	for _, t := range p.tasks {
 		if c, ok := t.Proc.(TaskCommitter); ok {
 			if err := c.Prepare(); err != nil {
@@ -305,6 +333,12 @@ func (p *InProcess) Commit(inputNext int64) error {
 			}
 		}
 	}
+	return nil
+}
+
+// CommitPrepared is a commit's last step, after Prepare: every task
+// commits; a failure may leave some tasks committed and others not.
+func (p *InProcess) CommitPrepared(inputNext int64) error {
 	for _, t := range p.tasks {
 		if p.opts.Input != nil {
 			t.Consume(0, inputNext)
@@ -394,32 +428,42 @@ func (t *InProcessTask) GlobalStore(name string) (GlobalReader, error) {
 	return g, nil
 }
 
-// ProduceTo is Produce: every topic has one partition here.
-func (t *InProcessTask) ProduceTo(topic string, _ int32, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
-	return t.Produce(topic, key, value, timestamp, headers)
+// ProduceTo is Produce to partition: every topic has one partition here,
+// unless Options.Route lets the owner place the record.
+func (t *InProcessTask) ProduceTo(topic string, partition int32, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
+	return t.produce(topic, partition, key, value, timestamp, headers)
 }
 
 // Produce hands the record to Out and, for a topic the topology reads,
-// queues it with the topic's next offset.
+// queues it with the topic's next offset (with Options.Route, the owner
+// does).
 func (t *InProcessTask) Produce(topic string, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
+	return t.produce(topic, -1, key, value, timestamp, headers)
+}
+
+func (t *InProcessTask) produce(topic string, partition int32, key, value []byte, timestamp int64, headers []kgo.RecordHeader) error {
 	p := t.p
 	if err := CheckRecordSize(topic, key, value, headers, p.opts.MaxRecordBytes); err != nil {
 		return err // as Run refuses it
 	}
 	read := p.reader(topic) != nil
+	queue := read && !p.opts.Route
 	var offset int64
-	if read {
+	if queue {
 		offset = p.Append(topic)
 	}
 	if timestamp < 0 {
 		timestamp = p.now // NoTimestamp: the producer's clock
 	}
+	if !p.opts.Route {
+		partition = 0 // the only one
+	}
 	if p.opts.Out != nil {
 		o := &p.out
-		o.Topic, o.Key, o.Value, o.Headers, o.Timestamp, o.Offset = topic, key, value, headers, time.UnixMilli(timestamp), offset
+		o.Topic, o.Partition, o.Key, o.Value, o.Headers, o.Timestamp, o.Offset = topic, partition, key, value, headers, time.UnixMilli(timestamp), offset
 		p.opts.Out(o, read)
 	}
-	if !read {
+	if !queue {
 		return nil
 	}
 	// Earlier queued records keep their bytes when the arena grows: they

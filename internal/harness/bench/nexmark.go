@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"sync"
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/plan"
@@ -36,6 +37,11 @@ type NexmarkOptions struct {
 	// CommitInterval is the generator source's commit interval (default
 	// 1 s, as the issue and Flink's checkpoint interval in the suite).
 	CommitInterval time.Duration
+	// Workers is the generator source's parallelism (0 or 1: one, on the
+	// caller's goroutine): the topology runs over as many partitions, a
+	// worker goroutine each, the generator's work split among them (see
+	// internal/harness/local).
+	Workers int
 	// Dir holds the state; empty means a temporary directory, removed
 	// after the run.
 	Dir string
@@ -77,6 +83,8 @@ type NexmarkResult struct {
 	Query  string `json:"query"`
 	Source string `json:"source"`
 	Events int64  `json:"events"`
+	// Workers is the generator source's parallelism.
+	Workers int `json:"workers,omitempty"`
 	// Seconds and CPUSeconds cover the run from the first event to the
 	// last commit, not the verification after it. CPU is the whole
 	// process's user + system time: generator, engine, Pebble's
@@ -111,7 +119,8 @@ const nexmarkOutput = "nexmark-out"
 // CommitInterval, the result counted and checked by the query's Check.
 func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	q := opts.Query
-	res := NexmarkResult{Query: q.Name, Events: opts.Events, Source: "generator"}
+	workers := max(opts.Workers, 1)
+	res := NexmarkResult{Query: q.Name, Events: opts.Events, Source: "generator", Workers: workers}
 	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed, EventsPerSecond: opts.EventRate})
 	if err != nil {
 		return res, err
@@ -147,10 +156,25 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 			results.add(key, value)
 		}
 	}
+	if workers > 1 {
+		// The workers call the sink from their goroutines; the check
+		// and the result file are one each.
+		var mu sync.Mutex
+		unlocked := sink
+		sink = func(topic string, key, value []byte, ts int64) {
+			mu.Lock()
+			unlocked(topic, key, value, ts)
+			mu.Unlock()
+		}
+	}
+	sources := make([]local.Source, workers)
+	for w := range sources {
+		sources[w] = g.Source(topics)
+	}
 	caches, pebbleOpts := opts.stateMemory()
 	backend := pebble.New(pebbleOpts)
 	defer backend.Close()
-	runner, err := local.New(rt, g.Source(topics), local.Config{Backend: backend, Dir: dir, CommitInterval: opts.CommitInterval, StateCache: caches, TableCacheBytes: cmp.Or(opts.TableCacheBytes, eddy.DefaultTableCacheBytes), Sink: sink})
+	runner, err := local.New(rt, sources, local.Config{Backend: backend, Dir: dir, CommitInterval: opts.CommitInterval, StateCache: caches, TableCacheBytes: cmp.Or(opts.TableCacheBytes, eddy.DefaultTableCacheBytes), Sink: sink})
 	if err != nil {
 		return res, err
 	}

@@ -34,7 +34,7 @@ func BenchmarkRunner(b *testing.B) {
 	}
 	backend := pebble.New(pebble.Options{})
 	defer backend.Close()
-	r, err := local.New(rt, g.Source(nexmark.DefaultTopics()), local.Config{Backend: backend, Dir: b.TempDir(), CommitInterval: time.Hour})
+	r, err := local.New(rt, []local.Source{g.Source(nexmark.DefaultTopics())}, local.Config{Backend: backend, Dir: b.TempDir(), CommitInterval: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}

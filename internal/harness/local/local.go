@@ -7,8 +7,10 @@
 // partition's offset does. Records written to topics the topology reads
 // (repartition topics) are processed in turn, first in, first out, after
 // the source record that caused them; records written to any other topic go
-// to the Sink. This is what `eddy bench nexmark --source generator`
-// measures: the engine's own cost, without a broker.
+// to the Sink. With several workers (a Source each), the topology runs over
+// as many partitions, as on Kafka, each worker on its goroutine (parallel.go).
+// This is what `eddy bench nexmark --source generator` measures: the
+// engine's own cost, without a broker.
 package local
 
 import (
@@ -16,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -45,7 +48,7 @@ type Sink func(topic string, key, value []byte, timestamp int64)
 
 // Config configures a Runner.
 type Config struct {
-	// Backend opens the tasks' databases, one per sub-topology under Dir.
+	// Backend opens the tasks' databases, one per task under Dir.
 	Backend state.Backend
 	Dir     string
 	// CommitInterval is the time between commits (default 1 s).
@@ -54,27 +57,33 @@ type Config struct {
 	// App's half of Config.StateMemory (nil: each its own default).
 	StateCache *state.CacheBudget
 	// TableCacheBytes is the tasks' table cache budget, as an App's
-	// Config.TableCacheBytes resolved (zero or negative: off).
+	// Config.TableCacheBytes resolved (zero or negative: off); workers
+	// divide it, as an App's do.
 	TableCacheBytes int64
-	Sink            Sink
-	Logger          *slog.Logger
+	// Sink receives the records written to topics the topology does not
+	// read. With several workers it is called from their goroutines at
+	// once, so it must be safe for concurrent use.
+	Sink   Sink
+	Logger *slog.Logger
 }
 
 // sourcePartition is the name the source index is stored under in each
 // task's offsets.
 var sourcePartition = state.TopicPartition{Topic: "local-source", Partition: 0}
 
-// Runner runs one topology over one Source, each sub-topology as one task
-// (partition 0) of a runtime.InProcess. It is not safe for concurrent use.
+// Runner runs one topology over a Source per worker: with one, each
+// sub-topology as one task (partition 0) of a runtime.InProcess on the
+// caller's goroutine; with N, over N partitions (see parallel). It is not
+// safe for concurrent use.
 type Runner struct {
 	cfg Config
-	src Source
-	run *runtime.InProcess
+	eng engine
+	// batch is the number of source records processed between looks at
+	// the clock and the context.
+	batch int64
 	// next is the index of the next source record to read; committed is
 	// the index the databases reflect.
 	next, committed int64
-	// rec is the source's record.
-	rec kgo.Record
 	// failed is set when a commit failed part way: the tasks' databases
 	// may disagree, so the runner refuses more work.
 	failed error
@@ -82,13 +91,39 @@ type Runner struct {
 	Commits int
 }
 
-// New opens a task per sub-topology of topo: its database under cfg.Dir and
-// its processors. The source index to resume from is what every database
-// records; databases that disagree (a crash between two tasks' commits) are
-// refused rather than guessed at.
-func New(topo runtime.Topology, src Source, cfg Config) (*Runner, error) {
+// engine runs the tasks for a Runner: single, or parallel.
+type engine interface {
+	// process processes source records [from, to) and every record they
+	// lead to.
+	process(from, to int64) error
+	// setWallClock sets the wall clock the tasks read (ms).
+	setWallClock(ms int64)
+	// punctuate runs the wall-clock punctuators at now, and what they
+	// lead to.
+	punctuate(now time.Time) error
+	// commit flushes, then commits every task with next as the source
+	// index its state reflects.
+	commit(next int64) error
+	// endOfInput ends every task's input (InProcess.EndOfInput).
+	endOfInput(end int64) error
+	// rollback drops every task's uncommitted work.
+	rollback()
+	close() error
+}
+
+// New opens a task per sub-topology of topo and partition (one per
+// source: sources[w] is worker w's, read by its goroutine only): its
+// database under cfg.Dir and its processors. The source index to resume
+// from is what every database records; databases that disagree (a crash
+// between two tasks' commits) are refused rather than guessed at, and so
+// is state written with another number of workers (its keys are spread
+// over another number of partitions).
+func New(topo runtime.Topology, sources []Source, cfg Config) (*Runner, error) {
 	if cfg.Backend == nil || cfg.Dir == "" {
 		return nil, errors.New("local: Config.Backend and Config.Dir are required")
+	}
+	if len(sources) == 0 {
+		return nil, errors.New("local: no source; pass one per worker")
 	}
 	if len(topo.Globals) > 0 {
 		return nil, errors.New("local: global tables are not supported by the in-process runner; run the topology with a broker")
@@ -102,43 +137,85 @@ func New(topo runtime.Topology, src Source, cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{cfg: cfg, src: src}
-	var tableCache *runtime.TableCacheBudget
-	if cfg.TableCacheBytes > 0 {
-		tableCache = runtime.NewTableCacheBudget(cfg.TableCacheBytes)
+	if err := checkPartitions(cfg.Dir, len(sources)); err != nil {
+		return nil, err
 	}
-	run, err := runtime.NewInProcess(topo, runtime.InProcessOptions{
+	r := &Runner{cfg: cfg}
+	var runs []*runtime.InProcess
+	if len(sources) == 1 {
+		s, err := newSingle(topo, sources[0], cfg)
+		if err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+		r.eng, r.batch, runs = s, 1024, []*runtime.InProcess{s.run}
+	} else {
+		p, err := newParallel(topo, sources, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+		r.eng, r.batch = p, roundEvents
+		for _, w := range p.workers {
+			runs = append(runs, w.run)
+		}
+	}
+	var read []string
+	for i := range topo.Subtopologies {
+		read = append(read, topo.Subtopologies[i].Sources...)
+	}
+	first := runs[0].Tasks()[0]
+	r.committed = first.Input(sourcePartition)
+	for _, run := range runs {
+		for _, t := range run.Tasks() {
+			if at := t.Input(sourcePartition); at != r.committed {
+				r.Close()
+				return nil, fmt.Errorf("local: task %s reflects source index %d, task %s %d: the state in %s is torn; delete it to start over", first.ID(), r.committed, t.ID(), at, cfg.Dir)
+			}
+		}
+	}
+	r.next = r.committed
+	for _, src := range sources {
+		src.Topics(read)
+	}
+	return r, nil
+}
+
+// checkPartitions refuses state in dir written with another number of
+// workers than n: a key's state would be looked for in the wrong
+// partition's task.
+func checkPartitions(dir string, n int) error {
+	had := 0
+	for {
+		_, err := os.Stat(filepath.Join(dir, runtime.TaskID{Partition: int32(had)}.String()))
+		if err != nil {
+			break
+		}
+		had++
+	}
+	if had > 0 && had != n {
+		return fmt.Errorf("local: the state in %s was written by %d workers, not %d: run with as many workers, or delete it to start over", dir, had, n)
+	}
+	return nil
+}
+
+// openPartition opens the InProcess of one partition: its tasks'
+// databases under cfg.Dir, named by task.
+func openPartition(topo runtime.Topology, cfg Config, partition int32, tableCacheBytes int64, route bool, out func(*kgo.Record, bool)) (*runtime.InProcess, error) {
+	var tableCache *runtime.TableCacheBudget
+	if tableCacheBytes > 0 {
+		tableCache = runtime.NewTableCacheBudget(tableCacheBytes)
+	}
+	return runtime.NewInProcess(topo, runtime.InProcessOptions{
 		TableCache: tableCache,
 		Open: func(id runtime.TaskID) (state.DB, error) {
 			return cfg.Backend.Open(filepath.Join(cfg.Dir, id.String()))
 		},
-		Input: &sourcePartition,
-		Out: func(rec *kgo.Record, read bool) {
-			if !read {
-				cfg.Sink(rec.Topic, rec.Key, rec.Value, rec.Timestamp.UnixMilli())
-			}
-		},
+		Partition:  partition,
+		Route:      route,
+		Input:      &sourcePartition,
+		Out:        out,
 		StateCache: cfg.StateCache,
 		Logger:     cfg.Logger,
 	})
-	if err != nil {
-		return nil, fmt.Errorf("local: %w", err)
-	}
-	r.run = run
-	var read []string
-	for i, t := range run.Tasks() {
-		read = append(read, topo.Subtopologies[i].Sources...)
-		at := t.Input(sourcePartition)
-		if i == 0 {
-			r.committed = at
-		} else if first := run.Tasks()[0]; at != r.committed {
-			r.Close()
-			return nil, fmt.Errorf("local: task %s reflects source index %d, task %s %d: the state in %s is torn; delete it to start over", first.ID(), r.committed, t.ID(), at, cfg.Dir)
-		}
-	}
-	r.next = r.committed
-	src.Topics(read)
-	return r, nil
 }
 
 // Next returns the index of the next source record to process.
@@ -156,23 +233,22 @@ func (r *Runner) Run(ctx context.Context, end int64, progress func(committed int
 		return r.failed
 	}
 	last := time.Now()
-	r.run.SetWallClock(last.UnixMilli())
+	r.eng.setWallClock(last.UnixMilli())
 	for r.next < end {
 		// The clock and the context are checked once per batch of
 		// records, not per record.
-		batchEnd := min(end, r.next+1024)
-		for ; r.next < batchEnd; r.next++ {
-			if err := r.one(r.next); err != nil {
-				r.rollback()
-				return err
-			}
+		batchEnd := min(end, r.next+r.batch)
+		if err := r.eng.process(r.next, batchEnd); err != nil {
+			r.rollback()
+			return err
 		}
+		r.next = batchEnd
 		if err := ctx.Err(); err != nil {
 			r.rollback()
 			return err
 		}
 		now := time.Now()
-		r.run.SetWallClock(now.UnixMilli())
+		r.eng.setWallClock(now.UnixMilli())
 		if now.Sub(last) >= r.cfg.CommitInterval {
 			if err := r.commit(now); err != nil {
 				return err
@@ -202,35 +278,21 @@ func (r *Runner) EndOfInput(end int64) error {
 	if r.failed != nil {
 		return r.failed
 	}
-	if err := r.run.EndOfInput(end); err != nil {
+	if err := r.eng.endOfInput(end); err != nil {
 		r.rollback()
 		return fmt.Errorf("local: %w", err)
 	}
 	return r.commit(time.Now())
 }
 
-// one processes source record i, offset i of its topic, and every record
-// it leads to.
-func (r *Runner) one(i int64) error {
-	rec := &r.rec
-	if !r.src.Read(i, rec) {
-		return nil
-	}
-	rec.Offset = i
-	if err := r.run.Process(rec); err != nil {
-		return fmt.Errorf("local: %w", err)
-	}
-	return nil
-}
-
 // commit runs the wall-clock punctuators, then applies each task's writes
 // with the source index and stream time they reflect.
 func (r *Runner) commit(now time.Time) error {
-	if err := r.run.Punctuate(now); err != nil {
+	if err := r.eng.punctuate(now); err != nil {
 		r.rollback()
 		return fmt.Errorf("local: %w", err)
 	}
-	if err := r.run.Commit(r.next); err != nil {
+	if err := r.eng.commit(r.next); err != nil {
 		err = fmt.Errorf("local: %w", err)
 		r.failed = err
 		return err
@@ -241,9 +303,61 @@ func (r *Runner) commit(now time.Time) error {
 }
 
 func (r *Runner) rollback() {
-	r.run.Rollback()
+	r.eng.rollback()
 	r.next = r.committed
 }
 
 // Close drops uncommitted work and closes the tasks.
-func (r *Runner) Close() error { return r.run.Close() }
+func (r *Runner) Close() error { return r.eng.close() }
+
+// single runs every task on the caller's goroutine, one InProcess with
+// partition 0 of each sub-topology: repartitioned records are processed
+// right after the record that wrote them.
+type single struct {
+	src Source
+	run *runtime.InProcess
+	// rec is the source's record.
+	rec kgo.Record
+}
+
+func newSingle(topo runtime.Topology, src Source, cfg Config) (*single, error) {
+	run, err := openPartition(topo, cfg, 0, cfg.TableCacheBytes, false, func(rec *kgo.Record, read bool) {
+		if !read {
+			cfg.Sink(rec.Topic, rec.Key, rec.Value, rec.Timestamp.UnixMilli())
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &single{src: src, run: run}, nil
+}
+
+func (s *single) process(from, to int64) error {
+	for i := from; i < to; i++ {
+		if err := s.one(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// one processes source record i, offset i of its topic, and every record
+// it leads to.
+func (s *single) one(i int64) error {
+	rec := &s.rec
+	if !s.src.Read(i, rec) {
+		return nil
+	}
+	rec.Offset = i
+	if err := s.run.Process(rec); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	return nil
+}
+
+func (s *single) setWallClock(ms int64)         { s.run.SetWallClock(ms) }
+func (s *single) punctuate(now time.Time) error { return s.run.Punctuate(now) }
+func (s *single) commit(next int64) error       { return s.run.Commit(next) }
+func (s *single) endOfInput(end int64) error    { return s.run.EndOfInput(end) }
+func (s *single) rollback()                     { s.run.Rollback() }
+func (s *single) close() error                  { return s.run.Close() }

@@ -68,7 +68,7 @@ func open(t *testing.T, dir string, src local.Source, sink local.Sink) *local.Ru
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := local.New(rt, src, local.Config{Backend: pebble.New(pebble.Options{}), Dir: dir, CommitInterval: time.Millisecond, Sink: sink})
+	r, err := local.New(rt, []local.Source{src}, local.Config{Backend: pebble.New(pebble.Options{}), Dir: dir, CommitInterval: time.Millisecond, Sink: sink})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestRunnerKeepsEmptyApartFromNull(t *testing.T) {
 			}), nil
 		}},
 	}}
-	r, err := local.New(topo, &words{failAt: -1}, local.Config{Backend: pebble.New(pebble.Options{}), Dir: t.TempDir()})
+	r, err := local.New(topo, []local.Source{&words{failAt: -1}}, local.Config{Backend: pebble.New(pebble.Options{}), Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
