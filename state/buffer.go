@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/google/btree"
+
+	"github.com/eddy-streams/eddy/internal/chunked"
 )
 
 // A store buffer keeps the slots of keys it has seen across transactions, so
@@ -128,7 +130,7 @@ func (b *Buffer) Writes(dst []Write) []Write {
 	for _, name := range b.names {
 		s := b.stores[name]
 		for _, i := range s.dirty {
-			sl := s.slots.at(i)
+			sl := s.slots.At(i)
 			w := Write{Store: s.name, Key: clip(sl.key)}
 			if sl.deleted {
 				w.Delete = true
@@ -207,7 +209,9 @@ type StoreBuffer struct {
 	// index maps a key to its slot. Lookups use the m[string(key)] form,
 	// which the compiler turns into a lookup without allocation.
 	index map[string]int
-	slots slotArena
+	// slots are addressed by index; chunked, so growing to millions
+	// never copies those already there.
+	slots chunked.List[slot]
 	// dirty lists the slots written in the current transaction; sorted
 	// tells whether it is in ascending key order.
 	dirty  []int
@@ -305,36 +309,6 @@ type slot struct {
 	since uint64
 }
 
-// slotArena holds a store's slots in chunks of slotChunk, addressed by
-// index: growing it never moves the slots already there. A slice of
-// millions of slots (a window store at Nexmark's 10M events a second)
-// copied at every doubling cost a quarter of q5's CPU time.
-type slotArena struct {
-	chunks [][]slot
-	n      int
-}
-
-const (
-	slotShift = 12
-	slotChunk = 1 << slotShift
-)
-
-func (a *slotArena) at(i int) *slot { return &a.chunks[i>>slotShift][i&(slotChunk-1)] }
-
-// append adds sl and returns its index.
-func (a *slotArena) append(sl slot) int {
-	i := a.n
-	if i&(slotChunk-1) == 0 {
-		// The first chunk starts small and grows as a slice does (to
-		// slotChunk at most), so that a small store holds no whole chunk.
-		a.chunks = append(a.chunks, make([]slot, 0, min(slotChunk, max(4, i))))
-	}
-	c := &a.chunks[len(a.chunks)-1]
-	*c = append(*c, sl)
-	a.n++
-	return i
-}
-
 // Name returns the store's name.
 func (s *StoreBuffer) Name() string { return s.name }
 
@@ -349,7 +323,7 @@ func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 		// A dirty slot was written after any range that covers it
 		// (DeleteRange discards earlier writes), so it wins; a clean one
 		// holds the DB's value, which a pending range hides.
-		if sl := s.slots.at(i); sl.gen == s.buf.gen || sl.clean && (len(s.cover) == 0 || !s.covered(key)) {
+		if sl := s.slots.At(i); sl.gen == s.buf.gen || sl.clean && (len(s.cover) == 0 || !s.covered(key)) {
 			if sl.gen != s.buf.gen && len(s.expired) != 0 && s.stale(sl) {
 				// A committed range deleted the key from the DB since
 				// it was cached, and no write came after (it would have
@@ -382,7 +356,7 @@ func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 	if !known {
 		i = s.newSlot(key, len(value))
 	}
-	sl := s.slots.at(i)
+	sl := s.slots.At(i)
 	old := cap(sl.value)
 	sl.value = append(sl.value[:0], value...)
 	s.retained += cap(sl.value) - old
@@ -454,7 +428,7 @@ func (s *StoreBuffer) DeleteRange(lower, upper []byte) {
 	if n := len(s.dirty); n > 0 {
 		kept := s.dirty[:0] // in place: a running Scan works on its own copy
 		for _, i := range s.dirty {
-			sl := s.slots.at(i)
+			sl := s.slots.At(i)
 			if inRange(sl.key, lower, upper) {
 				// No longer dirty, and its value never committed.
 				if s.indexed {
@@ -592,10 +566,10 @@ func (s *StoreBuffer) Scan(lower, upper []byte, fn func(key, value []byte) error
 	emitBuffered := func(limit []byte) (shadowed bool, err error) {
 		for ; next < len(pending); next++ {
 			i := pending[next]
-			if i >= s.slots.n || s.slots.at(i).gen != gen {
+			if i >= s.slots.Len() || s.slots.At(i).gen != gen {
 				continue // fn called Reset: the slot is no longer dirty
 			}
-			sl := s.slots.at(i)
+			sl := s.slots.At(i)
 			c := 0
 			if limit != nil {
 				c = bytes.Compare(sl.key, limit)
@@ -681,14 +655,14 @@ func (s *StoreBuffer) slot(key []byte, valueLen int) *slot {
 	if !ok {
 		i = s.newSlot(key, valueLen)
 	}
-	sl := s.slots.at(i)
+	sl := s.slots.At(i)
 	if sl.gen != s.buf.gen {
 		sl.gen = s.buf.gen
 		s.dirty = append(s.dirty, i)
 		s.buf.dirty++
 		// Keys written in ascending order (a common pattern) keep the
 		// dirty list sorted, and Writes and Scan skip the sort.
-		if n := len(s.dirty); s.sorted && n > 1 && bytes.Compare(s.slots.at(s.dirty[n-2]).key, sl.key) > 0 {
+		if n := len(s.dirty); s.sorted && n > 1 && bytes.Compare(s.slots.At(s.dirty[n-2]).key, sl.key) > 0 {
 			s.sorted = false
 		}
 		if s.indexed {
@@ -715,9 +689,9 @@ func (s *StoreBuffer) newSlot(key []byte, valueLen int) int {
 	if n := len(s.free); n > 0 {
 		i = s.free[n-1]
 		s.free = s.free[:n-1]
-		*s.slots.at(i) = sl
+		*s.slots.At(i) = sl
 	} else {
-		i = s.slots.append(sl)
+		i = s.slots.Append(sl)
 	}
 	// The map's key shares the slot's key bytes, which nothing modifies:
 	// a second copy of every key would cost as much as the key again.
@@ -735,13 +709,13 @@ func (s *StoreBuffer) newSlot(key []byte, valueLen int) int {
 func (s *StoreBuffer) evict(target int) {
 	var evicted int64
 	defer func() { s.buf.budget.evictions.Add(evicted) }()
-	for steps := 2 * s.slots.n; s.retained > target && steps > 0; steps-- {
-		if s.hand >= s.slots.n {
+	for steps := 2 * s.slots.Len(); s.retained > target && steps > 0; steps-- {
+		if s.hand >= s.slots.Len() {
 			s.hand = 0
 		}
 		i := s.hand
 		s.hand++
-		switch sl := s.slots.at(i); {
+		switch sl := s.slots.At(i); {
 		case sl.key == nil: // free already
 		case sl.ref:
 			sl.ref = false
@@ -757,7 +731,7 @@ func (s *StoreBuffer) evict(target int) {
 
 // freeSlot empties slot i, which is not dirty, and lists it for reuse.
 func (s *StoreBuffer) freeSlot(i int) {
-	sl := s.slots.at(i)
+	sl := s.slots.At(i)
 	delete(s.index, string(sl.key))
 	s.retained -= slotOverhead + len(sl.key) + cap(sl.value)
 	*sl = slot{}
@@ -783,7 +757,7 @@ func (s *StoreBuffer) drop() {
 	s.retained = 0
 	s.account()
 	clear(s.index)
-	s.slots, s.free, s.dirty, s.hand = slotArena{}, nil, nil, 0
+	s.slots, s.free, s.dirty, s.hand = chunked.List[slot]{}, nil, nil, 0
 	clear(s.expired)
 	s.expired = s.expired[:0]
 }
@@ -813,7 +787,7 @@ func (s *StoreBuffer) dirtyRange(dst []int, lower, upper []byte) []int {
 	}
 	s.probe = lower
 	visit := func(i int) bool {
-		if upper != nil && bytes.Compare(s.slots.at(i).key, upper) >= 0 {
+		if upper != nil && bytes.Compare(s.slots.At(i).key, upper) >= 0 {
 			return false
 		}
 		dst = append(dst, i)
@@ -829,7 +803,7 @@ func (s *StoreBuffer) keyOf(i int) []byte {
 	if i < 0 {
 		return s.probe
 	}
-	return s.slots.at(i).key
+	return s.slots.At(i).key
 }
 
 // settleExpired forgets the remembered keys that committed range deletes
@@ -842,8 +816,8 @@ func (s *StoreBuffer) keyOf(i int) []byte {
 // longer holds these keys. It runs as a transaction ends, when no slot is
 // dirty but the ones it has just made clean, which are not stale.
 func (s *StoreBuffer) settleExpired() {
-	for i := range s.slots.n {
-		if sl := s.slots.at(i); sl.clean && s.stale(sl) {
+	for i := range s.slots.Len() {
+		if sl := s.slots.At(i); sl.clean && s.stale(sl) {
 			s.freeSlot(i)
 		}
 	}
@@ -851,7 +825,7 @@ func (s *StoreBuffer) settleExpired() {
 	s.expired = s.expired[:0]
 }
 
-func (s *StoreBuffer) cmpSlot(i int, key []byte) int { return bytes.Compare(s.slots.at(i).key, key) }
+func (s *StoreBuffer) cmpSlot(i int, key []byte) int { return bytes.Compare(s.slots.At(i).key, key) }
 
 func (s *StoreBuffer) reset(committed bool) {
 	if len(s.cover) != 0 {
@@ -870,7 +844,7 @@ func (s *StoreBuffer) reset(committed bool) {
 	}
 	if committed {
 		for _, i := range s.discarded {
-			if sl := s.slots.at(i); sl.gen != s.buf.gen { // not written again after the range
+			if sl := s.slots.At(i); sl.gen != s.buf.gen { // not written again after the range
 				sl.clean, sl.deleted, sl.since = true, true, s.buf.gen+1
 				sl.value = sl.value[:0]
 			}
@@ -880,7 +854,7 @@ func (s *StoreBuffer) reset(committed bool) {
 	for _, i := range s.dirty {
 		// Committed: the slot holds what the DB now holds. Aborted: it
 		// holds a value that never committed.
-		sl := s.slots.at(i)
+		sl := s.slots.At(i)
 		sl.clean, sl.since = committed, s.buf.gen+1
 	}
 	if committed && len(s.expired) >= maxExpired {

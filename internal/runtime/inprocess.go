@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/eddy-streams/eddy/internal/chunked"
 	"github.com/eddy-streams/eddy/state"
 )
 
@@ -37,7 +38,7 @@ type InProcess struct {
 	now     int64 // the wall clock the tasks read, ms
 	// queue holds records written to topics the topology reads, their
 	// bytes carved from arena; both are reset once drained.
-	queue []queued
+	queue chunked.List[queued]
 	arena []byte
 	// qrec carries queued records to the tasks, apart from the caller's
 	// records, so that a caller reusing its record's slices never writes
@@ -247,11 +248,11 @@ func (p *InProcess) EndTask(sub int, end int64) error {
 
 // drain processes the queued records, and those they queue, in order.
 func (p *InProcess) drain() error {
-	if len(p.queue) == 0 {
+	if p.queue.Len() == 0 {
 		return nil
 	}
-	for k := 0; k < len(p.queue); k++ {
-		q := &p.queue[k]
+	for k := 0; k < p.queue.Len(); k++ {
+		q := p.queue.At(k)
 		q.fill(&p.qrec)
 		if err := p.reader(q.topic).process(&p.qrec); err != nil {
 			return err
@@ -273,8 +274,8 @@ func (q *queued) fill(r *kgo.Record) {
 }
 
 func (p *InProcess) drained() {
-	clear(p.queue)
-	p.queue, p.arena = p.queue[:0], p.arena[:0]
+	p.queue.Reset()
+	p.arena = p.arena[:0]
 	p.qrec.Key, p.qrec.Value, p.qrec.Headers = nil, nil, nil
 }
 
@@ -282,9 +283,10 @@ func (p *InProcess) drained() {
 // TaskFlusher), then every record that leads to, as a commit's first step
 // does under Run. A record a flush writes to a topic the topology reads
 // may fill another task's cache, so it goes round until a round
-// forwards nothing more; topics do not loop (the topology refuses
-// that), so it ends. With Options.Route it goes round once: the owner
-// delivers the records and flushes again.
+// forwards nothing more: it ends because the operators forward what
+// they held once (a sub-topology may read a repartition topic it writes,
+// but what it reads there it does not hold again). With Options.Route it
+// goes round once: the owner delivers the records and flushes again.
 func (p *InProcess) Flush() error {
 	for {
 		for _, t := range p.tasks {
@@ -296,7 +298,7 @@ func (p *InProcess) Flush() error {
 				return fmt.Errorf("eddy: task %s: flush: %w", t.ID(), err)
 			}
 		}
-		if len(p.queue) == 0 {
+		if p.queue.Len() == 0 {
 			return nil
 		}
 		if err := p.drain(); err != nil {
@@ -484,6 +486,6 @@ func (t *InProcessTask) produce(topic string, partition int32, key, value []byte
 			q.headers[i] = kgo.RecordHeader{Key: h.Key, Value: p.arena[hs:len(p.arena):len(p.arena)]}
 		}
 	}
-	p.queue = append(p.queue, q)
+	p.queue.Append(q)
 	return nil
 }
