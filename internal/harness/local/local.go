@@ -7,16 +7,20 @@
 // partition's offset does. Records written to topics the topology reads
 // (repartition topics) are processed in turn, first in, first out, after
 // the source record that caused them; records written to any other topic go
-// to the Sink. This is what `eddy bench nexmark --source generator`
+// to the Sink. Global tables are loaded, before the run, from records the
+// caller gives (Config.Globals), as the runtime loads them from their topics
+// before its tasks start. This is what `eddy bench nexmark --source generator`
 // measures: the engine's own cost, without a broker.
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,7 +61,19 @@ type Config struct {
 	// Config.TableCacheBytes resolved (zero or negative: off).
 	TableCacheBytes int64
 	Sink            Sink
-	Logger          *slog.Logger
+	// Globals are the contents of the topics of the topology's global
+	// tables (eddy.GlobalTableFrom), by topic: bounded side inputs, with
+	// no broker to read them from. Every global table's topic must have
+	// an entry (empty for an empty table), and every entry a global table.
+	Globals map[string][]Record
+	Logger  *slog.Logger
+}
+
+// Record is a record of a global table's topic, encoded as the table's
+// serdes read it. A nil Value deletes its key, as a tombstone in the
+// topic does.
+type Record struct {
+	Key, Value []byte
 }
 
 // sourcePartition is the name the source index is stored under in each
@@ -90,8 +106,9 @@ func New(topo runtime.Topology, src Source, cfg Config) (*Runner, error) {
 	if cfg.Backend == nil || cfg.Dir == "" {
 		return nil, errors.New("local: Config.Backend and Config.Dir are required")
 	}
-	if len(topo.Globals) > 0 {
-		return nil, errors.New("local: global tables are not supported by the in-process runner; run the topology with a broker")
+	globals, err := loadGlobals(topo.Globals, cfg.Globals)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.CommitInterval <= 0 {
 		cfg.CommitInterval = time.Second
@@ -112,7 +129,8 @@ func New(topo runtime.Topology, src Source, cfg Config) (*Runner, error) {
 		Open: func(id runtime.TaskID) (state.DB, error) {
 			return cfg.Backend.Open(filepath.Join(cfg.Dir, id.String()))
 		},
-		Input: &sourcePartition,
+		Input:   &sourcePartition,
+		Globals: globals,
 		Out: func(rec *kgo.Record, read bool) {
 			if !read {
 				cfg.Sink(rec.Topic, rec.Key, rec.Value, rec.Timestamp.UnixMilli())
@@ -247,3 +265,45 @@ func (r *Runner) rollback() {
 
 // Close drops uncommitted work and closes the tasks.
 func (r *Runner) Close() error { return r.run.Close() }
+
+// globalTable is a global table's content, in memory: a bounded side input
+// the caller gives in full at each New, so there is nothing to persist or
+// resume, and a lookup (one per record of a joining stream) costs a map
+// access rather than a read of the state backend. It is never written
+// once loaded, so concurrent reads are safe (runtime.GlobalReader).
+type globalTable map[string][]byte
+
+// Get implements runtime.GlobalReader.
+func (g globalTable) Get(key []byte) ([]byte, bool, error) {
+	v, ok := g[string(key)]
+	return v, ok, nil
+}
+
+// loadGlobals builds each global store of specs from its topic's records
+// in recs, applied in order (a nil value deletes its key). A global table
+// without records, or records for no global table, is refused: either is a
+// mistake of the caller's, not an empty table.
+func loadGlobals(specs []runtime.GlobalStore, recs map[string][]Record) (map[string]runtime.GlobalReader, error) {
+	stores := make(map[string]runtime.GlobalReader, len(specs))
+	for _, spec := range specs {
+		topicRecs, ok := recs[spec.Topic]
+		if !ok {
+			return nil, fmt.Errorf("local: global table %s reads topic %s, which Config.Globals does not hold: give its records (an empty list for an empty table)", spec.Name, spec.Topic)
+		}
+		g := make(globalTable, len(topicRecs))
+		for _, r := range topicRecs {
+			if r.Value == nil {
+				delete(g, string(r.Key))
+				continue
+			}
+			g[string(r.Key)] = bytes.Clone(r.Value)
+		}
+		stores[spec.Name] = g
+	}
+	for topic := range recs {
+		if !slices.ContainsFunc(specs, func(s runtime.GlobalStore) bool { return s.Topic == topic }) {
+			return nil, fmt.Errorf("local: Config.Globals holds records for topic %s, which no global table of the topology reads", topic)
+		}
+	}
+	return stores, nil
+}
