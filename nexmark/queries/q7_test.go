@@ -42,17 +42,7 @@ func TestQ7JoinLateBids(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 40_000
-	late, streamTime := 0, int64(-1)
-	for i := range int64(n) {
-		if nexmark.KindOf(i) != nexmark.KindBid {
-			continue
-		}
-		ts := g.Event(i).Bid.DateTime
-		streamTime = max(streamTime, ts)
-		if ts+20_000-1 < streamTime {
-			late++
-		}
-	}
+	late := countLateBids(g, n, func(ts, streamTime int64) bool { return ts+20_000-1 < streamTime })
 	if late == 0 {
 		t.Fatal("no bid is late for the join: the test is moot")
 	}
