@@ -18,11 +18,14 @@ type Topics struct {
 	Persons  string
 	Auctions string
 	Bids     string
+	// SideInput is the topic of the side input q13 reads as a global
+	// table (SideInput, ProduceSideInput); Produce does not write it.
+	SideInput string
 }
 
 // DefaultTopics are the topic names the reference Kafka setup uses.
 func DefaultTopics() Topics {
-	return Topics{Persons: "person", Auctions: "auction", Bids: "bid"}
+	return Topics{Persons: "person", Auctions: "auction", Bids: "bid", SideInput: "side_input"}
 }
 
 // slabSize is the size of the blocks record keys and values are carved

@@ -175,7 +175,7 @@ func runNexmarkGenerate(args []string) error {
 	fs := flag.NewFlagSet("eddy nexmark generate", flag.ContinueOnError)
 	events := fs.Int64("events", 1_000_000, "events to generate")
 	format := fs.String("format", "jsonl", "jsonl or csv")
-	out := fs.String("out", "", "directory to write person.<format>, auction.<format> and bid.<format> into (required)")
+	out := fs.String("out", "", "directory to write person.<format>, auction.<format>, bid.<format> and side_input.csv (q13's, as the suite writes it) into (required)")
 	seed := fs.Uint64("seed", 0, "the generator's seed (as eddy bench nexmark --seed)")
 	eventRate := fs.Float64("event-rate", 0, "events per second of event time (as eddy bench nexmark --event-rate; default the suite's 10000000)")
 	if err := fs.Parse(args); err != nil {
@@ -200,7 +200,10 @@ func runNexmarkGenerate(args []string) error {
 	if err := g.Export(*out, *events, *format); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote %d events to %s (person, auction and bid .%s)\n", *events, *out, *format)
+	if err := nexmark.ExportSideInput(*out); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %d events to %s (person, auction and bid .%s) and q13's side input (side_input.csv)\n", *events, *out, *format)
 	return nil
 }
 

@@ -17,17 +17,7 @@ func TestWindowedChecksModelLateRecords(t *testing.T) {
 	const n = 30_000
 	// Bids late for their 10 s tumbling window (grace 4 s) by the input
 	// order's stream time: the config makes some, or the test is moot.
-	late, streamTime := 0, int64(-1)
-	for i := range int64(n) {
-		if nexmark.KindOf(i) != nexmark.KindBid {
-			continue
-		}
-		ts := g.Event(i).Bid.DateTime
-		streamTime = max(streamTime, ts)
-		if windowStart(ts, 10_000)+14_000 <= streamTime {
-			late++
-		}
-	}
+	late := countLateBids(g, n, func(ts, streamTime int64) bool { return windowStart(ts, 10_000)+14_000 <= streamTime })
 	if late == 0 {
 		t.Fatal("no bid is late: lateConfig no longer tests lateness")
 	}
@@ -46,4 +36,22 @@ func TestWindowedChecksModelLateRecords(t *testing.T) {
 			}})
 		})
 	}
+}
+
+// countLateBids counts the bids of events [0, n) of g that late says are
+// late at the input order's stream time (the largest bid timestamp so
+// far, theirs included).
+func countLateBids(g *nexmark.Generator, n int64, late func(ts, streamTime int64) bool) int {
+	count, streamTime := 0, int64(-1)
+	for i := range n {
+		if nexmark.KindOf(i) != nexmark.KindBid {
+			continue
+		}
+		ts := g.Event(i).Bid.DateTime
+		streamTime = max(streamTime, ts)
+		if late(ts, streamTime) {
+			count++
+		}
+	}
+	return count
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"iter"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/eddy-streams/eddy"
@@ -11,31 +14,51 @@ import (
 	"github.com/eddy-streams/eddy/serde"
 )
 
-// q7 is "highest bid": per 10 s tumbling window of event time, the bids
-// whose price is the window's highest.
+// q7 is "highest bid": the bids whose price is the highest of a 10 s
+// tumbling window of event time:
 //
-// The suite's SQL joins the bids with each window's maximum price on price
-// and on B.dateTime BETWEEN window_end - 10 s AND window_end, which is
-// inclusive at both ends: a bid at exactly window_end that happens to have
-// the previous window's maximum price would be reported for both windows.
-// eddy reports the intent, the bids of [start, end) with the maximum
-// price, so each bid belongs to one window.
+//	SELECT B.auction, B.price, B.bidder, B.dateTime, B.extra
+//	FROM bid B
+//	JOIN (SELECT MAX(price) AS maxprice, window_end as dateTime
+//	      FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(dateTime), INTERVAL '10' SECOND))
+//	      GROUP BY window_start, window_end) B1
+//	ON B.price = B1.maxprice
+//	WHERE B.dateTime BETWEEN B1.dateTime - INTERVAL '10' SECOND AND B1.dateTime
 //
-// Plan: the bids, cut to the columns reported, are re-keyed to one key (the
-// maximum is over all bids of a window, so they must meet in one task, as
-// in Flink's global aggregation), then a windowed aggregation keeps per
-// window the highest price and the bids that have it, emitted once the
-// window closes (EmitFinal, grace 4 s, Flink's watermark delay); each bid
-// of a closed window becomes one output record keyed by its auction. The
-// aggregate keeps its bids encoded, so a bid below the maximum, the
-// common case, costs a few varints rather than decoding the window's top
-// bids.
+// BETWEEN is inclusive at both ends, so a bid at exactly a window's end
+// that has that window's maximum price is reported for that window too,
+// besides (if it has its own window's maximum) for its own: such a bid
+// gives two equal rows.
 //
-// Reference: every window [start, end) (the end of the input closes them
-// all), and in each the bids with the highest price among those that were
-// not late: a bid is late when its window's end + 4 s is at or before the
-// largest bid timestamp so far (the aggregation's stream time, since every
-// bid reaches its task in the order of the input).
+// Plan, as the SQL plans it: the windowed maximum, then a join of the bids
+// with the maxima on price and time. The maximum is over all bids of a
+// window, so the prices are re-keyed to one key (as Flink's global
+// aggregation gathers them) and a windowed aggregation keeps each window's
+// highest price, emitted once the window closes (EmitFinal, grace 4 s,
+// Flink's watermark delay), at the window's last millisecond, end - 1. The
+// maxima and the bids, both keyed by price, meet in a stream-stream join
+// (JoinStreams) whose window takes a maximum at end - 1 to the bids from
+// end - 10 s to end inclusive: Before(10 s - 1 ms), After(1 ms). Each
+// match is one output record keyed by the bid's auction.
+//
+// The join keeps bids 10 s plus its grace, 10 s: a maximum reaches it as
+// its window closes, 4 s after the window's end plus the step of stream
+// time that closed it; a bid reaches it in input order. The SQL's join is
+// a regular one that keeps every bid; eddy's drops a bid that comes more
+// than 20 s behind stream time (10 s - 1 ms + 10 s grace), and a maximum
+// that comes more than 10 s after its window's end. A bid late for the
+// aggregation's window (more than 4 s after its window's end) does not
+// count towards the maximum, but still joins, as in Flink, while the join
+// takes it.
+//
+// Reference (q7Check): the same, by maps and loops over the events in
+// input order: per window the maximum of the bids that were not late (a
+// bid is late when its window's end + 4 s is at or before the largest bid
+// timestamp so far, the aggregation's stream time), each window closed at
+// the first stream time at or past its end + 4 s (or by the end of the
+// input), and the pairs of a bid and a window end whose maximum is the
+// bid's price and lies in [bid time, bid time + 10 s], less the bids and
+// maxima late for the join by the bounds above.
 func q7() Query {
 	return Query{Name: "q7", Title: "highest bid", Build: buildQ7, NewCheck: newQ7Check, Result: q7Result()}
 }
@@ -43,28 +66,26 @@ func q7() Query {
 const (
 	q7Size  = 10 * time.Second
 	q7Grace = 4 * time.Second
+	// q7JoinGrace is the join's grace: see q7's doc.
+	q7JoinGrace = 10 * time.Second
 )
 
 func buildQ7(t *eddy.Topology, in nexmark.Topics, out string) {
 	bids := eddy.Source(t, in.Bids, serde.Int64(), nexmark.BidSerde())
-	all := eddy.Map(bids, func(_ int64, b nexmark.Bid) (int64, Q7Row) {
-		return 0, Q7Row{Auction: b.Auction, Price: b.Price, Bidder: b.Bidder, DateTime: b.DateTime, Extra: b.Extra}
-	})
-	g := eddy.GroupByKey(eddy.Repartition(all, "q7-bids", serde.Int64(), Q7RowSerde{}), serde.Int64())
+	prices := eddy.Map(bids, func(_ int64, b nexmark.Bid) (int64, int64) { return 0, b.Price })
+	g := eddy.GroupByKey(eddy.Repartition(prices, "q7-prices", serde.Int64(), serde.Int64()), serde.Int64())
 	ws := eddy.WindowedBy(g, eddy.TumblingWindows(q7Size).WithGrace(q7Grace)).Emit(eddy.EmitFinal)
-	top := eddy.WindowAggregate(ws, "q7-top", func() q7Top { return q7Top{} }, q7Add, nil, q7TopSerde{})
-	res := eddy.FlatMap(eddy.ToStream(top), func(dst []eddy.KeyValue[int64, Q7Row], _ eddy.Windowed[int64], a q7Top) []eddy.KeyValue[int64, Q7Row] {
-		for rest := a.bids; len(rest) > 0; {
-			var b Q7Row
-			var err error
-			if b, rest, err = nextQ7Bid(rest); err != nil {
-				// The store holds what q7Add wrote: this is a bug.
-				panic(fmt.Sprintf("q7: window aggregate: %v", err))
-			}
-			dst = append(dst, eddy.KeyValue[int64, Q7Row]{Key: b.Auction, Value: b})
-		}
-		return dst
+	maxima := eddy.WindowAggregate(ws, "q7-max", func() int64 { return math.MinInt64 },
+		func(_ int64, price, top int64) int64 { return max(price, top) }, nil, serde.Int64())
+	// Keyed by the maximum price, valued by the window's end.
+	byPrice := eddy.Map(eddy.ToStream(maxima), func(w eddy.Windowed[int64], top int64) (int64, int64) { return top, w.Window.End })
+	bidsByPrice := eddy.Map(bids, func(_ int64, b nexmark.Bid) (int64, Q7Row) {
+		return b.Price, Q7Row{Auction: b.Auction, Price: b.Price, Bidder: b.Bidder, DateTime: b.DateTime, Extra: b.Extra}
 	})
+	jw := eddy.JoinWindowsOf(0).Before(q7Size - time.Millisecond).After(time.Millisecond).WithGrace(q7JoinGrace)
+	joined := eddy.JoinStreams(byPrice, bidsByPrice, jw, eddy.InnerJoin, "q7-join", serde.Int64(), serde.Int64(), Q7RowSerde{},
+		func(_ int64, _ int64, _ bool, b Q7Row, _ bool) Q7Row { return b })
+	res := eddy.Map(joined, func(_ int64, b Q7Row) (int64, Q7Row) { return b.Auction, b })
 	eddy.To(res, out, serde.Int64(), Q7RowSerde{})
 }
 
@@ -95,77 +116,29 @@ func (Q7RowSerde) Deserialize(b []byte) (Q7Row, error) {
 	return v, r.done()
 }
 
-// q7Top is a window's aggregate: the highest price so far and the bids
-// that have it, encoded by appendQ7Entry one after the other.
-type q7Top struct {
-	max  int64
-	bids []byte
-}
-
-func q7Add(_ int64, b Q7Row, a q7Top) q7Top {
-	switch {
-	case len(a.bids) == 0 || b.Price > a.max:
-		a.max, a.bids = b.Price, appendQ7Entry(a.bids[:0], &b)
-	case b.Price == a.max:
-		a.bids = appendQ7Entry(a.bids, &b)
-	}
-	return a
-}
-
-// appendQ7Entry encodes b as appendQ7Bid does, but with the extra bytes
-// behind their uvarint length, so that entries follow one another.
-func appendQ7Entry(dst []byte, b *Q7Row) []byte {
-	dst = binary.AppendVarint(dst, b.Auction)
-	dst = binary.AppendVarint(dst, b.Price)
-	dst = binary.AppendVarint(dst, b.Bidder)
-	dst = binary.AppendVarint(dst, b.DateTime)
-	dst = binary.AppendUvarint(dst, uint64(len(b.Extra)))
-	return append(dst, b.Extra...)
-}
-
-// nextQ7Bid decodes the first entry of a q7Top's bids.
-func nextQ7Bid(entries []byte) (Q7Row, []byte, error) {
-	r := reader{b: entries}
-	b := Q7Row{Auction: r.int(), Price: r.int(), Bidder: r.int(), DateTime: r.int()}
-	if r.err != nil {
-		return b, nil, r.err
-	}
-	l, n := binary.Uvarint(r.b)
-	if n <= 0 || uint64(len(r.b)-n) < l {
-		return b, nil, fmt.Errorf("%w: q7 top bids: bad extra length", errCorrupt)
-	}
-	b.Extra = string(r.b[n : n+int(l)])
-	return b, r.b[n+int(l):], nil
-}
-
-// q7TopSerde encodes a q7Top as the varint maximum, then the entries.
-type q7TopSerde struct{}
-
-func (q7TopSerde) Serialize(dst []byte, a q7Top) ([]byte, error) {
-	return append(binary.AppendVarint(dst, a.max), a.bids...), nil
-}
-
-func (q7TopSerde) Deserialize(b []byte) (q7Top, error) {
-	max, n := binary.Varint(b)
-	if n <= 0 {
-		return q7Top{}, fmt.Errorf("%w: q7 top: bad maximum", errCorrupt)
-	}
-	// A copy: the aggregate outlives b, and q7Add appends to it.
-	return q7Top{max: max, bids: append([]byte(nil), b[n:]...)}, nil
-}
-
 // q7Check digests the output per window (of the bid's dateTime).
 type q7Check struct {
 	inputEnd
-	g    *nexmark.Generator
-	n    int64
+	// bids are the input's bids in input order.
+	bids iter.Seq[nexmark.Bid]
 	seed maphash.Seed
 	got  *digest
 }
 
 func newQ7Check(g *nexmark.Generator, n int64) Check {
+	return newQ7CheckOf(func(yield func(nexmark.Bid) bool) {
+		for i := int64(0); i < n; i++ {
+			if nexmark.KindOf(i) == nexmark.KindBid && !yield(g.Event(i).Bid) {
+				return
+			}
+		}
+	})
+}
+
+// newQ7CheckOf is the check of q7's output over bids.
+func newQ7CheckOf(bids iter.Seq[nexmark.Bid]) *q7Check {
 	seed := maphash.MakeSeed()
-	return &q7Check{g: g, n: n, seed: seed, got: newDigest(seed)}
+	return &q7Check{bids: bids, seed: seed, got: newDigest(seed)}
 }
 
 func (c *q7Check) Add(key, value []byte, _ int64) {
@@ -181,46 +154,63 @@ func (c *q7Check) Add(key, value []byte, _ int64) {
 }
 
 func (c *q7Check) Verify() error {
-	size, grace := q7Size.Milliseconds(), q7Grace.Milliseconds()
-	type window struct {
-		max  int64
-		bids []Q7Row
-	}
-	windows := make(map[int64]*window)
+	size, grace, joinGrace := q7Size.Milliseconds(), q7Grace.Milliseconds(), q7JoinGrace.Milliseconds()
+	// The aggregation: per window start, the highest price of the bids
+	// that were not late; and the stream times the bids made, in order.
+	maxima := make(map[int64]int64)
+	var times []int64
 	streamTime := int64(-1)
-	for i := int64(0); i < c.n; i++ {
-		if nexmark.KindOf(i) != nexmark.KindBid {
-			continue
+	for b := range c.bids {
+		if b.DateTime > streamTime {
+			streamTime = b.DateTime
+			times = append(times, streamTime)
 		}
-		b := c.g.Event(i).Bid
-		streamTime = max(streamTime, b.DateTime)
 		start := windowStart(b.DateTime, size)
 		if start+size+grace <= streamTime {
 			continue // late: its window closed before it arrived
 		}
-		w := windows[start]
-		if w == nil {
-			w = &window{max: b.Price}
-			windows[start] = w
-		}
-		if b.Price > w.max {
-			w.max, w.bids = b.Price, w.bids[:0]
-		}
-		if b.Price == w.max {
-			w.bids = append(w.bids, Q7Row{Auction: b.Auction, Price: b.Price, Bidder: b.Bidder, DateTime: b.DateTime, Extra: b.Extra})
+		if m, ok := maxima[start]; !ok || b.Price > m {
+			maxima[start] = b.Price
 		}
 	}
-	want := newDigest(c.seed)
-	var key, value []byte
+	// The maxima that reach the join, by window end: a window closes at
+	// the first stream time at or past its end + grace, or at the end of
+	// the input, when the join's stream time is the last bid's; its
+	// maximum is late for the join past its end + the join's grace.
 	closed := c.closedUpTo(streamTime)
-	for start, w := range windows {
-		if start+size+grace > closed {
+	joinable := make(map[int64]int64)
+	for start, m := range maxima {
+		end := start + size
+		if end+grace > closed {
 			continue // not closed when the input ended
 		}
-		for i := range w.bids {
-			key = binary.BigEndian.AppendUint64(key[:0], uint64(w.bids[i].Auction))
-			value = appendQ7Bid(value[:0], &w.bids[i])
-			want.add(start, key, value)
+		at := streamTime
+		if k, ok := slices.BinarySearch(times, end+grace); ok || k < len(times) {
+			at = times[k]
+		}
+		if end+joinGrace < at {
+			continue
+		}
+		joinable[end] = m
+	}
+	// The join: each bid the join takes, with every window end in
+	// [bid time, bid time + size] whose maximum is the bid's price.
+	want := newDigest(c.seed)
+	var key, value []byte
+	streamTime = -1
+	for b := range c.bids {
+		streamTime = max(streamTime, b.DateTime)
+		if b.DateTime+size-1+joinGrace < streamTime {
+			continue // late for the join
+		}
+		for end := windowStart(b.DateTime, size) + size; end >= b.DateTime && end <= b.DateTime+size; end -= size {
+			if m, ok := joinable[end]; !ok || m != b.Price {
+				continue
+			}
+			row := Q7Row{Auction: b.Auction, Price: b.Price, Bidder: b.Bidder, DateTime: b.DateTime, Extra: b.Extra}
+			key = binary.BigEndian.AppendUint64(key[:0], uint64(row.Auction))
+			value = appendQ7Bid(value[:0], &row)
+			want.add(windowStart(b.DateTime, size), key, value)
 		}
 	}
 	if err := compare(c.got, want, "window"); err != nil {

@@ -96,5 +96,5 @@ func (e *inputEnd) closedUpTo(streamTime int64) int64 {
 
 // All returns the queries in the suite's order.
 func All() []Query {
-	return []Query{q0(), q1(), q2(), q3(), q4(), q5(), q6(), q7(), q8(), q9(), q11(), q12(), q14(), q15(), q16(), q17(), q18(), q19(), q20(), q21(), q22()}
+	return []Query{q0(), q1(), q2(), q3(), q4(), q5(), q6(), q7(), q8(), q9(), q11(), q12(), q13(), q14(), q15(), q16(), q17(), q18(), q19(), q20(), q21(), q22()}
 }

@@ -9,17 +9,22 @@
 // the source record that caused them; records written to any other topic go
 // to the Sink. With several workers (a Source each), the topology runs over
 // as many partitions, as on Kafka, each worker on its goroutine (parallel.go).
+// Global tables are loaded, before the run, from records the caller gives
+// (Config.Globals), as the runtime loads them from their topics before its
+// tasks start; each partition holds them whole, as each instance does.
 // This is what `eddy bench nexmark --source generator` measures: the
 // engine's own cost, without a broker.
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -63,8 +68,20 @@ type Config struct {
 	// Sink receives the records written to topics the topology does not
 	// read. With several workers it is called from their goroutines at
 	// once, so it must be safe for concurrent use.
-	Sink   Sink
-	Logger *slog.Logger
+	Sink Sink
+	// Globals are the contents of the topics of the topology's global
+	// tables (eddy.GlobalTableFrom), by topic: bounded side inputs, with
+	// no broker to read them from. Every global table's topic must have
+	// an entry (empty for an empty table), and every entry a global table.
+	Globals map[string][]Record
+	Logger  *slog.Logger
+}
+
+// Record is a record of a global table's topic, encoded as the table's
+// serdes read it. A nil Value deletes its key, as a tombstone in the
+// topic does.
+type Record struct {
+	Key, Value []byte
 }
 
 // sourcePartition is the name the source index is stored under in each
@@ -125,8 +142,8 @@ func New(topo runtime.Topology, sources []Source, cfg Config) (*Runner, error) {
 	if len(sources) == 0 {
 		return nil, errors.New("local: no source; pass one per worker")
 	}
-	if len(topo.Globals) > 0 {
-		return nil, errors.New("local: global tables are not supported by the in-process runner; run the topology with a broker")
+	if _, err := loadGlobals(topo.Globals, cfg.Globals); err != nil {
+		return nil, err
 	}
 	if cfg.CommitInterval <= 0 {
 		cfg.CommitInterval = time.Second
@@ -204,7 +221,12 @@ func openPartition(topo runtime.Topology, cfg Config, partition int32, tableCach
 	if tableCacheBytes > 0 {
 		tableCache = runtime.NewTableCacheBudget(tableCacheBytes)
 	}
+	globals, err := loadGlobals(topo.Globals, cfg.Globals)
+	if err != nil {
+		return nil, err
+	}
 	return runtime.NewInProcess(topo, runtime.InProcessOptions{
+		Globals:    globals,
 		TableCache: tableCache,
 		Open: func(id runtime.TaskID) (state.DB, error) {
 			return cfg.Backend.Open(filepath.Join(cfg.Dir, id.String()))
@@ -361,3 +383,45 @@ func (s *single) commit(next int64) error       { return s.run.Commit(next) }
 func (s *single) endOfInput(end int64) error    { return s.run.EndOfInput(end) }
 func (s *single) rollback()                     { s.run.Rollback() }
 func (s *single) close() error                  { return s.run.Close() }
+
+// globalTable is a global table's content, in memory: a bounded side input
+// the caller gives in full at each New, so there is nothing to persist or
+// resume, and a lookup (one per record of a joining stream) costs a map
+// access rather than a read of the state backend. It is never written
+// once loaded, so concurrent reads are safe (runtime.GlobalReader).
+type globalTable map[string][]byte
+
+// Get implements runtime.GlobalReader.
+func (g globalTable) Get(key []byte) ([]byte, bool, error) {
+	v, ok := g[string(key)]
+	return v, ok, nil
+}
+
+// loadGlobals builds each global store of specs from its topic's records
+// in recs, applied in order (a nil value deletes its key). A global table
+// without records, or records for no global table, is refused: either is a
+// mistake of the caller's, not an empty table.
+func loadGlobals(specs []runtime.GlobalStore, recs map[string][]Record) (map[string]runtime.GlobalReader, error) {
+	stores := make(map[string]runtime.GlobalReader, len(specs))
+	for _, spec := range specs {
+		topicRecs, ok := recs[spec.Topic]
+		if !ok {
+			return nil, fmt.Errorf("local: global table %s reads topic %s, which Config.Globals does not hold: give its records (an empty list for an empty table)", spec.Name, spec.Topic)
+		}
+		g := make(globalTable, len(topicRecs))
+		for _, r := range topicRecs {
+			if r.Value == nil {
+				delete(g, string(r.Key))
+				continue
+			}
+			g[string(r.Key)] = bytes.Clone(r.Value)
+		}
+		stores[spec.Name] = g
+	}
+	for topic := range recs {
+		if !slices.ContainsFunc(specs, func(s runtime.GlobalStore) bool { return s.Topic == topic }) {
+			return nil, fmt.Errorf("local: Config.Globals holds records for topic %s, which no global table of the topology reads", topic)
+		}
+	}
+	return stores, nil
+}

@@ -187,3 +187,67 @@ func TestRunnerKeepsEmptyApartFromNull(t *testing.T) {
 		t.Fatalf("downstream saw %+v; want %+v", got, want)
 	}
 }
+
+// nameWords joins each word with its name in the global table "names",
+// read from topic "word-names" (an inner join: a word without a name
+// gives nothing).
+func nameWords() *eddy.Topology {
+	t := eddy.NewTopology()
+	in := eddy.Source(t, "in", serde.Int64(), serde.String())
+	names := eddy.GlobalTableFrom(t, "word-names", "names", serde.String(), serde.String())
+	named := eddy.JoinGlobal(in, names, func(_ int64, w string) string { return w }, eddy.InnerJoin,
+		func(_ int64, w string, name string, _ bool) string { return w + "=" + name })
+	eddy.To(named, "out", serde.Int64(), serde.String())
+	return t
+}
+
+// A global table is loaded from Config.Globals before the run, its
+// records applied in order (a nil value deletes), and read by the join.
+func TestRunnerLoadsGlobalTables(t *testing.T) {
+	rt, err := plan.Build(nameWords(), eddy.Config{AppID: "local-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []local.Record
+	for k := range 7 {
+		recs = append(recs, local.Record{Key: fmt.Appendf(nil, "w%d", k), Value: fmt.Appendf(nil, "name%d", k)})
+	}
+	recs = append(recs,
+		local.Record{Key: []byte("w2"), Value: []byte("two")}, // replaces name2
+		local.Record{Key: []byte("w6")})                       // deletes w6
+	got := map[string]int{}
+	sink := func(_ string, _, value []byte, _ int64) { got[string(value)]++ }
+	r, err := local.New(rt, []local.Source{&words{failAt: -1}}, local.Config{Backend: pebble.New(pebble.Options{}), Dir: t.TempDir(),
+		Sink: sink, Globals: map[string][]local.Record{"word-names": recs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Run(context.Background(), 70, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"w0=name0": 10, "w1=name1": 10, "w2=two": 10, "w3=name3": 10, "w4=name4": 10, "w5=name5": 10}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("joined %v; want %v", got, want)
+	}
+}
+
+// Records for a global table's topic must be given, and only for one.
+func TestRunnerRefusesMissingOrStrayGlobals(t *testing.T) {
+	rt, err := plan.Build(nameWords(), eddy.Config{AppID: "local-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, globals := range map[string]map[string][]local.Record{
+		"missing": nil,
+		"stray":   {"word-names": nil, "other": nil},
+	} {
+		r, err := local.New(rt, []local.Source{&words{failAt: -1}}, local.Config{Backend: pebble.New(pebble.Options{}), Dir: t.TempDir(), Globals: globals})
+		if err == nil {
+			r.Close()
+			t.Errorf("%s: New accepted Globals %v", name, globals)
+			continue
+		}
+		t.Logf("%s: %v", name, err)
+	}
+}
