@@ -71,6 +71,18 @@ type TransactionalSink[K, V any] interface {
 	Close() error
 }
 
+// StreamTimeSink is a TransactionalSink that acts on its task's stream
+// time, as a file sink marks the partitions that stream time has closed
+// (package filesink). Before each Prepare, eddy calls PrepareAt with the
+// task's stream time (state.NoStreamTime, math.MinInt64, before the
+// first record; EndOfInputTime once a bounded input ended), so that what
+// the sink derives from it is prepared, and committed, with the
+// transaction that reached that time: the sink's Prepare may return a
+// token for it even when no record was written since the last one.
+type StreamTimeSink interface {
+	PrepareAt(streamTime int64)
+}
+
 // ErrSinkUnavailable is wrapped by the errors of a TransactionalSink whose
 // system is unreachable, refuses the sink's credentials, or cannot take
 // the sink's transaction (a database down, a lost connection): not the
@@ -148,6 +160,10 @@ func ToTransactional[K, V any](s Stream[K, V], name string, open func(task SinkT
 			return fmt.Errorf("sink %q: recover: %w", name, err)
 		}
 		p := &twoPhase{name: name, buf: buf, sink: sink, refuse: b.recordFailed, refusePunctuated: b.punctuatedFailed}
+		if at, ok := sink.(StreamTimeSink); ok {
+			p.prepareAt = at.PrepareAt
+			p.streamTime = b.tc.StreamTime
+		}
 		in := output[K, V](b, s.n)
 		in.children = append(in.children, receiverFunc[K, V](func(r Record[K, V]) error {
 			if p.broken != nil {
@@ -191,6 +207,10 @@ type twoPhase struct {
 	// refusePunctuated applies it to a punctuator's refused write
 	// (taskBuild.punctuatedFailed).
 	refusePunctuated func(err error) error
+	// prepareAt, for a StreamTimeSink, is told streamTime's value
+	// before each prepare.
+	prepareAt  func(streamTime int64)
+	streamTime func() int64
 	// open is set when a record was written since the last prepare or
 	// abort; inputs holds, per write since then, its input record, a
 	// copy kept in kept; pending is the token of the transaction prepared
@@ -214,6 +234,9 @@ func (p *twoPhase) prepare() error {
 		// Never two prepared transactions per Kafka transaction: only
 		// the last token would reach the changelog.
 		return fmt.Errorf("eddy: sink %q: prepared twice in one transaction", p.name)
+	}
+	if p.prepareAt != nil {
+		p.prepareAt(p.streamTime())
 	}
 	token, refused, err := p.sink.Prepare()
 	if err != nil {

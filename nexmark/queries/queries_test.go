@@ -2,6 +2,7 @@ package queries
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/eddy-streams/eddy/internal/plan"
@@ -27,9 +28,20 @@ const testOut = "out"
 // q does not read are skipped.
 func run(t *testing.T, q Query, g *nexmark.Generator, n int64) []output {
 	t.Helper()
+	out := testOut
+	if q.Files != nil {
+		out = t.TempDir() // a directory of files, read back at the end
+	}
+	return runTo(t, q, g, n, out)
+}
+
+// runTo is run with q's output named: a topic, or the directory of a
+// query whose result is files (Query.Files).
+func runTo(t *testing.T, q Query, g *nexmark.Generator, n int64, out string) []output {
+	t.Helper()
 	topics := nexmark.DefaultTopics()
 	topo := eddy.NewTopology()
-	q.Build(topo, topics, testOut)
+	q.Build(topo, topics, out)
 	d, err := eddytest.New(topo, eddytest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +58,7 @@ func run(t *testing.T, q Query, g *nexmark.Generator, n int64) []output {
 		}
 	}
 	var key, value []byte
-	for i := range n {
+	one := func(i int64) error {
 		e := g.Event(i)
 		var topic string
 		switch e.Kind {
@@ -61,13 +73,40 @@ func run(t *testing.T, q Query, g *nexmark.Generator, n int64) []output {
 			value, _ = nexmark.BidSerde().Serialize(value[:0], e.Bid)
 		}
 		if !reads[topic] {
-			continue
+			return nil
 		}
-		if err := d.PipeRaw(topic, key, value, e.DateTime()); err != nil {
-			t.Fatalf("event %d: %v", i, err)
+		return d.PipeRaw(topic, key, value, e.DateTime())
+	}
+	// A file sink (Query.Files) syncs its files at every commit: commit
+	// once per 1,000 events for it, as the runtimes do, not per record.
+	batch := int64(1)
+	if q.Files != nil {
+		batch = 1000
+	}
+	for start := int64(0); start < n; start += batch {
+		err := d.Transaction(func() error {
+			for i := start; i < min(n, start+batch); i++ {
+				if err := one(i); err != nil {
+					return fmt.Errorf("event %d: %w", i, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	requireEnded(t, d, g)
+	if q.Files != nil {
+		var outs []output
+		err := q.Files(out, func(key, value []byte) {
+			outs = append(outs, output{key: append([]byte(nil), key...), value: append([]byte(nil), value...)})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outs
+	}
 	recs, err := eddytest.Output(d, testOut, serde.Bytes(), serde.Bytes()).ReadAll()
 	if err != nil {
 		t.Fatal(err)

@@ -126,18 +126,24 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	if err != nil {
 		return res, err
 	}
-	topo := eddy.NewTopology()
-	topics := nexmark.DefaultTopics()
-	q.Build(topo, topics, nexmarkOutput)
-	rt, err := plan.Build(topo, eddy.Config{AppID: "nexmark-" + q.Name})
-	if err != nil {
-		return res, fmt.Errorf("bench: nexmark %s: %w", q.Name, err)
-	}
 	dir, cleanup, err := runDir(opts.Dir, q.Name)
 	if err != nil {
 		return res, err
 	}
 	defer cleanup()
+	topo := eddy.NewTopology()
+	topics := nexmark.DefaultTopics()
+	out := nexmarkOutput
+	if q.Files != nil {
+		// The query writes files: into the run's directory, read back
+		// and checked after the run.
+		out = filepath.Join(dir, "output")
+	}
+	q.Build(topo, topics, out)
+	rt, err := plan.Build(topo, eddy.Config{AppID: "nexmark-" + q.Name})
+	if err != nil {
+		return res, fmt.Errorf("bench: nexmark %s: %w", q.Name, err)
+	}
 	check := q.NewCheck(g, opts.Events)
 	var results *resultWriter
 	if opts.Results != "" {
@@ -208,6 +214,20 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	res.PeakRSSBytes = peakRSS()
 	res.Commits = runner.Commits
 	res.StateBytes = dirBytes(dir)
+	if q.Files != nil {
+		res.StateBytes -= dirBytes(out)
+		err := q.Files(out, func(key, value []byte) {
+			res.Outputs++
+			check.Add(key, value, 0)
+			if results != nil {
+				results.add(key, value)
+			}
+		})
+		if err != nil {
+			res.VerifyError = err.Error()
+			return res, nil
+		}
+	}
 	if results != nil {
 		if err := results.close(); err != nil {
 			return res, err

@@ -41,6 +41,9 @@ import (
 func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (res NexmarkResult, err error) {
 	q := opts.Query
 	res = NexmarkResult{Query: q.Name, Events: opts.Events, Source: "kafka"}
+	if q.Files != nil {
+		return res, fmt.Errorf("bench: nexmark %s writes files, which only the generator source (--source generator) reads back yet", q.Name)
+	}
 	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed, EventsPerSecond: opts.EventRate})
 	if err != nil {
 		return res, err
