@@ -2,6 +2,7 @@ package eddy
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/eddy-streams/eddy/serde"
@@ -17,6 +18,9 @@ type DistinctColumn[K, V any] struct {
 	// the same value when their encodings are equal.
 	encode  func(dst []byte, k K, v V) ([]byte, error)
 	filters func(K, V) uint64
+	// err is what Distinct found wrong, reported by AggregateDistinct,
+	// which has the topology.
+	err error
 }
 
 // Distinct declares a column of AggregateDistinct: value is the record's
@@ -26,6 +30,9 @@ type DistinctColumn[K, V any] struct {
 // counted without a filter, and 0 for a record the column ignores, as SQL
 // ignores a NULL).
 func Distinct[K, V, D any](value func(K, V) D, values serde.Serde[D], filters func(K, V) uint64) DistinctColumn[K, V] {
+	if value == nil || values == nil || filters == nil {
+		return DistinctColumn[K, V]{err: errors.New("pass value, its serde and filters (func(K, V) uint64 { return 1 } counts the column without a filter)")}
+	}
 	return DistinctColumn[K, V]{
 		encode:  func(dst []byte, k K, v V) ([]byte, error) { return values.Serialize(dst, value(k, v)) },
 		filters: filters,
@@ -57,6 +64,11 @@ func Distinct[K, V, D any](value func(K, V) D, values serde.Serde[D], filters fu
 func AggregateDistinct[K, V, A any](g GroupedStream[K, V], store string, columns []DistinctColumn[K, V], init func() A, add func(key K, value V, fresh []uint64, agg A) A, aggs serde.Serde[A]) Table[K, A] {
 	if len(columns) == 0 || len(columns) > 255 {
 		g.s.t.fail("eddy: AggregateDistinct %s: %d columns; give 1 to 255 (or use Aggregate)", store, len(columns))
+	}
+	for c, col := range columns {
+		if col.err != nil {
+			g.s.t.fail("eddy: AggregateDistinct %s: column %d: %w", store, c, col.err)
+		}
 	}
 	seen := NewKeyValueStoreSpec(store+"-distinct", serde.Bytes(), serde.Int64())
 	return aggregate(g, store, "aggregate-distinct-", init, aggs, func(b *taskBuild) (func(K, V, A) (A, error), error) {

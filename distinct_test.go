@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/eddy-streams/eddy"
@@ -201,5 +202,27 @@ func TestAggregateDistinctColumns(t *testing.T) {
 		t.Error("AggregateDistinct with no columns was accepted")
 	} else {
 		t.Log(err)
+	}
+}
+
+// TestAggregateDistinctNilColumnFuncs: a column declared without its
+// value, serde or filters is a topology error naming the column, not a
+// panic at the first record.
+func TestAggregateDistinctNilColumnFuncs(t *testing.T) {
+	user := func(_ string, v visit) string { return v.user }
+	all := func(string, visit) uint64 { return 1 }
+	for name, col := range map[string]eddy.DistinctColumn[string, visit]{
+		"no filters": eddy.Distinct(user, serde.String(), nil),
+		"no value":   eddy.Distinct[string, visit, string](nil, serde.String(), all),
+		"no serde":   eddy.Distinct(user, nil, all),
+	} {
+		topo := eddy.NewTopology()
+		s := eddy.Source(topo, "visits", serde.String(), visitSerde{})
+		eddy.AggregateDistinct(eddy.GroupByKey(s, serde.String()), "counts",
+			[]eddy.DistinctColumn[string, visit]{eddy.Distinct(user, serde.String(), all), col},
+			func() int64 { return 0 }, func(_ string, _ visit, fresh []uint64, n int64) int64 { return n + int64(fresh[1]) }, serde.Int64())
+		if err := topo.Err(); err == nil || !strings.Contains(err.Error(), "column 1") {
+			t.Errorf("%s: Err() = %v, want an error naming column 1", name, err)
+		}
 	}
 }
