@@ -242,4 +242,12 @@ func TestTopNRefusesBadArguments(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming TopN and its store", name, err)
 		}
 	}
+	// TopNTable's errors name TopNTable, the call to fix.
+	topo := eddy.NewTopology()
+	players := eddy.TableFrom(topo, "players", "players", serde.String(), scoreSerde{})
+	byTeam := eddy.GroupTableBy(players, func(_ string, s score) (string, score) { return "team", s }, "by-team", serde.String(), scoreSerde{})
+	eddy.TopNTable(byTeam, "team-top", 0, byPointsDesc, scoreSerde{})
+	if err := topo.Err(); err == nil || !strings.Contains(err.Error(), "TopNTable after") {
+		t.Errorf("TopNTable with n 0: %v, want an error naming TopNTable", err)
+	}
 }
