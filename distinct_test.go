@@ -226,3 +226,52 @@ func TestAggregateDistinctNilColumnFuncs(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregateDistinctSkippedRecord: a record that fails — a column's
+// value does not encode, or the adder panics — and that the error
+// policy skips leaves none of its values seen: the next record with the
+// same values counts them.
+func TestAggregateDistinctSkippedRecord(t *testing.T) {
+	topo := eddy.NewTopology()
+	s := eddy.Source(topo, "visits", serde.String(), visitSerde{})
+	all := func(string, visit) uint64 { return 1 }
+	counts := eddy.AggregateDistinct(eddy.GroupByKey(s, serde.String()), "counts",
+		[]eddy.DistinctColumn[string, visit]{
+			eddy.Distinct(func(_ string, v visit) string { return v.user }, serde.String(), all),
+			eddy.Distinct(func(_ string, v visit) string { return v.item }, serde.StrictString(), all),
+		},
+		func() int64 { return 0 }, func(_ string, v visit, fresh []uint64, n int64) int64 {
+			if v.spent < 0 {
+				panic("a negative spend")
+			}
+			return n + int64(fresh[0])
+		}, serde.Int64())
+	eddy.To(eddy.ToStream(counts), "users", serde.String(), serde.Int64())
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{OnProcessError: eddy.LogAndContinue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := eddytest.Input(d, "visits", serde.String(), visitSerde{})
+	for i, v := range []visit{
+		{"ann", "\xff", 1}, // the item is not UTF-8: skipped
+		{"bob", "pen", -1}, // the adder panics: skipped
+		{"ann", "pen", 1},
+		{"bob", "pen", 1},
+	} {
+		if err := in.Pipe("home", v, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kvs, err := eddytest.Output(d, "users", serde.String(), serde.Int64()).ReadKeyValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, kv := range kvs {
+		got = append(got, kv.Value)
+	}
+	if want := []int64{1, 2}; !slices.Equal(got, want) {
+		t.Errorf("distinct users after each counted visit: %v, want %v", got, want)
+	}
+}
