@@ -228,20 +228,29 @@ func TestJoinStreamsRegularRepartitions(t *testing.T) {
 	}
 }
 
-// TestJoinStreamsRegularRandom compares the join with every pair of equal
-// keys, over random inputs and arrival orders, with and without the
-// unique declarations (whose sides then get one record per key).
-func TestJoinStreamsRegularRandom(t *testing.T) {
-	for _, tc := range []struct {
-		name                    string
-		o                       eddy.RegularJoin
-		leftUnique, rightUnique bool
-	}{
+// uniqueCase is a regular join's unique declarations, as options and
+// as what the test's inputs must respect.
+type uniqueCase struct {
+	name                    string
+	o                       eddy.RegularJoin
+	leftUnique, rightUnique bool
+}
+
+// uniqueCases are the four combinations of unique sides.
+func uniqueCases() []uniqueCase {
+	return []uniqueCase{
 		{"none", eddy.RegularJoin{}, false, false},
 		{"left unique", eddy.RegularJoin{}.LeftUnique(), true, false},
 		{"right unique", eddy.RegularJoin{}.RightUnique(), false, true},
 		{"both unique", eddy.RegularJoin{}.LeftUnique().RightUnique(), true, true},
-	} {
+	}
+}
+
+// TestJoinStreamsRegularRandom compares the join with every pair of equal
+// keys, over random inputs and arrival orders, with and without the
+// unique declarations (whose sides then get one record per key).
+func TestJoinStreamsRegularRandom(t *testing.T) {
+	for _, tc := range uniqueCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			for round := range 20 {
@@ -290,16 +299,7 @@ func TestJoinStreamsRegularRandom(t *testing.T) {
 // stream time now), whatever the sweeps deleted meanwhile.
 func TestJoinStreamsRegularTTLRandom(t *testing.T) {
 	const ttl = 20
-	for _, tc := range []struct {
-		name                    string
-		o                       eddy.RegularJoin
-		leftUnique, rightUnique bool
-	}{
-		{"none", eddy.RegularJoin{}, false, false},
-		{"left unique", eddy.RegularJoin{}.LeftUnique(), true, false},
-		{"right unique", eddy.RegularJoin{}.RightUnique(), false, true},
-		{"both unique", eddy.RegularJoin{}.LeftUnique().RightUnique(), true, true},
-	} {
+	for _, tc := range uniqueCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, 8))
 			for round := range 30 {
