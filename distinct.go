@@ -2,6 +2,7 @@ package eddy
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/eddy-streams/eddy/serde"
@@ -17,6 +18,9 @@ type DistinctColumn[K, V any] struct {
 	// the same value when their encodings are equal.
 	encode  func(dst []byte, k K, v V) ([]byte, error)
 	filters func(K, V) uint64
+	// err is what Distinct found wrong, reported by AggregateDistinct,
+	// which has the topology.
+	err error
 }
 
 // Distinct declares a column of AggregateDistinct: value is the record's
@@ -26,6 +30,9 @@ type DistinctColumn[K, V any] struct {
 // counted without a filter, and 0 for a record the column ignores, as SQL
 // ignores a NULL).
 func Distinct[K, V, D any](value func(K, V) D, values serde.Serde[D], filters func(K, V) uint64) DistinctColumn[K, V] {
+	if value == nil || values == nil || filters == nil {
+		return DistinctColumn[K, V]{err: errors.New("pass value, its serde and filters (func(K, V) uint64 { return 1 } counts the column without a filter)")}
+	}
 	return DistinctColumn[K, V]{
 		encode:  func(dst []byte, k K, v V) ([]byte, error) { return values.Serialize(dst, value(k, v)) },
 		filters: filters,
@@ -58,18 +65,25 @@ func AggregateDistinct[K, V, A any](g GroupedStream[K, V], store string, columns
 	if len(columns) == 0 || len(columns) > 255 {
 		g.s.t.fail("eddy: AggregateDistinct %s: %d columns; give 1 to 255 (or use Aggregate)", store, len(columns))
 	}
+	for c, col := range columns {
+		if col.err != nil {
+			g.s.t.fail("eddy: AggregateDistinct %s: column %d: %w", store, c, col.err)
+		}
+	}
 	seen := NewKeyValueStoreSpec(store+"-distinct", serde.Bytes(), serde.Int64())
 	return aggregate(g, store, "aggregate-distinct-", init, aggs, func(b *taskBuild) (func(K, V, A) (A, error), error) {
 		buf, err := b.tc.Store(seen.name)
 		if err != nil {
 			return nil, err
 		}
-		d := &distinctValues[K, V]{buf: buf, keys: g.keys, columns: columns, fresh: make([]uint64, len(columns))}
+		d := newDistinctValues(buf, g.keys, columns)
 		return func(k K, v V, agg A) (A, error) {
 			if err := d.look(k, v); err != nil {
 				return agg, fmt.Errorf("eddy: AggregateDistinct %s: %w", store, err)
 			}
-			return add(k, v, d.fresh, agg), nil
+			agg = add(k, v, d.fresh, agg)
+			d.record()
+			return agg, nil
 		}, nil
 	}, seen)
 }
@@ -83,14 +97,26 @@ type distinctValues[K, V any] struct {
 	keys    serde.Serde[K]
 	columns []DistinctColumn[K, V]
 	fresh   []uint64
-	// key is the group key's encoding, entry an entry's key, bits an
-	// entry's value: reused.
-	key, entry, bits []byte
+	// key is the group key's encoding; while fresh[c] != 0, entries[c]
+	// is column c's entry and bits[c] its new bits, which record
+	// writes; word is an entry's value being written: reused.
+	key     []byte
+	entries [][]byte
+	bits    []uint64
+	word    [8]byte
 }
 
-// look sets fresh for the record (k, v) and records its values' new bits.
+func newDistinctValues[K, V any](buf *state.StoreBuffer, keys serde.Serde[K], columns []DistinctColumn[K, V]) *distinctValues[K, V] {
+	return &distinctValues[K, V]{buf: buf, keys: keys, columns: columns,
+		fresh: make([]uint64, len(columns)), entries: make([][]byte, len(columns)), bits: make([]uint64, len(columns))}
+}
+
+// look sets fresh for the record (k, v) and finds its values' new bits,
+// without writing them: a record that fails here, or in the adder after,
+// leaves no value seen that it did not count (an error policy that skips
+// it keeps the writes made before the failure).
 func (d *distinctValues[K, V]) look(k K, v V) error {
-	prefix := -1 // the length of the entry's key prefix, once encoded
+	keyed := false
 	for c, col := range d.columns {
 		d.fresh[c] = 0
 		passed := col.filters(k, v)
@@ -98,18 +124,19 @@ func (d *distinctValues[K, V]) look(k K, v V) error {
 			continue
 		}
 		var err error
-		if prefix < 0 {
+		if !keyed {
 			if d.key, err = d.keys.Serialize(d.key[:0], k); err != nil {
 				return fmt.Errorf("encode key: %w", err)
 			}
-			d.entry = append(binary.AppendUvarint(d.entry[:0], uint64(len(d.key))), d.key...)
-			prefix = len(d.entry)
+			keyed = true
 		}
-		if d.entry, err = col.encode(append(d.entry[:prefix], byte(c)), k, v); err != nil {
+		e := append(binary.AppendUvarint(d.entries[c][:0], uint64(len(d.key))), d.key...)
+		if e, err = col.encode(append(e, byte(c)), k, v); err != nil {
 			return fmt.Errorf("encode column %d: %w", c, err)
 		}
+		d.entries[c] = e
 		var had uint64
-		old, ok, err := d.buf.Get(d.entry)
+		old, ok, err := d.buf.Get(e)
 		if err != nil {
 			return err
 		}
@@ -120,12 +147,21 @@ func (d *distinctValues[K, V]) look(k K, v V) error {
 			had = binary.BigEndian.Uint64(old)
 		}
 		if d.fresh[c] = passed &^ had; d.fresh[c] != 0 {
-			d.bits = binary.BigEndian.AppendUint64(d.bits[:0], had|passed)
-			if err := checkWrite(d.buf, d.entry, d.bits); err != nil {
+			d.bits[c] = had | passed
+			if err := checkWrite(d.buf, e, d.word[:]); err != nil {
 				return err
 			}
-			d.buf.Put(d.entry, d.bits)
 		}
 	}
 	return nil
+}
+
+// record writes the new bits that look found.
+func (d *distinctValues[K, V]) record() {
+	for c, f := range d.fresh {
+		if f != 0 {
+			binary.BigEndian.PutUint64(d.word[:], d.bits[c])
+			d.buf.Put(d.entries[c], d.word[:])
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/eddy-streams/eddy"
@@ -201,5 +202,76 @@ func TestAggregateDistinctColumns(t *testing.T) {
 		t.Error("AggregateDistinct with no columns was accepted")
 	} else {
 		t.Log(err)
+	}
+}
+
+// TestAggregateDistinctNilColumnFuncs: a column declared without its
+// value, serde or filters is a topology error naming the column, not a
+// panic at the first record.
+func TestAggregateDistinctNilColumnFuncs(t *testing.T) {
+	user := func(_ string, v visit) string { return v.user }
+	all := func(string, visit) uint64 { return 1 }
+	for name, col := range map[string]eddy.DistinctColumn[string, visit]{
+		"no filters": eddy.Distinct(user, serde.String(), nil),
+		"no value":   eddy.Distinct[string, visit, string](nil, serde.String(), all),
+		"no serde":   eddy.Distinct(user, nil, all),
+	} {
+		topo := eddy.NewTopology()
+		s := eddy.Source(topo, "visits", serde.String(), visitSerde{})
+		eddy.AggregateDistinct(eddy.GroupByKey(s, serde.String()), "counts",
+			[]eddy.DistinctColumn[string, visit]{eddy.Distinct(user, serde.String(), all), col},
+			func() int64 { return 0 }, func(_ string, _ visit, fresh []uint64, n int64) int64 { return n + int64(fresh[1]) }, serde.Int64())
+		if err := topo.Err(); err == nil || !strings.Contains(err.Error(), "column 1") {
+			t.Errorf("%s: Err() = %v, want an error naming column 1", name, err)
+		}
+	}
+}
+
+// TestAggregateDistinctSkippedRecord: a record that fails — a column's
+// value does not encode, or the adder panics — and that the error
+// policy skips leaves none of its values seen: the next record with the
+// same values counts them.
+func TestAggregateDistinctSkippedRecord(t *testing.T) {
+	topo := eddy.NewTopology()
+	s := eddy.Source(topo, "visits", serde.String(), visitSerde{})
+	all := func(string, visit) uint64 { return 1 }
+	counts := eddy.AggregateDistinct(eddy.GroupByKey(s, serde.String()), "counts",
+		[]eddy.DistinctColumn[string, visit]{
+			eddy.Distinct(func(_ string, v visit) string { return v.user }, serde.String(), all),
+			eddy.Distinct(func(_ string, v visit) string { return v.item }, serde.StrictString(), all),
+		},
+		func() int64 { return 0 }, func(_ string, v visit, fresh []uint64, n int64) int64 {
+			if v.spent < 0 {
+				panic("a negative spend")
+			}
+			return n + int64(fresh[0])
+		}, serde.Int64())
+	eddy.To(eddy.ToStream(counts), "users", serde.String(), serde.Int64())
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{OnProcessError: eddy.LogAndContinue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := eddytest.Input(d, "visits", serde.String(), visitSerde{})
+	for i, v := range []visit{
+		{"ann", "\xff", 1}, // the item is not UTF-8: skipped
+		{"bob", "pen", -1}, // the adder panics: skipped
+		{"ann", "pen", 1},
+		{"bob", "pen", 1},
+	} {
+		if err := in.Pipe("home", v, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kvs, err := eddytest.Output(d, "users", serde.String(), serde.Int64()).ReadKeyValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, kv := range kvs {
+		got = append(got, kv.Value)
+	}
+	if want := []int64{1, 2}; !slices.Equal(got, want) {
+		t.Errorf("distinct users after each counted visit: %v, want %v", got, want)
 	}
 }

@@ -228,20 +228,29 @@ func TestJoinStreamsRegularRepartitions(t *testing.T) {
 	}
 }
 
-// TestJoinStreamsRegularRandom compares the join with every pair of equal
-// keys, over random inputs and arrival orders, with and without the
-// unique declarations (whose sides then get one record per key).
-func TestJoinStreamsRegularRandom(t *testing.T) {
-	for _, tc := range []struct {
-		name                    string
-		o                       eddy.RegularJoin
-		leftUnique, rightUnique bool
-	}{
+// uniqueCase is a regular join's unique declarations, as options and
+// as what the test's inputs must respect.
+type uniqueCase struct {
+	name                    string
+	o                       eddy.RegularJoin
+	leftUnique, rightUnique bool
+}
+
+// uniqueCases are the four combinations of unique sides.
+func uniqueCases() []uniqueCase {
+	return []uniqueCase{
 		{"none", eddy.RegularJoin{}, false, false},
 		{"left unique", eddy.RegularJoin{}.LeftUnique(), true, false},
 		{"right unique", eddy.RegularJoin{}.RightUnique(), false, true},
 		{"both unique", eddy.RegularJoin{}.LeftUnique().RightUnique(), true, true},
-	} {
+	}
+}
+
+// TestJoinStreamsRegularRandom compares the join with every pair of equal
+// keys, over random inputs and arrival orders, with and without the
+// unique declarations (whose sides then get one record per key).
+func TestJoinStreamsRegularRandom(t *testing.T) {
+	for _, tc := range uniqueCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			for round := range 20 {
@@ -271,6 +280,64 @@ func TestJoinStreamsRegularRandom(t *testing.T) {
 				in := append(ls, rs...)
 				rng.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
 				d := newDriver(t, regularTopology(tc.o))
+				pipeRecords(t, d, in)
+				got := readStamped(t, d, "out")
+				slices.Sort(got)
+				slices.Sort(want)
+				if !slices.Equal(got, want) {
+					t.Fatalf("round %d: got  %q\nwant %q", round, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestJoinStreamsRegularTTLRandom compares the join under a TTL, with and
+// without unique sides, with a reference: a record joins each earlier
+// record of the other side of its key that was stored (not older than
+// the TTL when it arrived) and is still live (not older than the TTL at
+// stream time now), whatever the sweeps deleted meanwhile.
+func TestJoinStreamsRegularTTLRandom(t *testing.T) {
+	const ttl = 20
+	for _, tc := range uniqueCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			for round := range 30 {
+				var in []pipe
+				used := map[string]bool{} // unique sides: one record per key, ever
+				for range 60 {
+					topic := []string{"left", "right"}[rng.IntN(2)]
+					key := strings.Repeat("k", 1+rng.IntN(5))
+					if unique := topic == "left" && tc.leftUnique || topic == "right" && tc.rightUnique; unique {
+						if used[topic+key] {
+							continue
+						}
+						used[topic+key] = true
+					}
+					v := fmt.Sprintf("%s%d", topic[:1], rng.IntN(3))
+					in = append(in, pipe{topic, key, &v, rng.Int64N(100)})
+				}
+				var want []string
+				now := int64(-1 << 62)
+				type kept struct {
+					pipe
+					stored bool
+				}
+				var seen []kept
+				for _, p := range in {
+					now = max(now, p.ts)
+					for _, s := range seen {
+						if s.stored && s.topic != p.topic && s.key == p.key && s.ts >= now-ttl {
+							l, r := s.pipe, p
+							if p.topic == "left" {
+								l, r = p, s.pipe
+							}
+							want = append(want, fmt.Sprintf("%s=%s+%s@%d", p.key, *l.value, *r.value, max(l.ts, r.ts)))
+						}
+					}
+					seen = append(seen, kept{p, p.ts >= now-ttl})
+				}
+				d := newDriver(t, regularTopology(tc.o.WithTTL(ttl*time.Millisecond)))
 				pipeRecords(t, d, in)
 				got := readStamped(t, d, "out")
 				slices.Sort(got)

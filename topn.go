@@ -64,11 +64,15 @@ func addTopN[K, VIn, V any](t *Topology, parent *node, name string, keys serde.S
 	values serde.Serde[V], retract bool, row func(Record[K, VIn]) (V, bool)) Table[K, []V] {
 	lists := NewKeyValueStoreSpec(store, keys, serde.List(values))
 	out := Table[K, []V]{t: t, store: store, rows: storeRows(lists)}
+	op := "TopN"
+	if retract {
+		op = "TopNTable"
+	}
 	switch {
 	case n < 1:
-		t.failOn("TopN", parent, "store %s: n is %d; a top-n keeps at least 1 value per key", store, n)
+		t.failOn(op, parent, "store %s: n is %d; a top-n keeps at least 1 value per key", store, n)
 	case cmp == nil || values == nil || keys == nil:
-		t.failOn("TopN", parent, "store %s: cmp, the values' serde and the keys' serde are required", store)
+		t.failOn(op, parent, "store %s: cmp, the values' serde and the keys' serde are required", store)
 	}
 	nd := t.add(name, parent)
 	out.n = nd

@@ -3,7 +3,9 @@ package eddy_test
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -240,6 +242,84 @@ func TestTopNRefusesBadArguments(t *testing.T) {
 		_, err := eddytest.New(topo, eddytest.Options{})
 		if err == nil || !strings.Contains(err.Error(), "TopN") || !strings.Contains(err.Error(), "top") {
 			t.Errorf("%s: %v, want an error naming TopN and its store", name, err)
+		}
+	}
+	// TopNTable's errors name TopNTable, the call to fix.
+	topo := eddy.NewTopology()
+	players := eddy.TableFrom(topo, "players", "players", serde.String(), scoreSerde{})
+	byTeam := eddy.GroupTableBy(players, func(_ string, s score) (string, score) { return "team", s }, "by-team", serde.String(), scoreSerde{})
+	eddy.TopNTable(byTeam, "team-top", 0, byPointsDesc, scoreSerde{})
+	if err := topo.Err(); err == nil || !strings.Contains(err.Error(), "TopNTable after") {
+		t.Errorf("TopNTable with n 0: %v, want an error naming TopNTable", err)
+	}
+}
+
+// TestTopNTableDuplicatesCacheAborts: rows that encode alike (several
+// players with the same points and no name) count as one row each, with
+// the table cache on and transactions that abort: each team's last
+// update is the two first of its current rows.
+func TestTopNTableDuplicatesCacheAborts(t *testing.T) {
+	topo := eddy.NewTopology()
+	players := eddy.TableFrom(topo, "players", "players", serde.String(), serde.String())
+	byTeam := eddy.GroupTableBy(players, func(player, row string) (string, score) {
+		team, points, _ := strings.Cut(row, ":")
+		var p int64
+		fmt.Sscan(points, &p)
+		return team, score{Points: p}
+	}, "by-team", serde.String(), scoreSerde{})
+	eddy.To(eddy.ToStream(eddy.TopNTable(byTeam, "team-top", 2, byPointsDesc, scoreSerde{})), "team-tops", serde.String(), serde.List(scoreSerde{}))
+	d, err := eddytest.New(topo, eddytest.Options{Config: eddy.Config{TableCacheBytes: 1 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := eddytest.Input(d, "players", serde.String(), serde.String())
+	rng := rand.New(rand.NewPCG(5, 6))
+	teams := []string{"red", "blue"}
+	current := map[string]string{}
+	got := map[string][]score{}
+	abort := errors.New("abort")
+	for i := range 600 {
+		next := maps.Clone(current)
+		err := d.Transaction(func() error {
+			for range 1 + rng.IntN(4) {
+				player := fmt.Sprintf("p%d", rng.IntN(12))
+				if rng.IntN(4) == 0 {
+					delete(next, player)
+					if err := in.PipeTombstone(player, int64(i)); err != nil {
+						return err
+					}
+					continue
+				}
+				row := fmt.Sprintf("%s:%d", teams[rng.IntN(2)], rng.IntN(4))
+				next[player] = row
+				if err := in.Pipe(player, row, int64(i)); err != nil {
+					return err
+				}
+			}
+			if rng.IntN(5) == 0 {
+				return abort
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, abort) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			current = next
+		}
+		applyUpdates(t, d, "team-tops", got)
+		want := map[string][]score{}
+		for _, row := range current {
+			team, points, _ := strings.Cut(row, ":")
+			var p int64
+			fmt.Sscan(points, &p)
+			want[team] = append(want[team], score{Points: p})
+		}
+		for _, team := range teams {
+			if w := firstN(want[team], 2); !slices.Equal(got[team], w) {
+				t.Fatalf("after transaction %d, team %s: %v, want %v (rows %v)", i, team, got[team], w, want[team])
+			}
 		}
 	}
 }

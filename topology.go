@@ -191,6 +191,9 @@ func (t *Topology) runtimeTopology(cfg *Config) (runtime.Topology, error) {
 			members = append(members, nil)
 		}
 		members[i] = append(members[i], n)
+		if topic, ok := t.writers[n]; ok {
+			subs[i].Writes = append(subs[i].Writes, topicName(cfg.AppID, topic))
+		}
 		for topic, src := range t.sources {
 			if src == n {
 				subs[i].Sources = append(subs[i].Sources, topicName(cfg.AppID, topic))

@@ -57,7 +57,11 @@ type Subtopology struct {
 	// but they do not make its other sources co-partitioned by key: the
 	// partition guard checks keys only where two keyed sources meet.
 	Addressed []string
-	Stores    []Store
+	// Writes are the topics the sub-topology writes (full names):
+	// repartition topics and those of its sinks. EndOrder ends a
+	// sub-topology that writes a topic another reads before that one.
+	Writes []string
+	Stores []Store
 	// NewTask instantiates the processors of one task. It is called when
 	// the task is assigned, after its stores are restored.
 	NewTask func(tc TaskContext) (TaskProcessor, error)
@@ -128,11 +132,12 @@ type TaskInputEnder interface {
 }
 
 // EndOrder is the order in which a bounded run ends the sub-topologies'
-// input: a sub-topology that writes a repartition topic before those that
-// read it, so that what it emits at its end (final window results) reaches
-// them while they still take records. Ties, and sub-topologies that feed
-// each other (a foreign-key join's subscription and response topics),
-// keep their index order.
+// input: a sub-topology that writes a topic (a repartition topic, or one
+// chained with To and Source) before those that read it, so that what it
+// emits at its end (final window results) reaches them while they still
+// take records. Ties, and sub-topologies that feed each other (a
+// foreign-key join's subscription and response topics), keep their index
+// order.
 func (t Topology) EndOrder() []int {
 	n := len(t.Subtopologies)
 	readers := make(map[string][]int)
@@ -144,9 +149,9 @@ func (t Topology) EndOrder() []int {
 	// after[w] are the sub-topologies that read what w writes.
 	after := make([][]int, n)
 	waiting := make([]int, n)
-	for _, r := range t.Repartitions {
-		for _, w := range r.Writers {
-			for _, i := range readers[r.Topic] {
+	for w, s := range t.Subtopologies {
+		for _, topic := range s.Writes {
+			for _, i := range readers[topic] {
 				if i != w {
 					after[w] = append(after[w], i)
 					waiting[i]++

@@ -5,28 +5,27 @@ import (
 	"testing"
 )
 
-// TestEndOrder: a sub-topology ends after those that write the
-// repartition topics it reads, whatever their indexes; a cycle keeps
-// index order.
+// TestEndOrder: a sub-topology ends after those that write the topics
+// it reads, whatever their indexes; a cycle keeps index order.
 func TestEndOrder(t *testing.T) {
-	sub := func(sources ...string) Subtopology { return Subtopology{Sources: sources} }
+	sub := func(sources []string, writes ...string) Subtopology {
+		return Subtopology{Sources: sources, Writes: writes}
+	}
+	in := func(sources ...string) []string { return sources }
 	cases := []struct {
 		name string
 		topo Topology
 		want []int
 	}{
-		{"independent", Topology{Subtopologies: []Subtopology{sub("a"), sub("b")}}, []int{0, 1}},
+		{"independent", Topology{Subtopologies: []Subtopology{sub(in("a")), sub(in("b"))}}, []int{0, 1}},
 		{"reader first", Topology{
-			Subtopologies: []Subtopology{sub("r1"), sub("r2"), sub("in")},
-			Repartitions:  []Repartition{{Topic: "r1", Writers: []int{1}}, {Topic: "r2", Writers: []int{2}}},
+			Subtopologies: []Subtopology{sub(in("r1")), sub(in("r2"), "r1"), sub(in("in"), "r2", "out")},
 		}, []int{2, 1, 0}},
 		{"cycle", Topology{
-			Subtopologies: []Subtopology{sub("in", "resp"), sub("sub")},
-			Repartitions:  []Repartition{{Topic: "sub", Writers: []int{0}}, {Topic: "resp", Writers: []int{1}}},
+			Subtopologies: []Subtopology{sub(in("in", "resp"), "sub"), sub(in("sub"), "resp")},
 		}, []int{0, 1}},
 		{"cycle fed from outside", Topology{
-			Subtopologies: []Subtopology{sub("x"), sub("y"), sub("in")},
-			Repartitions:  []Repartition{{Topic: "x", Writers: []int{1, 2}}, {Topic: "y", Writers: []int{0}}},
+			Subtopologies: []Subtopology{sub(in("x"), "y"), sub(in("y"), "x"), sub(in("in"), "x")},
 		}, []int{2, 0, 1}},
 	}
 	for _, tc := range cases {
