@@ -47,6 +47,12 @@ const (
 // New checks topo and returns an instance ready to Run. cfg is trusted:
 // eddy.New validated it.
 func New(cfg Config, topo Topology) (*Instance, error) {
+	if cfg.Bounded {
+		if err := checkBounded(topo); err != nil {
+			return nil, err
+		}
+		topo = withEndStores(topo)
+	}
 	p, err := newPlan(cfg.AppID, topo)
 	if err != nil {
 		return nil, err
@@ -237,6 +243,14 @@ func (in *Instance) runPlan(ctx context.Context, topo Topology, p *plan) error {
 		}()
 	}
 	in.phase.Store(phaseRunning)
+	endedDone := make(chan struct{})
+	go func() {
+		defer close(endedDone)
+		if cfg.Bounded && in.watchEnded(ctx, p.taskCount) {
+			cfg.Logger.Info("bounded run: every task's input ended; stopping")
+			cancel() // the workers commit and close, and Run returns nil
+		}
+	}()
 	wg.Wait()
 	if ckpt != nil {
 		ckpt.close() // the final checkpoints' uploads
@@ -245,6 +259,7 @@ func (in *Instance) runPlan(ctx context.Context, topo Topology, p *plan) error {
 	<-globalsDone
 	<-standbysDone
 	<-purgeDone
+	<-endedDone
 	return errors.Join(errs...)
 }
 
@@ -327,6 +342,10 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 	}
 
 	var specs []kafka.TopicSpec
+	if cfg.Bounded {
+		planEnds(p, repartitions, parts)
+		specs = append(specs, kafka.TopicSpec{Name: EndedTopic(cfg.AppID), Partitions: 1, Compacted: true})
+	}
 	for _, sub := range p.subs {
 		if len(sub.Sources) == 0 {
 			continue // a pattern that matches no topic yet: no task, no changelog

@@ -1,0 +1,214 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddy-streams/eddy/internal/harness/verify"
+	"github.com/eddy-streams/eddy/internal/kafka"
+)
+
+// endChain is a two-sub-topology chain for bounded runs: sub-topology 0
+// re-keys "in3" into a repartition topic and, at its end of input, writes
+// one more record there ("end"); sub-topology 1 counts what it reads in
+// store "tally" and, at its end, writes its count to "totals". The totals
+// add up to the inputs plus one per upstream task only if every
+// downstream task ended after every upstream task's end reached it.
+func endChain(appID string, onEnd func()) Topology {
+	rp := appID + "-rekey-repartition"
+	return Topology{
+		Subtopologies: []Subtopology{
+			{Sources: []string{"in3"}, NewTask: func(tc TaskContext) (TaskProcessor, error) {
+				return &rekeyEnder{rekeyTask{tc: tc, topic: rp}}, nil
+			}},
+			{Sources: []string{rp}, Stores: []Store{{Name: "tally"}}, NewTask: func(tc TaskContext) (TaskProcessor, error) {
+				s, err := tc.Store("tally")
+				if err != nil {
+					return nil, err
+				}
+				return &tallyTask{tc: tc, store: s, onEnd: onEnd}, nil
+			}},
+		},
+		Repartitions: []Repartition{{Topic: rp, Writers: []int{0}}},
+		Sinks:        []string{"totals"},
+	}
+}
+
+type rekeyEnder struct{ rekeyTask }
+
+func (r *rekeyEnder) EndOfInput(int64) error {
+	return r.tc.Produce(r.topic, []byte("end"), []byte("end"), 0, nil)
+}
+
+type tallyTask struct {
+	tc    TaskContext
+	store interface {
+		Get([]byte) ([]byte, bool, error)
+		Put(k, v []byte)
+	}
+	onEnd func()
+}
+
+var tallyKey = []byte("n")
+
+func (c *tallyTask) count() (int, error) {
+	v, ok, err := c.store.Get(tallyKey)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return strconv.Atoi(string(v))
+}
+
+func (c *tallyTask) Process(*kgo.Record) error {
+	n, err := c.count()
+	if err != nil {
+		return err
+	}
+	c.store.Put(tallyKey, []byte(strconv.Itoa(n+1)))
+	return nil
+}
+
+func (c *tallyTask) EndOfInput(int64) error {
+	if c.onEnd != nil {
+		c.onEnd()
+	}
+	n, err := c.count()
+	if err != nil {
+		return err
+	}
+	return c.tc.Produce("totals", []byte(c.tc.ID().String()), []byte(strconv.Itoa(n)), 0, nil)
+}
+
+func (c *tallyTask) Punctuate(time.Time) error { return nil }
+func (c *tallyTask) Close() error              { return nil }
+
+// runBounded runs topo bounded until Run returns by itself, and fails the
+// test if it returns an error or only by the test's deadline.
+func (h *harness) runBounded(cfg Config, topo Topology) {
+	h.t.Helper()
+	cfg.Bounded = true
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := Run(ctx, cfg, topo); err != nil {
+		h.t.Fatalf("run: %v", err)
+	}
+	if ctx.Err() != nil {
+		h.t.Fatal("the bounded run did not end by itself")
+	}
+}
+
+// totals reads the "totals" topic: each downstream task's count.
+func (h *harness) totals() map[string]int {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := verify.ReadAll(ctx, h.seeds, "totals")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, r := range recs {
+		if _, dup := out[string(r.Key)]; dup {
+			h.t.Fatalf("task %s ended twice", r.Key)
+		}
+		n, err := strconv.Atoi(string(r.Value))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out[string(r.Key)] = n
+	}
+	return out
+}
+
+// checkTotals checks that each of the 3 downstream tasks ended once and
+// that together they counted the inputs and the 3 upstream ends.
+func checkTotals(t *testing.T, totals map[string]int, inputs int) {
+	t.Helper()
+	sum := 0
+	for _, n := range totals {
+		sum += n
+	}
+	if len(totals) != 3 || sum != inputs+3 {
+		t.Fatalf("totals %v: want 3 tasks counting %d records (the inputs and one end record per upstream task)", totals, inputs+3)
+	}
+}
+
+func (h *harness) boundedSetup() Config {
+	h.createTopics(kafka.TopicSpec{Name: "in3", Partitions: 3}, kafka.TopicSpec{Name: "totals", Partitions: 1})
+	h.rekeyInput("in3", 0, 300, map[string]string{})
+	cfg := h.config(h.t.TempDir(), io.Discard)
+	cfg.MaxTaskIdle = time.Second
+	return cfg
+}
+
+// TestBoundedChainEndsDownstreamAfterUpstream runs the chain bounded: Run
+// returns by itself, each downstream task ends once, after every upstream
+// task's end marker reached it (its count holds every record and every
+// upstream end record). Records produced after the run ended are past
+// its bound: a second run of the app, whose tasks are ended, processes
+// none of them and ends no task again.
+func TestBoundedChainEndsDownstreamAfterUpstream(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.boundedSetup()
+	topo := endChain(cfg.AppID, nil)
+	h.runBounded(cfg, topo)
+	checkTotals(t, h.totals(), 300)
+
+	h.rekeyInput("in3", 300, 30, map[string]string{})
+	cfg.StateDir = t.TempDir() // a fresh machine: the end is restored from the changelogs
+	h.runBounded(cfg, topo)
+	checkTotals(t, h.totals(), 300)
+}
+
+const boundedKillEnv = "EDDY_TEST_BOUNDED_KILL_CHILD"
+
+// TestBoundedKillAtTheEnd kills (SIGKILL) a child process running the
+// chain bounded in the middle of a downstream task's end of input, after
+// the upstream tasks committed their ends, then runs the app again in
+// this process: every downstream task ends exactly once and the totals
+// are exact (the end markers consumed by the killed transaction are read
+// again; the upstream tasks, ended, do not end again).
+func TestBoundedKillAtTheEnd(t *testing.T) {
+	if addr := os.Getenv(boundedKillEnv); addr != "" {
+		boundedKillChild(t, addr)
+		return
+	}
+	h := newHarness(t)
+	cfg := h.boundedSetup()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBoundedKillAtTheEnd$", "-test.count=1")
+	cmd.Env = append(os.Environ(), boundedKillEnv+"="+h.seeds[0], "EDDY_TEST_STATE_DIR="+cfg.StateDir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child: %v, want it killed at its end; output:\n%s", err, out.String())
+	}
+	if got := h.totals(); len(got) != 0 {
+		t.Fatalf("totals %v committed before the kill", got)
+	}
+	h.runBounded(cfg, endChain(cfg.AppID, nil))
+	checkTotals(t, h.totals(), 300)
+}
+
+// boundedKillChild runs the chain against the parent's broker and kills
+// the process at the first downstream task's end of input.
+func boundedKillChild(t *testing.T, addr string) {
+	h := &harness{t: t, seeds: []string{addr}}
+	cfg := h.config(os.Getenv("EDDY_TEST_STATE_DIR"), io.Discard)
+	cfg.MaxTaskIdle = time.Second
+	kill := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	h.runBounded(cfg, endChain(cfg.AppID, kill))
+	fmt.Println("the run ended without a kill")
+}
