@@ -136,6 +136,28 @@ func (h *harness) totals() map[string]int {
 	return out
 }
 
+// checkEndedOnce checks that each of the chain's 6 tasks recorded its end
+// exactly once.
+func (h *harness) checkEndedOnce(appID string) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := verify.ReadAll(ctx, h.seeds, EndedTopic(appID))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if seen[string(r.Key)] {
+			h.t.Fatalf("task %s ended twice", r.Key)
+		}
+		seen[string(r.Key)] = true
+	}
+	if len(seen) != 6 {
+		h.t.Fatalf("%d tasks ended, want 6", len(seen))
+	}
+}
+
 // checkTotals checks that each of the 3 downstream tasks ended once and
 // that together they counted the inputs and the 3 upstream ends.
 func checkTotals(t *testing.T, totals map[string]int, inputs int) {
@@ -175,6 +197,7 @@ func TestBoundedChainEndsDownstreamAfterUpstream(t *testing.T) {
 	cfg.StateDir = t.TempDir() // a fresh machine: the end is restored from the changelogs
 	h.runBounded(cfg, topo)
 	checkTotals(t, h.totals(), 300)
+	h.checkEndedOnce(cfg.AppID)
 }
 
 const boundedKillEnv = "EDDY_TEST_BOUNDED_KILL_CHILD"
@@ -206,6 +229,7 @@ func TestBoundedKillAtTheEnd(t *testing.T) {
 	}
 	h.runBounded(cfg, endChain(cfg.AppID, nil))
 	checkTotals(t, h.totals(), 300)
+	h.checkEndedOnce(cfg.AppID)
 }
 
 // boundedKillChild runs the chain against the parent's broker and kills
