@@ -132,6 +132,7 @@ func (a *App) Run(ctx context.Context) error {
 		CommitInterval:           cfg.CommitInterval,
 		CommitRecords:            cfg.CommitRecords,
 		MaxTaskIdle:              cfg.MaxTaskIdle,
+		Bounded:                  cfg.StopAtEndOffsets,
 		MaxRecordBytes:           cfg.MaxRecordBytes,
 		SessionTimeout:           cfg.SessionTimeout,
 		TransactionTimeout:       cfg.TransactionTimeout,
