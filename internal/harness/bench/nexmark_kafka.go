@@ -124,11 +124,11 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 		done <- eddy.Run(runCtx, topo, eddy.Config{
 			AppID: appID, Brokers: seeds, StateDir: filepath.Join(dir, "state"), Guarantee: eddy.ExactlyOnce,
 			StopAtEndOffsets: true,
-			CommitInterval:  opts.CommitInterval,
-			StateMemory:     opts.StateMemory,
-			TableCacheBytes: opts.TableCacheBytes,
-			Backend:         backend,
-			Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+			CommitInterval:   opts.CommitInterval,
+			StateMemory:      opts.StateMemory,
+			TableCacheBytes:  opts.TableCacheBytes,
+			Backend:          backend,
+			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 
 			// The joins of q3 and q8 read a repartition topic beside a
 			// source topic. Its records appear only when the upstream
