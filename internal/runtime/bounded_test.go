@@ -25,12 +25,16 @@ import (
 // store "tally" and, at its end, writes its count to "totals". The totals
 // add up to the inputs plus one per upstream task only if every
 // downstream task ended after every upstream task's end reached it.
-func endChain(appID string, onEnd func()) Topology {
+func endChain(appID string, onEnd func()) Topology { return poisonedChain(appID, onEnd, "") }
+
+// poisonedChain is endChain whose upstream fails on the record of value
+// poison (none if empty), stopping the app.
+func poisonedChain(appID string, onEnd func(), poison string) Topology {
 	rp := appID + "-rekey-repartition"
 	return Topology{
 		Subtopologies: []Subtopology{
 			{Sources: []string{"in3"}, NewTask: func(tc TaskContext) (TaskProcessor, error) {
-				return &rekeyEnder{rekeyTask{tc: tc, topic: rp}}, nil
+				return &rekeyEnder{rekeyTask{tc: tc, topic: rp}, poison}, nil
 			}},
 			{Sources: []string{rp}, Stores: []Store{{Name: "tally"}}, NewTask: func(tc TaskContext) (TaskProcessor, error) {
 				s, err := tc.Store("tally")
@@ -45,7 +49,17 @@ func endChain(appID string, onEnd func()) Topology {
 	}
 }
 
-type rekeyEnder struct{ rekeyTask }
+type rekeyEnder struct {
+	rekeyTask
+	poison string
+}
+
+func (r *rekeyEnder) Process(rec *kgo.Record) error {
+	if r.poison != "" && string(rec.Value) == r.poison {
+		return errors.New("poison")
+	}
+	return r.rekeyTask.Process(rec)
+}
 
 func (r *rekeyEnder) EndOfInput(int64) error {
 	if r.tc.ID().Partition == 0 {
@@ -196,6 +210,26 @@ func TestBoundedChainEndsDownstreamAfterUpstream(t *testing.T) {
 	h.rekeyInput("in3", 300, 30, map[string]string{})
 	cfg.StateDir = t.TempDir() // a fresh machine: the end is restored from the changelogs
 	h.runBounded(cfg, topo)
+	checkTotals(t, h.totals(), 300)
+	h.checkEndedOnce(cfg.AppID)
+}
+
+// TestBoundedKeepsItsBound stops a bounded run part way (a record its
+// topology fails on, after transactions committed), produces more records
+// and runs it again without the failure: the run ends at the bound its
+// tasks recorded when they first opened, so the records produced since
+// are not its input.
+func TestBoundedKeepsItsBound(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.boundedSetup()
+	cfg.Bounded, cfg.CommitRecords = true, 7 // small transactions commit before the poison
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := Run(ctx, cfg, poisonedChain(cfg.AppID, nil, "250")); err == nil || ctx.Err() != nil {
+		t.Fatalf("run: %v, want the poison's error", err)
+	}
+	h.rekeyInput("in3", 300, 30, map[string]string{})
+	h.runBounded(cfg, endChain(cfg.AppID, nil))
 	checkTotals(t, h.totals(), 300)
 	h.checkEndedOnce(cfg.AppID)
 }
