@@ -166,8 +166,11 @@ type taskEnd struct {
 	want       []int
 	seen       []map[string]bool
 	// fetched[i] is the offset after the last record of source i the
-	// consumer delivered (commit markers included), up to the bound.
+	// consumer delivered (commit markers included), up to the bound, or
+	// the log's start when the bound was listed (nothing before it can
+	// be delivered: a partition emptied by retention ends at once).
 	fetched []int64
+	start   []int64
 	ended   bool
 }
 
@@ -178,6 +181,7 @@ func (t *task) openEnd() error {
 		want:    t.sub.endWant,
 		seen:    make([]map[string]bool, len(t.sources)),
 		fetched: make([]int64, len(t.sources)),
+		start:   make([]int64, len(t.sources)),
 	}
 	return t.end.load(t)
 }
@@ -185,7 +189,9 @@ func (t *task) openEnd() error {
 // load reads the stored end (the committed one after a rollback) and
 // starts the consumed positions at the state's.
 func (e *taskEnd) load(t *task) error {
-	copy(e.fetched, t.skip)
+	for i := range e.fetched {
+		e.fetched[i] = max(t.skip[i], e.start[i])
+	}
 	v, ok, err := e.store.Get([]byte(endEndedKey))
 	if err != nil {
 		return err
@@ -285,9 +291,9 @@ func (t *task) takeEndMarker(src int, r *kgo.Record) bool {
 }
 
 // listBounds sets the bound of the tasks that have none stored: the last
-// stable offset of each external source partition now, or its start when
-// it holds nothing (an emptied partition ends at once). It is written
-// with the task's next transaction (endTasks).
+// stable offset of each external source partition now. It is written with
+// the task's next transaction (endTasks): a task whose first transaction
+// aborts committed nothing, and its next open lists the bound anew.
 func (w *worker) listBounds(ctx context.Context, tasks []*task) error {
 	var topics []string
 	for _, t := range tasks {
@@ -301,12 +307,18 @@ func (w *worker) listBounds(ctx context.Context, tasks []*task) error {
 		}
 	}
 	adm := kadm.NewClient(w.cl)
-	var ends kadm.ListedOffsets
+	var ends, starts kadm.ListedOffsets
 	if len(topics) > 0 {
 		var err error
 		ends, err = adm.ListCommittedOffsets(ctx, topics...)
 		if err == nil {
 			err = ends.Error()
+		}
+		if err == nil {
+			starts, err = adm.ListStartOffsets(ctx, topics...)
+			if err == nil {
+				err = starts.Error()
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("eddy: the end offsets of the sources of a bounded run: %w", err)
@@ -321,11 +333,13 @@ func (w *worker) listBounds(ctx context.Context, tasks []*task) error {
 			if t.end.want[i] > 0 {
 				continue
 			}
-			end, ok := ends.Lookup(tp.Topic, tp.Partition)
-			if !ok {
-				return fmt.Errorf("eddy: the end offset of %s/%d, a source of a bounded run, was not listed", tp.Topic, tp.Partition)
+			end, okEnd := ends.Lookup(tp.Topic, tp.Partition)
+			start, okStart := starts.Lookup(tp.Topic, tp.Partition)
+			if !okEnd || !okStart {
+				return fmt.Errorf("eddy: the offsets of %s/%d, a source of a bounded run, were not listed", tp.Topic, tp.Partition)
 			}
-			t.end.bound[i] = end.Offset
+			t.end.bound[i], t.end.start[i] = end.Offset, min(start.Offset, end.Offset)
+			t.end.fetched[i] = max(t.end.fetched[i], t.end.start[i])
 		}
 		t.log.Info("bounded run: the task reads its sources up to these offsets", "bound", fmt.Sprint(t.end.bound))
 	}

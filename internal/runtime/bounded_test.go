@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/internal/harness/verify"
@@ -232,6 +233,35 @@ func TestBoundedKeepsItsBound(t *testing.T) {
 	h.runBounded(cfg, endChain(cfg.AppID, nil))
 	checkTotals(t, h.totals(), 300)
 	h.checkEndedOnce(cfg.AppID)
+}
+
+// TestBoundedEndsAnEmptiedPartition runs the chain bounded after the
+// records of one input partition were deleted (as retention deletes
+// them): that partition, from which the consumer can get nothing, ends at
+// once, and the run ends with the records of the others.
+func TestBoundedEndsAnEmptiedPartition(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.boundedSetup()
+	cl := h.client()
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, "in3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup("in3", 2)
+	if end.Offset == 0 {
+		t.Fatal("no record on in3/2")
+	}
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: "in3", Partition: 2, At: end.Offset})
+	if resp, err := adm.DeleteRecords(ctx, del); err != nil || resp.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, resp.Error())
+	}
+	h.runBounded(cfg, endChain(cfg.AppID, nil))
+	checkTotals(t, h.totals(), 300-int(end.Offset))
 }
 
 const boundedKillEnv = "EDDY_TEST_BOUNDED_KILL_CHILD"
