@@ -8,7 +8,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -305,4 +308,70 @@ func boundedKillChild(t *testing.T, addr string) {
 	kill := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 	h.runBounded(cfg, endChain(cfg.AppID, kill))
 	fmt.Println("the run ended without a kill")
+}
+
+// TestCheckBounded: what a bounded run cannot end is refused, naming the
+// option and why.
+func TestCheckBounded(t *testing.T) {
+	task := func(TaskContext) (TaskProcessor, error) { return nil, nil }
+	chain := endChain("app", nil)
+	if err := checkBounded(chain); err != nil {
+		t.Fatalf("chain: %v", err)
+	}
+	unknown := endChain("app", nil)
+	unknown.Repartitions = []Repartition{{Topic: "app-rekey-repartition"}}
+	cycle := Topology{
+		Subtopologies: []Subtopology{
+			{Sources: []string{"left", "responses"}, NewTask: task},
+			{Sources: []string{"right", "subscriptions"}, NewTask: task},
+		},
+		Repartitions: []Repartition{{Topic: "subscriptions", Writers: []int{0}}, {Topic: "responses", Writers: []int{1}}},
+	}
+	pattern := Topology{Subtopologies: []Subtopology{{Patterns: []*regexp.Regexp{regexp.MustCompile("in.*")}, NewTask: task}}}
+	for name, c := range map[string]struct {
+		topo Topology
+		want string
+	}{
+		"unknown writers": {unknown, "no known writers"},
+		"cycle":           {cycle, "feed each other"},
+		"pattern":         {pattern, "source pattern"},
+	} {
+		err := checkBounded(c.topo)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "eddy: Config.StopAtEndOffsets") {
+			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)
+		}
+	}
+}
+
+// TestPlanEnds: a repartition source waits for one marker per task of the
+// sub-topologies that write it, and writers send markers to each of its
+// partitions.
+func TestPlanEnds(t *testing.T) {
+	topo := withEndStores(Topology{
+		Subtopologies: []Subtopology{
+			{Sources: []string{"a"}, NewTask: func(TaskContext) (TaskProcessor, error) { return nil, nil }},
+			{Sources: []string{"b"}, NewTask: func(TaskContext) (TaskProcessor, error) { return nil, nil }},
+			{Sources: []string{"r", "t"}, NewTask: func(TaskContext) (TaskProcessor, error) { return nil, nil }},
+		},
+		Repartitions: []Repartition{{Topic: "r", Writers: []int{0, 1}}},
+	})
+	p, err := newPlan("app", topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planEnds(p, topo.Repartitions, map[string]int32{"a": 3, "b": 2, "r": 4, "t": 4})
+	if got := p.subs[2].endWant; !slices.Equal(got, []int{5, 0}) {
+		t.Errorf("markers awaited %v, want [5 0] (3 + 2 writer tasks; t is external)", got)
+	}
+	for _, w := range []int{0, 1} {
+		if got := p.subs[w].markers; len(got) != 1 || got[0] != (topicCount{"r", 4}) {
+			t.Errorf("sub-topology %d writes markers to %v, want r's 4 partitions", w, got)
+		}
+	}
+	if p.taskCount != 3+2+4 {
+		t.Errorf("%d tasks, want 9", p.taskCount)
+	}
+	if got := p.subs[0].storeNames; !slices.Equal(got, []string{"eddy-end-0"}) {
+		t.Errorf("stores %v, want the end store", got)
+	}
 }
