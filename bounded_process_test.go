@@ -108,19 +108,5 @@ func TestBoundedThroughKills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[eddy.Windowed[string]][]int64{}
-	for _, kv := range decode(t, recs, eddy.WindowedSerde(serde.String()), serde.Int64()) {
-		got[kv.Key] = append(got[kv.Key], kv.Value)
-	}
-	wrong := 0
-	for w, n := range want {
-		if g := got[w]; len(g) != 1 || g[0] != n {
-			if wrong++; wrong <= 10 {
-				t.Errorf("finals of %v: %v, want exactly [%d]", w, g, n)
-			}
-		}
-	}
-	if len(recs) != len(want) || wrong > 0 {
-		t.Fatalf("%d finals, want %d: one per page and window; %d wrong", len(recs), len(want), wrong)
-	}
+	checkFinals(t, recs, want)
 }
