@@ -473,9 +473,13 @@ func (in *Instance) watchEnded(ctx context.Context, tasks int) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		for _, e := range f.Errors() {
-			in.cfg.Logger.Warn("bounded run: reading the ended topic", "err", e.Err)
-			time.Sleep(time.Second)
+		if errs := f.Errors(); len(errs) > 0 {
+			in.cfg.Logger.Warn("bounded run: reading the ended topic; retrying", "err", errs[0].Err)
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(time.Second):
+			}
 		}
 		f.EachRecord(func(r *kgo.Record) { ended[string(r.Key)] = true })
 	}

@@ -344,7 +344,11 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 	var specs []kafka.TopicSpec
 	if cfg.Bounded {
 		planEnds(p, repartitions, parts)
-		specs = append(specs, kafka.TopicSpec{Name: EndedTopic(cfg.AppID), Partitions: 1, Compacted: true})
+		// One partition suffices (a record per task); a topic that
+		// exists with more works as well: its readers read them all.
+		if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: EndedTopic(cfg.AppID), Partitions: 1, Compacted: true}); err != nil {
+			return fmt.Errorf("eddy: the ended topic of a bounded run: %w", err)
+		}
 	}
 	for _, sub := range p.subs {
 		if len(sub.Sources) == 0 {
