@@ -113,9 +113,10 @@ type Config struct {
 	// updates and the unmatched records of outer joins are forwarded),
 	// the end reaches the sub-topologies downstream in-band, through
 	// the repartition topics, and Run returns nil once every task of the
-	// app, on every instance, has ended. Each end happens once, exactly
-	// once included. A topology with source patterns or a foreign-key
-	// join is refused. The bound is the app id's: running an app id that
+	// app, on every instance, has ended. Under ExactlyOnce each task
+	// ends once, through crashes and moves; under AtLeastOnce a crash can
+	// repeat an end (its final results come again). A topology with
+	// source patterns or a foreign-key join is refused. The bound is the app id's: running an app id that
 	// ended again ends at once. Default false.
 	StopAtEndOffsets bool
 	// SessionTimeout is the group session timeout. Default 10s.
