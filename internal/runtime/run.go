@@ -78,8 +78,9 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 	return in.Run(ctx)
 }
 
-// Run runs the instance until ctx is cancelled, then commits, closes the
-// tasks and returns. An instance runs once.
+// Run runs the instance until ctx is cancelled, or a bounded run's every
+// task has ended (Config.Bounded), then commits, closes the tasks and
+// returns. An instance runs once.
 func (in *Instance) Run(ctx context.Context) error {
 	now := time.Now()
 	in.started.Store(&now)
