@@ -23,7 +23,8 @@ import (
 )
 
 // Run runs the topology until ctx is cancelled (commit, close the stores,
-// return nil) or a fatal error. It creates the topology's internal topics
+// return nil), a bounded run ends (Config.StopAtEndOffsets; likewise nil)
+// or a fatal error. It creates the topology's internal topics
 // (changelogs, dead-letter topics) but not its sources. It is New and
 // App.Run in one call, for an app that serves no HTTP endpoints.
 func Run(ctx context.Context, t *Topology, cfg Config) error {
@@ -81,7 +82,8 @@ func New(t *Topology, cfg Config) (*App, error) {
 }
 
 // Run runs the app until ctx is cancelled (commit, close the stores,
-// return nil) or a fatal error. An app runs once.
+// return nil), a bounded run ends (Config.StopAtEndOffsets; likewise nil)
+// or a fatal error. An app runs once.
 func (a *App) Run(ctx context.Context) error {
 	if !a.ran.CompareAndSwap(false, true) {
 		return errors.New("eddy: App.Run called twice; build a new App with New")
@@ -132,6 +134,7 @@ func (a *App) Run(ctx context.Context) error {
 		CommitInterval:           cfg.CommitInterval,
 		CommitRecords:            cfg.CommitRecords,
 		MaxTaskIdle:              cfg.MaxTaskIdle,
+		Bounded:                  cfg.StopAtEndOffsets,
 		MaxRecordBytes:           cfg.MaxRecordBytes,
 		SessionTimeout:           cfg.SessionTimeout,
 		TransactionTimeout:       cfg.TransactionTimeout,

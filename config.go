@@ -104,6 +104,21 @@ type Config struct {
 	// counts in eddy_task_idle_forced_total. Tasks that read one
 	// partition never wait.
 	MaxTaskIdle time.Duration
+	// StopAtEndOffsets makes the run bounded, as Flink's bounded sources
+	// (docs/design.md §5.3): each source partition is read up to the end
+	// offset it had when its task first opened (recorded in the task's
+	// state, so a restart keeps the bound; later records are not read),
+	// a task whose inputs have all ended acts as if stream time reached
+	// EndOfInputTime (windows emit their final results, suppressed
+	// updates and the unmatched records of outer joins are forwarded),
+	// the end reaches the sub-topologies downstream in-band, through
+	// the repartition topics, and Run returns nil once every task of the
+	// app, on every instance, has ended. Under ExactlyOnce each task
+	// ends once, through crashes and moves; under AtLeastOnce a crash can
+	// repeat an end (its final results come again). A topology with
+	// source patterns or a foreign-key join is refused. The bound is the app id's: running an app id that
+	// ended again ends at once. Default false.
+	StopAtEndOffsets bool
 	// SessionTimeout is the group session timeout. Default 10s.
 	SessionTimeout time.Duration
 	// BrokerTimeout is how long the app waits, from Run, for its first

@@ -1,5 +1,7 @@
 package eddy
 
+import "github.com/eddy-streams/eddy/internal/runtime"
+
 // EndOfInputTime is the stream time that the end of a bounded input moves
 // a task to (the in-process runner at the end of a generator's events,
 // eddytest's Driver.EndOfInput): later than any record's timestamp, so
@@ -7,8 +9,9 @@ package eddy
 // end-of-input watermark (Long.MAX_VALUE) fires every event-time timer.
 // It is 2^62 rather than math.MaxInt64 so that window arithmetic (a time
 // plus a window's size and grace) cannot overflow. Stream-time
-// punctuators fire once with it.
-const EndOfInputTime int64 = 1 << 62
+// punctuators fire once with it, in a task that has seen a record (a task
+// that never did has no stream time to move from).
+const EndOfInputTime = runtime.EndOfInputTime
 
 // atEndOfInput registers what a node does when its task's input ends: fn
 // is called with EndOfInputTime after the nodes upstream of it in the

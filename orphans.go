@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddy-streams/eddy/internal/kafka"
+	"github.com/eddy-streams/eddy/internal/runtime"
 )
 
 // repartitionOrigin is a repartition topic of the topology and the
@@ -220,8 +221,10 @@ func countUnconsumed(ctx context.Context, opts []kgo.Opt, orphans []orphanRepart
 			continue
 		}
 		o.unconsumed = 0
-		err := kafka.ReadCommitted(ctx, opts, map[string]map[int32]kafka.Span{o.topic: o.spans}, func(*kgo.Record) error {
-			o.unconsumed++
+		err := kafka.ReadCommitted(ctx, opts, map[string]map[int32]kafka.Span{o.topic: o.spans}, func(r *kgo.Record) error {
+			if !runtime.IsEndMarker(r) { // a bounded run's end marker is no data
+				o.unconsumed++
+			}
 			return nil
 		})
 		if err != nil {

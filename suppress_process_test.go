@@ -78,9 +78,16 @@ func TestSuppressThroughKills(t *testing.T) {
 	runKilledThenLive(t, "TestSuppressChild", []string{"commit.after-end@25", "commit.before-end@10"}, addr)
 
 	recs := waitRecords(t, addr, "finals", len(want), nil)
+	checkFinals(t, recs, want)
+}
+
+// checkFinals checks that recs, windowed counts, hold exactly one record
+// per window of want, with want's count, and none for another window.
+func checkFinals(t *testing.T, recs []*kgo.Record, want map[eddy.Windowed[string]]int64) {
+	t.Helper()
 	t.Logf("%d finals", len(recs))
 	if len(recs) != len(want) {
-		t.Errorf("%d finals, want %d: one per user and window", len(recs), len(want))
+		t.Errorf("%d finals, want %d: one per key and window", len(recs), len(want))
 	}
 	got := map[eddy.Windowed[string]][]int64{}
 	for _, kv := range decode(t, recs, eddy.WindowedSerde(serde.String()), serde.Int64()) {

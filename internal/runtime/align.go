@@ -146,7 +146,8 @@ func (t *task) nextAligned(now time.Time) *kgo.Record {
 		return nil
 	}
 	for i, rs := range t.pending {
-		if t.pendingAt[i] == len(rs) && !t.align.ready(i, now) {
+		// An input that ended brings nothing more: not waited for.
+		if t.pendingAt[i] == len(rs) && (t.end == nil || !t.inputEnded(i)) && !t.align.ready(i, now) {
 			return nil
 		}
 	}

@@ -83,6 +83,11 @@ type Config struct {
 	// for records the broker holds still applies; negative: no wait of
 	// any kind (docs/design.md §5.2).
 	MaxTaskIdle time.Duration
+	// Bounded makes the run end (eddy.Config.StopAtEndOffsets;
+	// bounded.go): each external source partition is read up to its end
+	// offset as of its task's first open, and Run returns once every
+	// task's input has ended.
+	Bounded bool
 
 	// Failpoints crash the process at points of the commit cycle, the
 	// checkpoint upload and the restore (crash tests; nil: none).

@@ -150,6 +150,18 @@ func (w *worker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	}
 
 	w.probeInputs(ctx, opened, groupOffsets(offsets))
+	if w.cfg.Bounded {
+		if err := w.listBounds(ctx, opened); err != nil {
+			closeOpened()
+			if ctx.Err() != nil {
+				return offsets, fmt.Errorf("eddy: restore interrupted: %w", err)
+			}
+			w.mu.Lock()
+			w.fatal = err // the session ends; the next one lists again
+			w.mu.Unlock()
+			return offsets, nil
+		}
+	}
 
 	w.mu.Lock()
 	defer w.mu.Unlock()

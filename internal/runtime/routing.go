@@ -19,6 +19,9 @@ type plan struct {
 	// sources are every source topic, sorted; changelogs every changelog.
 	sources    []string
 	changelogs []string
+	// taskCount is the number of the app's tasks, set with the partition
+	// counts for a bounded run (planEnds).
+	taskCount int
 }
 
 type subPlan struct {
@@ -33,6 +36,12 @@ type subPlan struct {
 	// checked they agree), or 0: the partition guard checks the keys of
 	// co-partitioned sources only.
 	copartitioned int32
+	// In a bounded run (planEnds): endWant[i] is the number of end
+	// markers source i waits for (0: an external source, which ends at
+	// its bound), markers the repartition topics the sub-topology writes
+	// its tasks' end markers to.
+	endWant []int
+	markers []topicCount
 }
 
 // newPlan checks the topology and indexes it. A topic is read by one
@@ -154,6 +163,10 @@ func (w *worker) route(fetches kgo.Fetches) error {
 			err = fmt.Errorf("eddy: task %s does not read %s", t.id, fp.Topic)
 			return
 		}
+		records := fp.Records
+		if t.end != nil {
+			records = t.end.delivered(src, records)
+		}
 		if !t.polled {
 			t.polled = true
 			w.polled = append(w.polled, t)
@@ -161,17 +174,17 @@ func (w *worker) route(fetches kgo.Fetches) error {
 		end := t.fetched(src, fp.LastStableOffset, fp.HighWatermark)
 		switch {
 		case t.align != nil:
-			t.hold(src, fp.Records, end)
+			t.hold(src, records, end)
 		case w.keepControl:
 			// Another task aligns its inputs, so the consumer keeps
 			// control records; this one has no use for them.
-			for _, r := range fp.Records {
+			for _, r := range records {
 				if !r.Attrs.IsControl() {
 					t.pending[src] = append(t.pending[src], r)
 				}
 			}
 		default:
-			t.pending[src] = append(t.pending[src], fp.Records...)
+			t.pending[src] = append(t.pending[src], records...)
 		}
 	})
 	return err

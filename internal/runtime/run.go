@@ -47,6 +47,12 @@ const (
 // New checks topo and returns an instance ready to Run. cfg is trusted:
 // eddy.New validated it.
 func New(cfg Config, topo Topology) (*Instance, error) {
+	if cfg.Bounded {
+		if err := checkBounded(topo); err != nil {
+			return nil, err
+		}
+		topo = withEndStores(topo)
+	}
 	p, err := newPlan(cfg.AppID, topo)
 	if err != nil {
 		return nil, err
@@ -72,8 +78,9 @@ func Run(ctx context.Context, cfg Config, topo Topology) error {
 	return in.Run(ctx)
 }
 
-// Run runs the instance until ctx is cancelled, then commits, closes the
-// tasks and returns. An instance runs once.
+// Run runs the instance until ctx is cancelled, or a bounded run's every
+// task has ended (Config.Bounded), then commits, closes the tasks and
+// returns. An instance runs once.
 func (in *Instance) Run(ctx context.Context) error {
 	now := time.Now()
 	in.started.Store(&now)
@@ -237,6 +244,14 @@ func (in *Instance) runPlan(ctx context.Context, topo Topology, p *plan) error {
 		}()
 	}
 	in.phase.Store(phaseRunning)
+	endedDone := make(chan struct{})
+	go func() {
+		defer close(endedDone)
+		if cfg.Bounded && in.watchEnded(ctx, p.taskCount) {
+			cfg.Logger.Info("bounded run: every task's input ended; stopping")
+			cancel() // the workers commit and close, and Run returns nil
+		}
+	}()
 	wg.Wait()
 	if ckpt != nil {
 		ckpt.close() // the final checkpoints' uploads
@@ -245,6 +260,7 @@ func (in *Instance) runPlan(ctx context.Context, topo Topology, p *plan) error {
 	<-globalsDone
 	<-standbysDone
 	<-purgeDone
+	<-endedDone
 	return errors.Join(errs...)
 }
 
@@ -327,6 +343,14 @@ func prepareTopics(ctx context.Context, cfg Config, p *plan, repartitions []Repa
 	}
 
 	var specs []kafka.TopicSpec
+	if cfg.Bounded {
+		planEnds(p, repartitions, parts)
+		// One partition suffices (a record per task); a topic that
+		// exists with more works as well: its readers read them all.
+		if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: EndedTopic(cfg.AppID), Partitions: 1, Compacted: true}); err != nil {
+			return fmt.Errorf("eddy: the ended topic of a bounded run: %w", err)
+		}
+	}
 	for _, sub := range p.subs {
 		if len(sub.Sources) == 0 {
 			continue // a pattern that matches no topic yet: no task, no changelog

@@ -48,6 +48,10 @@ type task struct {
 	polled    bool
 	align     *alignment
 
+	// end is what the task knows of its end in a bounded run
+	// (bounded.go); nil otherwise.
+	end *taskEnd
+
 	// corrupt is set when the database reported corruption while the
 	// task ran: close discards it.
 	corrupt bool
@@ -167,6 +171,13 @@ func (w *worker) openTask(ctx context.Context, id TaskID) (_ *task, err error) {
 		return nil, permanent(fmt.Errorf("eddy: task %s: build processors: %w", id, err))
 	}
 	t.proc = proc
+	if w.cfg.Bounded {
+		if err := t.openEnd(); err != nil {
+			proc.Close()
+			t.db.Close()
+			return nil, fmt.Errorf("eddy: task %s: %w", id, err)
+		}
+	}
 	t.runMetrics(w.cfg.Metrics)
 	return t, nil
 }
@@ -364,6 +375,13 @@ func (t *task) rollback() {
 	t.dropHeld()
 	if f, ok := t.proc.(TaskFlusher); ok {
 		f.Discard() // the held updates belong to the aborted transaction
+	}
+	if t.end != nil {
+		if err := t.end.load(t); err != nil {
+			// The next transaction reads the store again: its error
+			// comes back there, with the record.
+			t.log.Warn("bounded run: reload the task's end", "err", err)
+		}
 	}
 }
 

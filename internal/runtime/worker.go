@@ -129,6 +129,9 @@ func newWorker(cfg Config, p *plan, idx int) *worker {
 			w.keepControl = true
 		}
 	}
+	// A bounded run counts commit markers as delivered too: a source
+	// written in transactions ends with one, past its last record.
+	w.keepControl = w.keepControl || cfg.Bounded
 	if cfg.TableCacheBytes > 0 {
 		// Each worker's tasks share an even part of the instance's
 		// budget: a worker is one goroutine, so its part needs no lock.
@@ -413,6 +416,9 @@ func (w *worker) step(fetches kgo.Fetches) error {
 	if err == nil && w.keepControl {
 		w.flowControl()
 	}
+	if err == nil && w.cfg.Bounded {
+		err = w.endTasks()
+	}
 	if err == nil && punctuationDue {
 		err = w.punctuate(now)
 	}
@@ -469,6 +475,15 @@ func (w *worker) processRecord(t *task, r *kgo.Record) error {
 		// offsets our changelog carried, docs/design.md §6) or already
 		// processed in this transaction (the consumer was rewound).
 		return nil
+	}
+	if t.end != nil {
+		if t.end.ended {
+			return nil // nothing reaches an ended task but a marker read twice
+		}
+		if t.takeEndMarker(t.sourceIndex(r.Topic), r) {
+			t.dirty = true
+			return nil
+		}
 	}
 	if err := w.guard.check(t.sub, r); err != nil {
 		return err
@@ -741,6 +756,9 @@ func (w *worker) endEmpty() {
 func (w *worker) punctuate(now time.Time) error {
 	w.lastPunctuate, w.wallClock = now, now.UnixMilli()
 	for _, t := range w.sortedTasks() {
+		if t.end != nil && t.end.ended {
+			continue // its operators acted at the end of time already
+		}
 		produced, streamTime := w.produced.len(), t.streamTime
 		if err := t.punctuate(now); err != nil {
 			if errors.Is(err, state.ErrCorrupt) {

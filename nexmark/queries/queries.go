@@ -76,31 +76,6 @@ type Check interface {
 	Verify() error
 }
 
-// OpenEndedCheck is implemented by the checks of queries whose result
-// depends on the end of the input: windows that only its end closes.
-// InputNotEnded makes the check expect what a run whose input never ended
-// gives (`eddy bench nexmark --source kafka`, whose runtime has no end of
-// input yet): only the windows that stream time closed.
-type OpenEndedCheck interface {
-	InputNotEnded()
-}
-
-// inputEnd is the part of a windowed query's check that OpenEndedCheck
-// sets.
-type inputEnd struct{ notEnded bool }
-
-func (e *inputEnd) InputNotEnded() { e.notEnded = true }
-
-// closedUpTo is the stream time that closed the windows at the end:
-// EndOfInputTime, or the task's last stream time if the input did not
-// end.
-func (e *inputEnd) closedUpTo(streamTime int64) int64 {
-	if e.notEnded {
-		return streamTime
-	}
-	return eddy.EndOfInputTime
-}
-
 // All returns the queries in the suite's order.
 func All() []Query {
 	return []Query{q0(), q1(), q2(), q3(), q4(), q5(), q6(), q7(), q8(), q9(), q10(), q11(), q12(), q13(), q14(), q15(), q16(), q17(), q18(), q19(), q20(), q21(), q22()}
