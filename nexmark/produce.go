@@ -21,6 +21,10 @@ type Topics struct {
 	// SideInput is the topic of the side input q13 reads as a global
 	// table (SideInput, ProduceSideInput); Produce does not write it.
 	SideInput string
+	// Partitions is how many partitions the event topics have (0: one),
+	// for a query whose sink must know how many tasks write it (q10's
+	// files are complete once every task passed them).
+	Partitions int
 }
 
 // DefaultTopics are the topic names the reference Kafka setup uses.

@@ -67,6 +67,7 @@ func q10() Query {
 				RollInterval:  time.Minute,
 				PartitionTime: minutePartitionTime,
 				CommitDelay:   time.Minute,
+				Tasks:         max(1, in.Partitions),
 			})
 		},
 		NewCheck: func(g *nexmark.Generator, n int64) Check { return newQ10Check(g, n) },

@@ -28,13 +28,15 @@ import (
 // eddy runs that plan (the counts computed once, as Flink reuses the common
 // sub-plan): a windowed count of bids per auction, emitting each window
 // once, final, when it closes (grace 4 s, the suite's watermark delay);
-// the counts re-keyed by window start through a repartition topic; there,
+// the counts re-keyed by window start through two repartition topics (as
+// Flink sends the shared sub-plan's output through two exchanges): on one,
 // the maximum per window — a windowed aggregation too, over tumbling 2 s
 // windows of the counts' timestamps (a hopping window's end - 1 ms, so
-// each holds one hopping window's counts), final when it closes — and a
-// regular join of the counts with their window's maximum on the window
-// start (the maximum unique per window: a count waits for it, and leaves
-// the join's state when it arrives), keeping the counts that reach it.
+// each holds one hopping window's counts), final when it closes; on the
+// other, a regular join of the counts with their window's maximum on the
+// window start (the maximum unique per window: a count waits for it, and
+// leaves the join's state when it arrives), keeping the counts that reach
+// it.
 // The end of the input closes every window (eddy.EndOfInputTime), as
 // Flink's end-of-input watermark does in the suite's bounded runs.
 //
@@ -55,13 +57,18 @@ func q5() Query {
 			counts := eddy.Map(eddy.ToStream(eddy.WindowCount(ws, "q5-counts")), func(w eddy.Windowed[int64], n int64) (int64, Q5Row) {
 				return w.Start, Q5Row{Auction: w.Key, Num: n}
 			})
-			counts = eddy.Repartition(counts, "q5-by-window", serde.Int64(), Q5RowSerde{})
-			maxWindows := eddy.WindowedBy(eddy.GroupByKey(counts, serde.Int64()),
+			// The counts go to the maximum and to the join on topics of
+			// their own, as Flink's plan sends the shared counts to both
+			// through two exchanges: a sub-topology then never reads the
+			// topic it writes, which a bounded run could not end.
+			forMax := eddy.Repartition(counts, "q5-by-window", serde.Int64(), Q5RowSerde{})
+			forJoin := eddy.Repartition(counts, "q5-counts-by-window", serde.Int64(), Q5RowSerde{})
+			maxWindows := eddy.WindowedBy(eddy.GroupByKey(forMax, serde.Int64()),
 				eddy.TumblingWindows(q5Advance).WithGrace(q5Grace)).Emit(eddy.EmitFinal)
 			maxima := eddy.WindowAggregate(maxWindows, "q5-max", func() int64 { return 0 },
 				func(_ int64, c Q5Row, m int64) int64 { return max(m, c.Num) }, nil, serde.Int64())
 			maxn := eddy.Map(eddy.ToStream(maxima), func(w eddy.Windowed[int64], m int64) (int64, int64) { return w.Key, m })
-			joined := eddy.JoinStreamsRegular(counts, maxn, eddy.RegularJoin{}.RightUnique(), "q5-join",
+			joined := eddy.JoinStreamsRegular(forJoin, maxn, eddy.RegularJoin{}.RightUnique(), "q5-join",
 				serde.Int64(), Q5RowSerde{}, serde.Int64(),
 				func(_ int64, c Q5Row, maxn int64) q5Joined { return q5Joined{row: c, maxn: maxn} })
 			hot := eddy.Map(eddy.Filter(joined, func(_ int64, j q5Joined) bool { return j.row.Num >= j.maxn }),

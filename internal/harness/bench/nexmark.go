@@ -133,6 +133,7 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 	defer cleanup()
 	topo := eddy.NewTopology()
 	topics := nexmark.DefaultTopics()
+	topics.Partitions = workers // a partition per worker
 	out := nexmarkOutput
 	if q.Files != nil {
 		// The query writes files: into the run's directory, read back
