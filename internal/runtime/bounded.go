@@ -84,9 +84,12 @@ func withEndStores(topo Topology) Topology {
 
 // checkBounded refuses what a bounded run cannot end: source patterns (the
 // set of sources changes), a repartition topic whose writers are unknown
-// (its readers could not count the markers they wait for), and
-// sub-topologies that feed each other (a foreign-key join's subscription
-// and response topics: each would wait for the other's end).
+// (its readers could not count the markers they wait for), sub-topologies
+// that feed each other (a foreign-key join's subscription and response
+// topics: each would wait for the other's end), and a topic the topology
+// writes with To and reads back with Source (no end markers travel on it:
+// its readers would stop at the end offset it had when they opened, and
+// drop what the writer wrote later).
 func checkBounded(topo Topology) error {
 	if topo.hasPatterns() {
 		return errors.New("eddy: Config.StopAtEndOffsets: the topology reads a source pattern, whose topics can change; bounded runs need named sources")
@@ -107,7 +110,19 @@ func checkBounded(topo Topology) error {
 			}
 			for _, w := range r.Writers {
 				if pos[w] >= pos[i] {
-					errs = append(errs, fmt.Errorf("eddy: Config.StopAtEndOffsets: sub-topologies %d and %d feed each other through %s (a foreign-key join); bounded runs do not end such a topology yet, run it unbounded", w, i, r.Topic))
+					errs = append(errs, fmt.Errorf("eddy: Config.StopAtEndOffsets: sub-topologies %d and %d feed each other through %s (a foreign-key join, or a sub-topology that reads a repartition topic it writes); bounded runs do not end such a topology yet, run it unbounded", w, i, r.Topic))
+				}
+			}
+		}
+	}
+	for w, s := range topo.Subtopologies {
+		for _, topic := range s.Writes {
+			if slices.ContainsFunc(topo.Repartitions, func(r Repartition) bool { return r.Topic == topic }) {
+				continue
+			}
+			for i, reader := range topo.Subtopologies {
+				if slices.Contains(reader.Sources, topic) {
+					errs = append(errs, fmt.Errorf("eddy: Config.StopAtEndOffsets: topic %s is written by sub-topology %d (To) and read back by sub-topology %d (Source); no end marker travels on it, so a bounded run could not tell when it ends: use eddy.Repartition between them, or run unbounded", topic, w, i))
 				}
 			}
 		}

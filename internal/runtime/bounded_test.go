@@ -328,6 +328,12 @@ func TestCheckBounded(t *testing.T) {
 		Repartitions: []Repartition{{Topic: "subscriptions", Writers: []int{0}}, {Topic: "responses", Writers: []int{1}}},
 	}
 	pattern := Topology{Subtopologies: []Subtopology{{Patterns: []*regexp.Regexp{regexp.MustCompile("in.*")}, NewTask: task}}}
+	// To("mid") in one sub-topology, Source("mid") in another: no markers
+	// travel on mid, so its reader would stop at mid's end when it opened.
+	chained := Topology{Subtopologies: []Subtopology{
+		{Sources: []string{"in"}, Writes: []string{"mid"}, NewTask: task},
+		{Sources: []string{"mid"}, Writes: []string{"out"}, NewTask: task},
+	}}
 	for name, c := range map[string]struct {
 		topo Topology
 		want string
@@ -335,6 +341,7 @@ func TestCheckBounded(t *testing.T) {
 		"unknown writers": {unknown, "no known writers"},
 		"cycle":           {cycle, "feed each other"},
 		"pattern":         {pattern, "source pattern"},
+		"chained topic":   {chained, "use eddy.Repartition between them"},
 	} {
 		err := checkBounded(c.topo)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "eddy: Config.StopAtEndOffsets") {
