@@ -234,13 +234,17 @@ func (in *Instance) runPlan(ctx context.Context, topo Topology, p *plan) error {
 		w.purge = purge
 		wg.Add(1)
 		go func() {
-			defer wg.Done()
+			// Not deferred: a panic that escapes w.run (a state.Fatal,
+			// which must crash the process) would run a deferred Done
+			// while it unwinds, and Run could return before the process
+			// dies, to a caller that logs and goes on.
 			if err := w.run(ctx); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
 				cancel() // one worker failing stops the instance
 			}
+			wg.Done()
 		}()
 	}
 	in.phase.Store(phaseRunning)
