@@ -39,7 +39,7 @@ type InProcess struct {
 	// queue holds records written to topics the topology reads, their
 	// bytes carved from arena; both are reset once drained.
 	queue chunked.List[queued]
-	arena []byte
+	arena recordArena // its bytes only
 	// qrec carries queued records to the tasks, apart from the caller's
 	// records, so that a caller reusing its record's slices never writes
 	// into the arena.
@@ -100,9 +100,6 @@ type queued struct {
 	headers    []kgo.RecordHeader
 	timestamp  int64
 	offset     int64
-	// nilKey and tombstone keep nil apart from empty, which the arena
-	// cannot.
-	nilKey, tombstone bool
 }
 
 // NewInProcess opens a task per sub-topology of topo: its database and
@@ -111,10 +108,8 @@ func NewInProcess(topo Topology, opts InProcessOptions) (*InProcess, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	// The arena starts non-nil: slices of a nil one are nil, and an empty
-	// key or value would come out as a null one (a tombstone).
 	p := &InProcess{opts: opts, topo: topo, bySource: make(map[string]*InProcessTask), byStore: make(map[string]*InProcessTask),
-		offsets: make(map[string]int64), arena: make([]byte, 0, 4096)}
+		offsets: make(map[string]int64)}
 	for i, sub := range topo.Subtopologies {
 		t, err := p.openTask(TaskID{Subtopology: i, Partition: opts.Partition}, sub)
 		if err != nil {
@@ -265,17 +260,11 @@ func (p *InProcess) drain() error {
 func (q *queued) fill(r *kgo.Record) {
 	r.Topic, r.Partition, r.Key, r.Value, r.Headers = q.topic, 0, q.key, q.value, q.headers
 	r.Timestamp, r.Offset = time.UnixMilli(q.timestamp), q.offset
-	if q.nilKey {
-		r.Key = nil
-	}
-	if q.tombstone {
-		r.Value = nil
-	}
 }
 
 func (p *InProcess) drained() {
 	p.queue.Reset()
-	p.arena = p.arena[:0]
+	p.arena.reset()
 	p.qrec.Key, p.qrec.Value, p.qrec.Headers = nil, nil, nil
 }
 
@@ -468,22 +457,14 @@ func (t *InProcessTask) produce(topic string, partition int32, key, value []byte
 	if !queue {
 		return nil
 	}
-	// Earlier queued records keep their bytes when the arena grows: they
-	// point into the old array, which stays alive through them.
-	start := len(p.arena)
-	p.arena = append(p.arena, key...)
-	p.arena = append(p.arena, value...)
-	mid := start + len(key)
 	q := queued{
-		topic: topic, key: p.arena[start:mid:mid], value: p.arena[mid:len(p.arena):len(p.arena)],
-		timestamp: timestamp, offset: offset, nilKey: key == nil, tombstone: value == nil,
+		topic: topic, key: p.arena.copy(key), value: p.arena.copy(value),
+		timestamp: timestamp, offset: offset,
 	}
 	if len(headers) > 0 {
 		q.headers = make([]kgo.RecordHeader, len(headers))
 		for i, h := range headers {
-			hs := len(p.arena)
-			p.arena = append(p.arena, h.Value...)
-			q.headers[i] = kgo.RecordHeader{Key: h.Key, Value: p.arena[hs:len(p.arena):len(p.arena)]}
+			q.headers[i] = kgo.RecordHeader{Key: h.Key, Value: p.arena.copy(h.Value)}
 		}
 	}
 	p.queue.Append(q)

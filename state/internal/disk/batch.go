@@ -62,7 +62,10 @@ func (e *Encoder) Copy(b *state.Batch) error {
 	// One allocation at most, so the slices taken below stay in it (were
 	// it to grow, they would still be right, in the old array).
 	e.arena = slices.Grow(e.arena[:0], size)
-	e.ranges, e.writes = e.ranges[:0], e.writes[:0]
+	// The ops too: a commit at the end of the input can hold millions of
+	// writes, and growing by doubling copies them over and over.
+	e.ranges = slices.Grow(e.ranges[:0], len(b.Ranges))
+	e.writes = slices.Grow(e.writes[:0], len(b.Writes))
 	for _, r := range b.Ranges {
 		if len(r.Upper) != 0 && bytes.Compare(r.Lower, r.Upper) >= 0 {
 			continue // empty, and both engines want start < end
