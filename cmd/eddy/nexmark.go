@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -33,7 +34,8 @@ func runNexmark(ctx context.Context, args []string) error {
 	stateMemory := fs.Int64("state-memory", 0, "state memory budget in bytes, split as an app splits Config.StateMemory (default eddy's: a quarter of the memory available)")
 	cacheSize := fs.Int64("cache-size", 0, "Pebble block cache in bytes (default: half of --state-memory)")
 	memtableSize := fs.Uint64("memtable-size", 0, "Pebble memtable size in bytes (default eddy's: a 32nd of the cache, 1-16 MiB)")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (one query only)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (one query only); the result's cpu_share says where the time went")
+	profileDir := fs.String("profile-dir", "", "write a CPU profile of each query's run to DIR/<query>.pprof; each result's cpu_share says where the time went")
 	results := fs.String("results", "", "write each query's final result rows to DIR/<query>.jsonl (a JSON object per row, columns named as in the suite's SQL; an updating result's last rows); writing adds to the measured run")
 	tableCache := fs.Int64("table-cache-bytes", 0, "the table cache in bytes (Config.TableCacheBytes; default eddy's, 10 MiB; negative: off, every table update forwarded)")
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +87,15 @@ func runNexmark(ctx context.Context, args []string) error {
 		}
 		return runNexmarkEach(ctx, qs, args)
 	}
+	if *profileDir != "" {
+		if *cpuprofile != "" {
+			return errors.New("--cpuprofile and --profile-dir: pass one")
+		}
+		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+			return fmt.Errorf("--profile-dir: %w", err)
+		}
+		*cpuprofile = filepath.Join(*profileDir, qs[0].Name+".pprof")
+	}
 	opts := bench.NexmarkOptions{
 		Query: qs[0], Events: *events, Seed: *seed, EventRate: *eventRate, CommitInterval: *commitInterval, Workers: *workers, Dir: *stateDir,
 		StateMemory: *stateMemory, CacheSize: *cacheSize, MemTableSize: *memtableSize, TableCacheBytes: *tableCache, Progress: os.Stderr, CPUProfile: *cpuprofile,
@@ -103,6 +114,11 @@ func runNexmark(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if *cpuprofile != "" {
+		if res.CPUShare, err = bench.CPUShares(*cpuprofile); err != nil {
+			return err
+		}
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		return err

@@ -110,6 +110,9 @@ type NexmarkResult struct {
 	Verified         bool    `json:"verified"`
 	// VerifyError says how the output differed from the reference.
 	VerifyError string `json:"verify_error,omitempty"`
+	// CPUShare says where the CPU went, from the run's CPU profile when
+	// one was taken (see CPUShares).
+	CPUShare map[string]float64 `json:"cpu_share,omitempty"`
 }
 
 // nexmarkOutput is the topic every query writes its result to.
