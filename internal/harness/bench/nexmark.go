@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"sync"
 	"time"
 
 	"github.com/eddy-streams/eddy/internal/plan"
@@ -165,17 +164,6 @@ func Nexmark(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
 		check.Add(key, value, ts)
 		if results != nil {
 			results.add(key, value)
-		}
-	}
-	if workers > 1 {
-		// The workers call the sink from their goroutines; the check
-		// and the result file are one each.
-		var mu sync.Mutex
-		unlocked := sink
-		sink = func(topic string, key, value []byte, ts int64) {
-			mu.Lock()
-			unlocked(topic, key, value, ts)
-			mu.Unlock()
 		}
 	}
 	sources := make([]local.Source, workers)

@@ -66,8 +66,8 @@ type Config struct {
 	// divide it, as an App's do.
 	TableCacheBytes int64
 	// Sink receives the records written to topics the topology does not
-	// read. With several workers it is called from their goroutines at
-	// once, so it must be safe for concurrent use.
+	// read, from one goroutine at a time (with several workers, the
+	// coordinator's, after each step, in worker order).
 	Sink Sink
 	// Globals are the contents of the topics of the topology's global
 	// tables (eddy.GlobalTableFrom), by topic: bounded side inputs, with

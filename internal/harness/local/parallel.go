@@ -35,6 +35,7 @@ const roundEvents = 4096
 type parallel struct {
 	topo    runtime.Topology
 	workers []*worker
+	sink    Sink
 }
 
 // worker owns one partition: its InProcess, its share of the source and
@@ -43,7 +44,6 @@ type worker struct {
 	part  int32
 	run   *runtime.InProcess
 	src   Source
-	sink  Sink
 	peers []*worker
 	// rec is the source's record; qrec carries routed records to the
 	// tasks.
@@ -52,6 +52,11 @@ type worker struct {
 	// step; in holds those of the step before, which partition d's
 	// worker reads in this one.
 	out, in []inbox
+	// sunk holds the records for the sink written in the current step:
+	// the coordinator hands them to the sink after the step, so the sink
+	// runs on one goroutine and the workers never wait for each other
+	// on it (a lock around the bench's check cost more than it saved).
+	sunk inbox
 	// heads are the positions in each peer's inbox while delivering.
 	heads []int
 	// origin is the source index that the record being processed stems
@@ -91,13 +96,14 @@ type routed struct {
 
 func newParallel(topo runtime.Topology, sources []Source, cfg Config) (*parallel, error) {
 	n := len(sources)
-	p := &parallel{topo: topo}
+	p := &parallel{topo: topo, sink: cfg.Sink}
 	for i, src := range sources {
-		w := &worker{part: int32(i), src: src, sink: cfg.Sink, out: make([]inbox, n), in: make([]inbox, n), heads: make([]int, n)}
+		w := &worker{part: int32(i), src: src, out: make([]inbox, n), in: make([]inbox, n), heads: make([]int, n)}
 		for d := range n {
 			w.out[d].reset()
 			w.in[d].reset()
 		}
+		w.sunk.reset()
 		run, err := openPartition(topo, cfg, w.part, cfg.TableCacheBytes/int64(n), true, w.written)
 		if err != nil {
 			p.close()
@@ -131,6 +137,14 @@ func (p *parallel) step(f func(*worker) error) error {
 		if err := <-w.done; err != nil && first == nil {
 			first = err
 		}
+	}
+	for _, w := range p.workers {
+		for i := range w.sunk.recs {
+			q := &w.sunk.recs[i]
+			q.fill(&w.qrec, w.part)
+			p.sink(q.topic, w.qrec.Key, w.qrec.Value, q.timestamp)
+		}
+		w.sunk.reset()
 	}
 	return first
 }
@@ -266,7 +280,7 @@ func (w *worker) generate(from, to int64) error {
 // reads is routed, any other goes to the sink.
 func (w *worker) written(rec *kgo.Record, read bool) {
 	if !read {
-		w.sink(rec.Topic, rec.Key, rec.Value, rec.Timestamp.UnixMilli())
+		w.sunk.add(rec, w.origin, false)
 		return
 	}
 	w.route(rec, w.origin, false)
