@@ -42,6 +42,9 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 		return NexmarkResult{Query: opts.Query.Name, Events: opts.Events, Source: "kafka"}, err
 	}
 	defer cleanup()
+	if opts.Progress != nil {
+		fmt.Fprintf(opts.Progress, "%s: writing %d events to the broker (not measured)\n", opts.Query.Name, opts.Events)
+	}
 	b, err := StartNexmarkBroker(ctx, eddyBinary, filepath.Join(dir, "broker"), opts)
 	if err != nil {
 		return NexmarkResult{Query: opts.Query.Name, Events: opts.Events, Source: "kafka"}, err
@@ -71,7 +74,8 @@ type NexmarkBroker struct {
 
 // StartNexmarkBroker starts `eddy broker` (eddyBinary) with its data in
 // dir and writes events [0, events.Events) of the generator of
-// events.Seed and events.EventRate to their topics.
+// events.Seed and events.EventRate to their topics; events' other fields
+// are not used.
 func StartNexmarkBroker(ctx context.Context, eddyBinary, dir string, events NexmarkOptions) (*NexmarkBroker, error) {
 	g, err := nexmark.New(nexmark.Config{Seed: events.Seed, EventsPerSecond: events.EventRate})
 	if err != nil {
@@ -94,9 +98,6 @@ func StartNexmarkBroker(ctx context.Context, eddyBinary, dir string, events Nexm
 	if err := kafka.CreateTopics(ctx, b.cl, specs...); err != nil {
 		b.Close()
 		return nil, err
-	}
-	if events.Progress != nil {
-		fmt.Fprintf(events.Progress, "writing %d events to the broker (not measured)\n", events.Events)
 	}
 	if err := g.Produce(ctx, b.cl, t, events.Events); err != nil {
 		b.Close()
