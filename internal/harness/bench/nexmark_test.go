@@ -93,6 +93,17 @@ func TestNexmarkKafkaSourceVerifies(t *testing.T) {
 	if _, err := broker.Run(t.Context(), again); err == nil || !strings.Contains(err.Error(), "ran on this broker already") {
 		t.Errorf("%s again: %v; want a refusal", ran[0].Name, err)
 	}
+	// NexmarkKafka, the command's run of one query, starts a broker of
+	// its own in the run's directory.
+	one := events
+	one.Query, one.Dir = ran[0], t.TempDir()
+	res, err := NexmarkKafka(t.Context(), one, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verified || res.Outputs == 0 {
+		t.Errorf("NexmarkKafka %s: %+v", ran[0].Name, res)
+	}
 }
 
 // TestNexmarkResults: --results writes an append-only result's rows as
