@@ -114,7 +114,8 @@ type NexmarkResult struct {
 	CPUShare map[string]float64 `json:"cpu_share,omitempty"`
 }
 
-// nexmarkOutput is the topic every query writes its result to.
+// nexmarkOutput is the topic every query writes its result to with the
+// generator source (over Kafka, each query has its own: nexmark-<query>-out).
 const nexmarkOutput = "nexmark-out"
 
 // Nexmark runs one query over events [0, opts.Events) of the generator,

@@ -31,72 +31,149 @@ import (
 	"github.com/eddy-streams/eddy/state/pebble"
 )
 
-// NexmarkKafka runs one query as a Kafka application, exactly once: the
-// events are first written to their topics (one partition each, unmeasured)
-// on an `eddy broker` child process, then the app runs bounded
-// (Config.StopAtEndOffsets) until it has ended: every window closed, as the
-// in-process run's end of input closes them. CPU is this process's (the app's); the
-// broker's is reported apart. The output topic is read back (read_committed)
-// for the check once the run is measured.
-func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (res NexmarkResult, err error) {
+// NexmarkKafka runs one query as a Kafka application, exactly once, on a
+// broker of its own (see NexmarkBroker): the events are first written to
+// their topics (unmeasured), then the app runs bounded until it has ended.
+// The broker's data and the app's state are under opts.Dir/<query> (a
+// temporary directory if opts.Dir is empty).
+func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (NexmarkResult, error) {
+	dir, cleanup, err := runDir(opts.Dir, opts.Query.Name)
+	if err != nil {
+		return NexmarkResult{Query: opts.Query.Name, Events: opts.Events, Source: "kafka"}, err
+	}
+	defer cleanup()
+	if opts.Progress != nil {
+		fmt.Fprintf(opts.Progress, "%s: writing %d events to the broker (not measured)\n", opts.Query.Name, opts.Events)
+	}
+	b, err := StartNexmarkBroker(ctx, eddyBinary, filepath.Join(dir, "broker"), opts)
+	if err != nil {
+		return NexmarkResult{Query: opts.Query.Name, Events: opts.Events, Source: "kafka"}, err
+	}
+	defer b.Close()
+	return b.run(ctx, opts, dir)
+}
+
+// NexmarkBroker is an `eddy broker` child process holding the generator's
+// events, one partition a topic, for query runs over Kafka: one per run
+// from the command (each query in a process of its own, its CPU its own),
+// one for many queries in a test, which then loads the events once.
+type NexmarkBroker struct {
+	cmd   *exec.Cmd
+	seeds []string
+	cl    *kgo.Client
+	// events is what the broker holds: the generator's seed and rate
+	// and the number of events. A run must ask for the same.
+	events NexmarkOptions
+	topics nexmark.Topics
+	// sideInput is set once q13's side input is on the broker.
+	sideInput bool
+	// ran holds the queries run so far: each has its app and output
+	// topic, which a second run would resume from.
+	ran map[string]bool
+}
+
+// StartNexmarkBroker starts `eddy broker` (eddyBinary) with its data in
+// dir and writes events [0, events.Events) of the generator of
+// events.Seed and events.EventRate to their topics; events' other fields
+// are not used.
+func StartNexmarkBroker(ctx context.Context, eddyBinary, dir string, events NexmarkOptions) (*NexmarkBroker, error) {
+	g, err := nexmark.New(nexmark.Config{Seed: events.Seed, EventsPerSecond: events.EventRate})
+	if err != nil {
+		return nil, err
+	}
+	cmd, addr, err := startBrokerProcess(ctx, eddyBinary, dir)
+	if err != nil {
+		return nil, err
+	}
+	b := &NexmarkBroker{cmd: cmd, seeds: []string{addr}, topics: nexmark.DefaultTopics(), ran: map[string]bool{},
+		events: NexmarkOptions{Seed: events.Seed, EventRate: events.EventRate, Events: events.Events}}
+	b.cl, err = kgo.NewClient(kgo.SeedBrokers(b.seeds...), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(100_000))
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	t := b.topics
+	specs := []kafka.TopicSpec{{Name: t.Persons, Partitions: 1}, {Name: t.Auctions, Partitions: 1}, {Name: t.Bids, Partitions: 1}}
+	if err := kafka.CreateTopics(ctx, b.cl, specs...); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := g.Produce(ctx, b.cl, t, events.Events); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close stops the broker.
+func (b *NexmarkBroker) Close() {
+	if b.cl != nil {
+		b.cl.Close()
+	}
+	b.cmd.Process.Kill()
+	b.cmd.Wait()
+}
+
+// Run runs opts.Query on the broker, which must hold the events opts asks
+// for; its state (and a query's files) are under opts.Dir/<query>.
+func (b *NexmarkBroker) Run(ctx context.Context, opts NexmarkOptions) (NexmarkResult, error) {
+	dir, cleanup, err := runDir(opts.Dir, opts.Query.Name)
+	if err != nil {
+		return NexmarkResult{Query: opts.Query.Name, Events: opts.Events, Source: "kafka"}, err
+	}
+	defer cleanup()
+	return b.run(ctx, opts, dir)
+}
+
+// run runs one query as a Kafka application, exactly once, bounded
+// (Config.StopAtEndOffsets) until it has ended: every window closed, as
+// the in-process run's end of input closes them. CPU is this process's
+// (the app's); the broker's is reported apart. The output topic is read
+// back (read_committed) for the check once the run is measured, or, for a
+// query that writes files (Query.Files), the files it committed under
+// dir/output.
+func (b *NexmarkBroker) run(ctx context.Context, opts NexmarkOptions, dir string) (res NexmarkResult, err error) {
 	q := opts.Query
 	res = NexmarkResult{Query: q.Name, Events: opts.Events, Source: "kafka"}
-	if q.Files != nil {
-		return res, fmt.Errorf("bench: nexmark %s writes files, which only the generator source (--source generator) reads back yet", q.Name)
+	if e := b.events; opts.Seed != e.Seed || opts.EventRate != e.EventRate || opts.Events != e.Events {
+		return res, fmt.Errorf("bench: nexmark %s asks for %d events of seed %d at rate %v; the broker holds %d of seed %d at rate %v",
+			q.Name, opts.Events, opts.Seed, opts.EventRate, e.Events, e.Seed, e.EventRate)
 	}
+	if b.ran[q.Name] {
+		return res, fmt.Errorf("bench: nexmark %s ran on this broker already; its app would resume where it ended", q.Name)
+	}
+	b.ran[q.Name] = true
 	g, err := nexmark.New(nexmark.Config{Seed: opts.Seed, EventsPerSecond: opts.EventRate})
 	if err != nil {
 		return res, err
 	}
-	dir, cleanup, err := runDir(opts.Dir, q.Name)
-	if err != nil {
-		return res, err
-	}
-	defer cleanup()
-	broker, addr, err := startBrokerProcess(ctx, eddyBinary, filepath.Join(dir, "broker"))
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		broker.Process.Kill()
-		broker.Wait()
-	}()
-	seeds := []string{addr}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(100_000))
-	if err != nil {
-		return res, err
-	}
-	defer cl.Close()
-	topics := nexmark.DefaultTopics()
-	specs := []kafka.TopicSpec{{Name: topics.Persons, Partitions: 1}, {Name: topics.Auctions, Partitions: 1},
-		{Name: topics.Bids, Partitions: 1}, {Name: nexmarkOutput, Partitions: 1}}
-	if err := kafka.CreateTopics(ctx, cl, specs...); err != nil {
-		return res, err
-	}
-	if opts.Progress != nil {
-		fmt.Fprintf(opts.Progress, "%s: writing %d events to the broker (not measured)\n", q.Name, opts.Events)
-	}
-	if err := g.Produce(ctx, cl, topics, opts.Events); err != nil {
-		return res, err
-	}
-
+	topics, cl, seeds := b.topics, b.cl, b.seeds
 	appID := "nexmark-" + q.Name
+	output := appID + "-out"
+	if q.Files != nil {
+		// The query writes files: into the run's directory, read back
+		// and checked after the run, as the generator source does.
+		output = filepath.Join(dir, "output")
+	} else if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: output, Partitions: 1}); err != nil {
+		return res, err
+	}
 	topo := eddy.NewTopology()
-	q.Build(topo, topics, nexmarkOutput)
+	q.Build(topo, topics, output)
 	rt, err := plan.Build(topo, eddy.Config{AppID: appID})
 	if err != nil {
 		return res, fmt.Errorf("bench: nexmark %s: %w", q.Name, err)
 	}
 	// The side input (q13's global table) is on the broker before the app
 	// starts, as the suite's file is there before the job.
-	if slices.ContainsFunc(rt.Globals, func(g eddyruntime.GlobalStore) bool { return g.Topic == topics.SideInput }) {
+	if slices.ContainsFunc(rt.Globals, func(g eddyruntime.GlobalStore) bool { return g.Topic == topics.SideInput }) && !b.sideInput {
 		if err := kafka.CreateTopics(ctx, cl, kafka.TopicSpec{Name: topics.SideInput, Partitions: 1}); err != nil {
 			return res, err
 		}
 		if err := nexmark.ProduceSideInput(ctx, cl, topics.SideInput); err != nil {
 			return res, err
 		}
+		b.sideInput = true
 	}
 	read := map[string]bool{}
 	for _, sub := range rt.Subtopologies {
@@ -125,7 +202,7 @@ func NexmarkKafka(ctx context.Context, opts NexmarkOptions, eddyBinary string) (
 	bar := progressBar{w: opts.Progress, name: q.Name, total: total}
 	runtime.GC()
 	resetPeakRSS()
-	brokerCPU0 := processCPU(broker.Process.Pid)
+	brokerCPU0 := processCPU(b.cmd.Process.Pid)
 	cpu0, start := cpuSeconds(), time.Now()
 	bar.start = start
 	var backend state.Backend // nil: the App's, sized from StateMemory
@@ -180,7 +257,7 @@ wait:
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.CPUSeconds = cpuSeconds() - cpu0
-	res.BrokerCPUSeconds = processCPU(broker.Process.Pid) - brokerCPU0
+	res.BrokerCPUSeconds = processCPU(b.cmd.Process.Pid) - brokerCPU0
 	stopProfile()
 	bar.done()
 	res.PeakRSSBytes = peakRSS()
@@ -207,7 +284,18 @@ wait:
 			}
 		}()
 	}
-	if res.Outputs, err = readOutput(ctx, seeds, add); err != nil {
+	if q.Files != nil {
+		// A file's record has no timestamp: the check of such a
+		// query does not use it, as with the generator source.
+		err := q.Files(output, func(key, value []byte) {
+			res.Outputs++
+			add(key, value, 0)
+		})
+		if err != nil {
+			res.VerifyError = err.Error()
+			return res, nil
+		}
+	} else if res.Outputs, err = readOutput(ctx, seeds, output, add); err != nil {
 		return res, err
 	}
 	if err := check.Verify(); err != nil {
@@ -219,8 +307,8 @@ wait:
 }
 
 // readOutput feeds every committed record of the output topic to add.
-func readOutput(ctx context.Context, seeds []string, add func(key, value []byte, ts int64)) (int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(nexmarkOutput),
+func readOutput(ctx context.Context, seeds []string, topic string, add func(key, value []byte, ts int64)) (int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return 0, err
@@ -229,7 +317,7 @@ func readOutput(ctx context.Context, seeds []string, add func(key, value []byte,
 	// The app committed everything before this runs, so the topic is
 	// complete up to its end offset; the last offset or so are transaction
 	// markers, which a read_committed reader never sees as records.
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, nexmarkOutput)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err != nil {
 		return 0, err
 	}
@@ -245,7 +333,7 @@ func readOutput(ctx context.Context, seeds []string, add func(key, value []byte,
 		}
 		for _, e := range f.Errors() {
 			if !errors.Is(e.Err, context.DeadlineExceeded) {
-				return n, fmt.Errorf("bench: read %s: %w", nexmarkOutput, e.Err)
+				return n, fmt.Errorf("bench: read %s: %w", topic, e.Err)
 			}
 		}
 		if f.NumRecords() == 0 {

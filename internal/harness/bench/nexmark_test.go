@@ -37,8 +37,9 @@ func TestNexmarkGeneratorSourceVerifies(t *testing.T) {
 	}
 }
 
-// The Kafka source: the same query over an `eddy broker` process, exactly
-// once, its output read back and checked.
+// The Kafka source: every query over an `eddy broker` process, exactly
+// once, its output read back (q10's: the files it committed) and checked.
+// One broker holds the events for all of them, written once.
 func TestNexmarkKafkaSourceVerifies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the eddy binary and runs a broker")
@@ -48,29 +49,60 @@ func TestNexmarkKafkaSourceVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
+	events := NexmarkOptions{Events: 20_000, EventRate: 1000}
+	broker, err := StartNexmarkBroker(t.Context(), bin, t.TempDir(), events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
 	// q8 joins two inputs in event time over topics loaded before the
 	// app starts: it verifies because a task processes its inputs in
 	// timestamp order (docs/design.md §5.2), so neither input runs past
 	// the other's grace. q3 and q4 join two inputs with regular joins,
 	// in whatever order their records come. q13 reads its side input
 	// from a topic into a global table before the bids run.
-	for _, run := range []struct {
-		name   string
-		events int64
-	}{{"q0", 50_000}, {"q5", 50_000}, {"q3", 100_000}, {"q4", 100_000}, {"q8", 100_000}, {"q13", 50_000}} {
-		q, ok := queries.Lookup(run.name)
-		if !ok {
-			t.Fatalf("no query %s", run.name)
-		}
-		// The app runs bounded: its end closes the last windows, and
-		// the checks expect every window, as in-process.
-		res, err := NexmarkKafka(t.Context(), NexmarkOptions{Query: q, Events: run.events, EventRate: 1000, CommitInterval: 100 * time.Millisecond, Progress: os.Stderr}, bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.Verified || res.Outputs == 0 {
-			t.Errorf("%s: not verified (%d outputs): %s", run.name, res.Outputs, res.VerifyError)
-		}
+	var ran []queries.Query
+	for _, q := range queries.All() {
+		t.Run(q.Name, func(t *testing.T) {
+			// The app runs bounded: its end closes the last windows,
+			// and the checks expect every window, as in-process.
+			opts := events
+			opts.Query, opts.CommitInterval = q, 100*time.Millisecond
+			res, err := broker.Run(t.Context(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran = append(ran, q)
+			if !res.Verified || res.Outputs == 0 {
+				t.Errorf("not verified (%d outputs): %s", res.Outputs, res.VerifyError)
+			}
+		})
+	}
+	// A broker holds one set of events and each query's app once: a run
+	// asking for others, or a query again, is refused, not resumed.
+	if len(ran) == 0 {
+		return
+	}
+	other := events
+	other.Query, other.Events = ran[0], events.Events+1
+	if _, err := broker.Run(t.Context(), other); err == nil || !strings.Contains(err.Error(), "the broker holds") {
+		t.Errorf("a run of other events: %v; want a refusal", err)
+	}
+	again := events
+	again.Query = ran[0]
+	if _, err := broker.Run(t.Context(), again); err == nil || !strings.Contains(err.Error(), "ran on this broker already") {
+		t.Errorf("%s again: %v; want a refusal", ran[0].Name, err)
+	}
+	// NexmarkKafka, the command's run of one query, starts a broker of
+	// its own in the run's directory.
+	one := events
+	one.Query, one.Dir = ran[0], t.TempDir()
+	res, err := NexmarkKafka(t.Context(), one, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verified || res.Outputs == 0 {
+		t.Errorf("NexmarkKafka %s: %+v", ran[0].Name, res)
 	}
 }
 
