@@ -13,7 +13,7 @@ import (
 // leaf of each stack, as pprof's flat column): each share is a fraction
 // of all samples. The kinds are coarse on purpose — enough to say whether
 // a query's time goes to generating, encoding, operators, state, Pebble,
-// copying or the garbage collector — and a function is put in the first
+// copying or the Go runtime — and a function is put in the first
 // kind whose rule matches it (cpuKinds).
 func CPUShares(path string) (map[string]float64, error) {
 	f, err := os.Open(path)
@@ -64,7 +64,7 @@ var cpuKinds = []struct {
 	{"copy", []string{"runtime.memmove", "runtime.memclr"}},
 	{"maps", []string{"internal/runtime/maps.", "runtime.mapaccess", "runtime.mapassign", "runtime.mapdelete", "aeshash", "memeqbody", "hash/maphash", "runtime.memhash"}},
 	{"syscalls", []string{"syscall.", "internal/runtime/syscall", "runtime.futex", "runtime.tgkill", "runtime.madvise", "runtime.usleep", "runtime.osyield", "runtime.nanotime", "runtime.procyield", "os."}},
-	{"gc+alloc", []string{"runtime.", "gcWriteBarrier", "internal/runtime/"}},
+	{"runtime", []string{"runtime.", "gcWriteBarrier", "internal/runtime/"}},
 }
 
 // cpuKind is the kind of function fn, "other" if no rule matches.

@@ -15,7 +15,7 @@ func TestCPUKind(t *testing.T) {
 		"github.com/eddy-streams/eddy/internal/runtime.(*InProcessTask).produce": "engine",
 		"runtime.memmove":            "copy",
 		"runtime.mapaccess2_faststr": "maps",
-		"runtime.mallocgc":           "gc+alloc",
+		"runtime.mallocgc":           "runtime",
 		"syscall.Syscall6":           "syscalls",
 		"crypto/sha256.block":        "other",
 	} {
