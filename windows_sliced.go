@@ -18,7 +18,10 @@ import (
 // only when it closes) and a merge function that combines the aggregates
 // of two runs of records as folding the second run into the first would
 // (WindowCount has one); WindowAggregate refuses it otherwise, and on
-// tumbling windows, which are their own slices.
+// tumbling windows, which are their own slices. Records are folded in
+// arrival order within a slice, and slices merged in time order: the
+// aggregate must not depend on the arrival order of records in different
+// slices (a count, a sum, a minimum or maximum do not).
 //
 // The store keeps slices, not windows: a store written without Sliced
 // cannot be read with it, nor the reverse (the aggregation refuses to

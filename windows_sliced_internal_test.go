@@ -1,11 +1,13 @@
 package eddy
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eddy-streams/eddy/httpapi"
 	"github.com/eddy-streams/eddy/serde"
 	"github.com/eddy-streams/eddy/state"
 	"github.com/eddy-streams/eddy/state/memory"
@@ -64,6 +66,36 @@ func TestSlicedLayoutGuard(t *testing.T) {
 	} {
 		if !errors.Is(tc.err, state.ErrFormat) || !strings.Contains(tc.err.Error(), tc.want) || !strings.Contains(tc.err.Error(), "store counts") || !strings.Contains(tc.err.Error(), "reset the application") {
 			t.Errorf("%s: %v; want state.ErrFormat naming store counts, %q and what to do", name, tc.err, tc.want)
+		}
+	}
+}
+
+// TestSlicedStoreQueriesRefused: interactive queries of a sliced store
+// (QueryWindows, the HTTP windows route) are refused, naming the store and
+// what to do, rather than answering a slice for a window; a store of whole
+// windows is not (here it meets the app not running).
+func TestSlicedStoreQueriesRefused(t *testing.T) {
+	topo := NewTopology()
+	g := GroupByKey(Source(topo, "in", serde.String(), serde.String()), serde.String())
+	hop := HoppingWindows(10*time.Second, 2*time.Second)
+	WindowCount(WindowedBy(g, hop.Sliced()).Emit(EmitFinal), "sliced")
+	WindowCount(WindowedBy(g, hop).Emit(EmitFinal), "whole")
+	if err := topo.Err(); err != nil {
+		t.Fatal(err)
+	}
+	app := &App{stores: topo.stores}
+	for store, sliced := range map[string]bool{"sliced": true, "whole": false} {
+		_, err := httpQueries{app}.Windows(context.Background(), store, "a", 0, 100, false)
+		refused := err != nil && strings.Contains(err.Error(), "store "+store+" keeps slices of hopping windows") && strings.Contains(err.Error(), "materialize")
+		if refused != sliced || sliced && !errors.Is(err, httpapi.ErrBadRequest) {
+			t.Errorf("HTTP windows of store %s: %v; refused %v, want %v (as a bad request)", store, err, refused, sliced)
+		}
+		spec := NewWindowStoreSpec(store, time.Minute, serde.String(), serde.Int64())
+		for _, err := range QueryWindows(app, spec).Fetch("a", 0, 100) {
+			refused := err != nil && strings.HasPrefix(err.Error(), "eddy: store "+store+" keeps slices")
+			if refused != sliced {
+				t.Errorf("QueryWindows of store %s: %v; refused %v, want %v", store, err, refused, sliced)
+			}
 		}
 	}
 }
