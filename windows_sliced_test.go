@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -218,43 +217,6 @@ func TestSlicedStoreKeepsSlices(t *testing.T) {
 	// segments of 5s: the slices of 0s and 2s are gone.
 	if want := []string{"a@40000=1"}; !slices.Equal(got, want) {
 		t.Errorf("store %q, want %q", got, want)
-	}
-}
-
-// TestSlicedWindowsRefused: Sliced where it cannot work is refused when
-// the topology is built, naming the fix.
-func TestSlicedWindowsRefused(t *testing.T) {
-	hop := eddy.HoppingWindows(10*time.Second, 2*time.Second).Sliced()
-	zero := func() int64 { return 0 }
-	add := func(_, _ string, n int64) int64 { return n + 1 }
-	cases := []struct {
-		name  string
-		build func(g eddy.GroupedStream[string, string])
-		want  string
-	}{
-		{"tumbling", func(g eddy.GroupedStream[string, string]) {
-			eddy.WindowCount(eddy.WindowedBy(g, eddy.TumblingWindows(time.Second).Sliced()).Emit(eddy.EmitFinal), "w")
-		}, "each window is its own slice already; drop Sliced"},
-		{"every update", func(g eddy.GroupedStream[string, string]) {
-			eddy.WindowCount(eddy.WindowedBy(g, hop), "w")
-		}, "call Emit(EmitFinal) on the windowed stream, or drop Sliced"},
-		{"no merge", func(g eddy.GroupedStream[string, string]) {
-			eddy.WindowAggregate(eddy.WindowedBy(g, hop).Emit(eddy.EmitFinal), "w", zero, add, nil, serde.Int64())
-		}, "pass a merge function, or drop Sliced"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			topo := eddy.NewTopology()
-			tc.build(eddy.GroupByKey(eddy.Source(topo, "in", serde.String(), serde.String()), serde.String()))
-			d, err := eddytest.New(topo, eddytest.Options{})
-			if err == nil {
-				d.Close()
-				t.Fatalf("built; want an error containing %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "eddy:") {
-				t.Errorf("error %q, want one that starts with eddy: and contains %q", err, tc.want)
-			}
-		})
 	}
 }
 
