@@ -47,7 +47,7 @@ type slicedWindowing[K, V, A any] struct {
 	runs  sliceRuns[A] // a closing window's slices, reused
 	// The layout marker is checked once per task (again after an abort,
 	// which may have dropped what the check relied on) and written once
-	// per transaction that writes slices; see checkSliceLayout.
+	// per transaction that writes slices; see checkLayout.
 	layoutChecked bool
 	layoutAborts  uint64
 	markedIn      uint64
