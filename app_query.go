@@ -170,6 +170,12 @@ func (q *WindowQuery[K, V]) Fetch(k K, from, to int64) iter.Seq2[WindowEntry[K, 
 			yield(WindowEntry[K, V]{}, fmt.Errorf("eddy: store %s keeps sliding windows in the session layout; read it with the HTTP windows route (/v1/stores/%s/keys/{key}/windows)", q.spec.name, q.spec.name))
 			return
 		}
+		if d := q.a.stores[q.spec.name]; d != nil {
+			if err := refuseSliced(d.query); err != nil {
+				yield(WindowEntry[K, V]{}, err)
+				return
+			}
+		}
 		kb, err := q.spec.keys.Serialize(nil, k)
 		if err != nil {
 			yield(WindowEntry[K, V]{}, fmt.Errorf("eddy: store %s: encode key: %w", q.spec.name, err))
@@ -506,6 +512,9 @@ func (h httpQueries) Windows(_ context.Context, store, key string, from, to int6
 	q, err := h.decl(store, WindowKind, SessionKind)
 	if err != nil {
 		return nil, err
+	}
+	if err := refuseSliced(q); err != nil {
+		return nil, fmt.Errorf("%w: %w", httpapi.ErrBadRequest, err)
 	}
 	kb, err := q.parseKey(key)
 	if err != nil {

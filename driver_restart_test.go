@@ -90,6 +90,19 @@ func restartCases() []restartCase {
 		inputs: []string{"in"}, outputs: []string{"finals", "limited"},
 		values: func(*rand.Rand, string) string { return "v" },
 	}, {
+		name: "hopping windows, Sliced",
+		topology: func() *eddy.Topology {
+			topo := eddy.NewTopology()
+			in := eddy.GroupByKey(eddy.Source(topo, "in", str, str), str)
+			w := eddy.WindowedBy(in, eddy.HoppingWindows(10*time.Second, 4*time.Second).WithGrace(3*time.Second).Sliced()).Emit(eddy.EmitFinal)
+			eddy.To(eddy.Map(eddy.ToStream(eddy.WindowCount(w, "counts")), func(k eddy.Windowed[string], n int64) (string, int64) {
+				return fmt.Sprint(k.Key, "@", k.Window.Start), n
+			}), "counts", str, i64)
+			return topo
+		},
+		inputs: []string{"in"}, outputs: []string{"counts"},
+		values: func(*rand.Rand, string) string { return "v" },
+	}, {
 		name: "foreign-key joins, inner and left",
 		topology: func() *eddy.Topology {
 			topo := eddy.NewTopology()

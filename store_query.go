@@ -165,3 +165,19 @@ func (s slidingQuery[K, A]) decodeValue(b []byte, _ int64) (any, bool, error) {
 	}
 	return v.agg, true, nil
 }
+
+// slicedQuery is the store of a Sliced hopping aggregation: a window store
+// whose entries are slices, not windows. Queries refuse it (see
+// refuseSliced) rather than answer a slice for a window.
+type slicedQuery[K, A any] struct{ WindowStoreSpec[K, A] }
+
+// refuseSliced is the error of a query of a sliced store, nil for any
+// other store.
+func refuseSliced(q storeQuery) error {
+	if s, ok := q.(interface{ slicedStore() string }); ok {
+		return fmt.Errorf("eddy: store %s keeps slices of hopping windows (Sliced), not windows, and cannot be queried; to query the windows, drop Sliced (and reset the application), or materialize the aggregation's output in a store of its own", s.slicedStore())
+	}
+	return nil
+}
+
+func (s slicedQuery[K, A]) slicedStore() string { return s.name }

@@ -121,13 +121,15 @@ func LateRecords[K, V any](w WindowedStream[K, V]) Stream[K, V] {
 
 // WindowAggregate folds each key's records per window into an aggregate:
 // init gives a window's first aggregate, add folds one record in, merge
-// combines the aggregates of two sessions that a record joins (session
-// windows need it; time and sliding windows never merge and ignore it:
-// pass nil). Records are folded in the order they arrive. The aggregates
-// live in the state store named store for as long as a record in time can
-// still reach their window: a window store (by window start) for time
-// windows, a session store (a key's windows together) for sliding and
-// session windows.
+// combines two aggregates: of two sessions that a record joins (session
+// windows need it), or of two slices of a window, earlier first (Sliced
+// hopping windows need it; merge(k, a, b) must equal folding b's records
+// into a). Other windows never merge and ignore it: pass nil. Records are
+// folded in the order they arrive. The aggregates live in the state store
+// named store for as long as a record in time can still reach their
+// window: a window store (by window start; by slice start when Sliced)
+// for time windows, a session store (a key's windows together) for
+// sliding and session windows.
 //
 // The result is a table keyed by key and window, forwarded as w's emit
 // strategy says: with EmitEveryUpdate each update carries the timestamp of
@@ -152,6 +154,21 @@ func WindowAggregate[K, V, A any](w WindowedStream[K, V], store string, init fun
 		spec = s
 		open = func(buf *state.StoreBuffer) windowing[K, V, A] {
 			return &timeWindowing[K, V, A]{win: win, fold: fold, store: s.View(buf)}
+		}
+		if win.sliced {
+			// Slices (of gcd(size, advance)) are kept as long as a window
+			// that holds them can be open: each starts at or after its
+			// windows' starts, so size + grace from its own start.
+			switch {
+			case w.emit != EmitFinal:
+				t.fail("eddy: window aggregate %q: sliced windows exist only when they close; call Emit(EmitFinal) on the windowed stream, or drop Sliced", store)
+			case merge == nil:
+				t.fail("eddy: window aggregate %q: sliced windows merge their slices' aggregates; pass a merge function, or drop Sliced", store)
+			}
+			spec = slicedQuery[K, A]{s}
+			open = func(buf *state.StoreBuffer) windowing[K, V, A] {
+				return newSlicedWindowing(win, fold, s.View(buf))
+			}
 		}
 	case SlidingWindows:
 		// A record in time (ts >= stream time - diff - grace) builds on

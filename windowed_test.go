@@ -43,6 +43,15 @@ func TestWindowedTopologyErrors(t *testing.T) {
 		{"no add", func(g eddy.GroupedStream[string, string]) {
 			eddy.WindowAggregate(eddy.WindowedBy(g, eddy.TumblingWindows(time.Second)), "w", zero, nil, sum, serde.Int64())
 		}, "pass init and add"},
+		{"sliced tumbling windows", func(g eddy.GroupedStream[string, string]) {
+			eddy.WindowCount(eddy.WindowedBy(g, eddy.TumblingWindows(time.Second).Sliced()).Emit(eddy.EmitFinal), "w")
+		}, "each window is its own slice already; drop Sliced"},
+		{"sliced windows emitting every update", func(g eddy.GroupedStream[string, string]) {
+			eddy.WindowCount(eddy.WindowedBy(g, eddy.HoppingWindows(10*time.Second, 2*time.Second).Sliced()), "w")
+		}, "call Emit(EmitFinal) on the windowed stream, or drop Sliced"},
+		{"sliced windows without merge", func(g eddy.GroupedStream[string, string]) {
+			eddy.WindowAggregate(eddy.WindowedBy(g, eddy.HoppingWindows(10*time.Second, 2*time.Second).Sliced()).Emit(eddy.EmitFinal), "w", zero, add, nil, serde.Int64())
+		}, "pass a merge function, or drop Sliced"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 // end = start + size.
 type TimeWindows struct {
 	size, advance int64 // ms
+	sliced        bool  // see Sliced
 	windowLimits
 }
 
@@ -42,9 +43,16 @@ type timeWindowing[K, V, A any] struct {
 	win   TimeWindows
 	fold  fold[K, V, A]
 	store *WindowStore[K, A]
+	// The store is checked once per task (again after an abort) not to
+	// hold slices; see checkNotSliced.
+	layoutChecked bool
+	layoutAborts  uint64
 }
 
 func (t *timeWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K, V], now int64) (bool, error) {
+	if err := t.checkNotSliced(); err != nil {
+		return false, err
+	}
 	ts, size, adv := r.Timestamp, t.win.size, t.win.advance
 	// Windows [s, s+size) with s a multiple of adv and s <= ts < s+size,
 	// in start order.
@@ -73,15 +81,20 @@ func (t *timeWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K, V
 	return accepted, nil
 }
 
+func (t *timeWindowing[K, V, A]) closedBefore(now int64) int64 { return t.win.closedBefore(now) }
+
 // closedBefore is the first window start still open (end + grace > now),
 // rounded up to a window start: no start lies between, and an unchanged
 // bound leaves the store unread.
-func (t *timeWindowing[K, V, A]) closedBefore(now int64) int64 {
-	hi := now - t.win.windowLimits.grace - t.win.size + 1
-	return hi + floorMod(-hi, t.win.advance)
+func (w TimeWindows) closedBefore(now int64) int64 {
+	hi := now - w.windowLimits.grace - w.size + 1
+	return hi + floorMod(-hi, w.advance)
 }
 
 func (t *timeWindowing[K, V, A]) closed(from, to int64, fn func(k K, w Window, agg A) bool) error {
+	if err := t.checkNotSliced(); err != nil {
+		return err
+	}
 	return t.store.fetchAll(from, to, func(k K, start int64, agg A) bool {
 		return fn(k, Window{Start: start, End: start + t.win.size}, agg)
 	})

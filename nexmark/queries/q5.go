@@ -27,7 +27,10 @@ import (
 //
 // eddy runs that plan (the counts computed once, as Flink reuses the common
 // sub-plan): a windowed count of bids per auction, emitting each window
-// once, final, when it closes (grace 4 s, the suite's watermark delay);
+// once, final, when it closes (grace 4 s, the suite's watermark delay),
+// kept per 2 s slice (Sliced, as Flink's slicing window operator: a bid
+// updates one count, not five; a window's counts are its five slices'
+// summed when it closes);
 // the counts re-keyed by window start through two repartition topics (as
 // Flink sends the shared sub-plan's output through two exchanges): on one,
 // the maximum per window — a windowed aggregation too, over tumbling 2 s
@@ -53,7 +56,7 @@ func q5() Query {
 		Build: func(t *eddy.Topology, in nexmark.Topics, out string) {
 			bids := eddy.Source(t, in.Bids, serde.Int64(), nexmark.BidSerde())
 			ws := eddy.WindowedBy(eddy.GroupByKey(bids, serde.Int64()),
-				eddy.HoppingWindows(q5Size, q5Advance).WithGrace(q5Grace)).Emit(eddy.EmitFinal)
+				eddy.HoppingWindows(q5Size, q5Advance).WithGrace(q5Grace).Sliced()).Emit(eddy.EmitFinal)
 			counts := eddy.Map(eddy.ToStream(eddy.WindowCount(ws, "q5-counts")), func(w eddy.Windowed[int64], n int64) (int64, Q5Row) {
 				return w.Start, Q5Row{Auction: w.Key, Num: n}
 			})
