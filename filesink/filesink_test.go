@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -361,5 +362,208 @@ func TestConfigErrors(t *testing.T) {
 		Partition: func(dst []byte, _ eddy.Record[string, string]) []byte { return append(dst, "../out"...) }}, "0_0", nil)
 	if err := s.Write(eddy.Record[string, string]{Value: "v"}); err == nil || !strings.Contains(err.Error(), "relative path") {
 		t.Errorf("a partition outside the directory: %v", err)
+	}
+}
+
+// TestDirectoriesSynced: every directory that gains an entry is synced
+// before the entry is relied on — Dir's parents when Recover creates
+// Dir and .eddy, Dir when a partition directory is made, the partition
+// when a part file is renamed into it — so that a power loss cannot drop
+// a committed file's name.
+func TestDirectoriesSynced(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "a", "b")
+	cfg := secondPartitions(dir)
+	st := eddy.SinkTask{AppID: "app", Sink: "files", Task: "0_0"}
+	if err := cfg.check(st); err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(cfg, st)
+	synced := map[string]bool{}
+	s.onSync = func(d string) { synced[d] = true }
+	if err := s.Recover(nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{root, filepath.Join(root, "a"), dir, filepath.Join(dir, metaDir)} {
+		if !synced[d] {
+			t.Errorf("Recover did not sync %s, which gained an entry (synced: %v)", d, synced)
+		}
+	}
+	clear(synced)
+	write(t, s, "one", 100)
+	if err := s.Commit(prepare(t, s, 100)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "s=0")} {
+		if !synced[d] {
+			t.Errorf("the first commit into s=0 did not sync %s (synced: %v)", d, synced)
+		}
+	}
+}
+
+// TestCommitRefusesToReplace: a commit whose final name is taken (the
+// sink's .eddy was deleted while its part files stayed, so epochs start
+// again) fails and leaves the committed file as it was; a commit
+// repeated after a crash between link and remove finishes.
+func TestCommitRefusesToReplace(t *testing.T) {
+	dir := t.TempDir()
+	cfg := secondPartitions(dir)
+	cfg.Tasks = 2
+	s := sinkOf(t, cfg, "0_0", nil)
+	write(t, s, "first", 100)
+	if err := s.Commit(prepare(t, s, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, metaDir)); err != nil {
+		t.Fatal(err)
+	}
+	again := sinkOf(t, cfg, "0_0", nil)
+	write(t, again, "second", 200)
+	err := again.Commit(prepare(t, again, 200))
+	if err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Fatalf("a commit onto a committed file's name: %v, want a refusal", err)
+	}
+	if l := list(t, dir); fmt.Sprint(l.lines) != "map[s=0:[first]]" {
+		t.Fatalf("%v: the committed file was replaced", l)
+	}
+
+	// A crash after the link, before the remove: both names, one file.
+	next := sinkOf(t, cfg, "0_1", nil)
+	write(t, next, "third", 300)
+	tok := prepare(t, next, 300)
+	tk, err := decodeToken(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "s=0")
+	if err := os.Link(filepath.Join(p, next.inProgressName(tk.epoch, 1)), filepath.Join(p, next.finalName(tk.epoch, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Commit(tok); err != nil {
+		t.Fatalf("finishing a linked commit: %v", err)
+	}
+	if l := list(t, dir); fmt.Sprint(l.lines) != "map[s=0:[first third]]" || len(l.inProgress) != 1 {
+		t.Fatalf("%v, want first and third visible and only the refused commit's file in progress", l)
+	}
+}
+
+// TestEpochClaimsAreExclusive: owners of one task that open at once each
+// claim an epoch of their own, and only the newest passes Prepare.
+func TestEpochClaimsAreExclusive(t *testing.T) {
+	dir := t.TempDir()
+	cfg := secondPartitions(dir)
+	st := eddy.SinkTask{AppID: "app", Sink: "files", Task: "0_0"}
+	if err := cfg.check(st); err != nil {
+		t.Fatal(err)
+	}
+	sinkOf(t, cfg, "0_0", nil) // .eddy and its owner exist
+	const owners = 16
+	sinks := make([]*sink[string, string], owners)
+	errs := make([]error, owners)
+	var wg sync.WaitGroup
+	for i := range sinks {
+		sinks[i] = newSink(cfg, st)
+		wg.Go(func() { errs[i] = sinks[i].Recover(nil) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	epochs := map[int64]bool{}
+	passed := 0
+	for _, s := range sinks {
+		if epochs[s.epoch] {
+			t.Errorf("two owners hold epoch %d", s.epoch)
+		}
+		epochs[s.epoch] = true
+		write(t, s, "v", 100)
+		s.PrepareAt(100)
+		if _, _, err := s.Prepare(); err == nil {
+			passed++
+		} else if !errors.Is(err, eddy.ErrSinkFenced) {
+			t.Fatal(err)
+		}
+	}
+	if passed != 1 {
+		t.Errorf("%d owners passed Prepare, want only the newest", passed)
+	}
+}
+
+// TestStaleTaskTimes: after the input lost partitions (Tasks 2 → 1) or
+// the sink moved to another sub-topology, the time files of tasks that no
+// longer exist neither fail the sink nor hold its partitions back.
+func TestStaleTaskTimes(t *testing.T) {
+	dir := t.TempDir()
+	cfg := secondPartitions(dir)
+	cfg.Tasks = 2
+	for _, task := range []string{"0_0", "0_1"} {
+		s := sinkOf(t, cfg, task, nil)
+		write(t, s, "old-"+task, 100)
+		if err := s.Commit(prepare(t, s, 500)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Tasks = 1
+	s := sinkOf(t, cfg, "0_0", nil)
+	write(t, s, "new", 1100)
+	if err := s.Commit(prepare(t, s, 2500)); err != nil {
+		t.Fatalf("with a stale time file of task 0_1: %v", err)
+	}
+	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1]" {
+		t.Fatalf("%v, want s=0 and s=1 complete from task 0_0 alone", l)
+	}
+
+	// The topology changed: the sink's task is 1_0 now; 0_0's time is
+	// stale.
+	moved := sinkOf(t, cfg, "1_0", nil)
+	write(t, moved, "moved", 2100)
+	if err := moved.Commit(prepare(t, moved, 3500)); err != nil {
+		t.Fatal(err)
+	}
+	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1 s=2]" {
+		t.Fatalf("%v, want s=2 complete from task 1_0 alone", l)
+	}
+}
+
+// TestIdleTask: a task that never commits a stream time holds every
+// partition back; with Config.IdleTimeout, once its time file is older
+// than that, it no longer does, and once it commits again it holds back
+// again.
+func TestIdleTask(t *testing.T) {
+	dir := t.TempDir()
+	cfg := secondPartitions(dir)
+	cfg.Tasks = 2
+	cfg.IdleTimeout = time.Hour
+	busy, idle := sinkOf(t, cfg, "0_0", nil), sinkOf(t, cfg, "0_1", nil)
+	write(t, busy, "a", 500)
+	if err := busy.Commit(prepare(t, busy, 2500)); err != nil {
+		t.Fatal(err)
+	}
+	if l := list(t, dir); len(l.complete) != 0 {
+		t.Fatalf("%v: complete while task 0_1 opened less than IdleTimeout ago", l)
+	}
+	// An hour passes without task 0_1 writing its time file.
+	hourAgo := time.Now().Add(-cfg.IdleTimeout)
+	if err := os.Chtimes(filepath.Join(dir, metaDir, "0_1.time"), hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
+	write(t, busy, "b", 2600)
+	if err := busy.Commit(prepare(t, busy, 3000)); err != nil {
+		t.Fatal(err)
+	}
+	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=2]" {
+		t.Fatalf("%v, want s=0 and s=2 complete with task 0_1 idle", l)
+	}
+	// Task 0_1 wakes up behind: it holds the directory back again.
+	write(t, idle, "late", 1500)
+	if err := idle.Commit(prepare(t, idle, 1500)); err != nil {
+		t.Fatal(err)
+	}
+	write(t, busy, "c", 4000)
+	if err := busy.Commit(prepare(t, busy, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=2]" {
+		t.Fatalf("%v, want s=1 and s=4 held back by task 0_1 at 1500", l)
 	}
 }
