@@ -1,12 +1,8 @@
 package eddy_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/eddy-streams/eddy"
-	"github.com/eddy-streams/eddy/serde"
 )
 
 // TestRunTopNTableRefusesChangedN: an app whose TopNTable kept the first 2
@@ -17,34 +13,22 @@ import (
 func TestRunTopNTableRefusesChangedN(t *testing.T) {
 	addr := startBroker(t)
 	createTopics(t, addr, 1, "players", "team-tops")
-	topology := func(n int) *eddy.Topology {
-		topo := eddy.NewTopology()
-		players := eddy.TableFrom(topo, "players", "players", serde.String(), serde.String()) // "team:points"
-		byTeam := eddy.GroupTableBy(players, func(player, row string) (string, score) {
-			team, points, _ := strings.Cut(row, ":")
-			var p int64
-			fmt.Sscan(points, &p)
-			return team, score{Points: p, Name: player}
-		}, "by-team", serde.String(), scoreSerde{})
-		eddy.To(eddy.ToStream(eddy.TopNTable(byTeam, "team-top", n, byPointsDesc, scoreSerde{})), "team-tops", serde.String(), serde.List(scoreSerde{}))
-		return topo
-	}
 	cfg := config(t, addr)
-	app := run(t, topology(2), cfg)
+	app := run(t, teamTops(2), cfg)
 	produce(t, addr, "players", srec("p1", "red:3"), srec("p2", "red:2"), srec("p3", "red:1"))
 	waitConsumed(t, addr, cfg.AppID, "players", 3, app)
 	if err := app.stop(t); err != nil {
 		t.Fatal(err)
 	}
 
-	app = run(t, topology(2), cfg)
+	app = run(t, teamTops(2), cfg)
 	produce(t, addr, "players", srec("p4", "red:4"))
 	waitConsumed(t, addr, cfg.AppID, "players", 4, app)
 	if err := app.stop(t); err != nil {
 		t.Fatalf("restarted with the same n: %v", err)
 	}
 
-	err := run(t, topology(3), cfg).wait(t)
+	err := run(t, teamTops(3), cfg).wait(t)
 	if err == nil || !strings.Contains(err.Error(), "eddy: TopNTable team-top:") || !strings.Contains(err.Error(), "first 2 rows") ||
 		!strings.Contains(err.Error(), "reset the application") {
 		t.Fatalf("restarted with n 3: %v, want an error naming the store, the n it kept and the fix", err)

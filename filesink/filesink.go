@@ -274,33 +274,25 @@ func (s *sink[K, V]) epochsDir() string { return s.meta(s.task.Task + ".epochs")
 
 // claimEpoch makes this owner the task's newest: it creates the claim of
 // the epoch after the highest one, exclusively (O_EXCL), so that two
-// owners opening at once can never hold one epoch; the one that loses
-// the race takes the next. The highest claim is the task's epoch, which
-// fences every lower one at Prepare. Older claims are deleted: an owner
-// that reads a stale listing and claims an epoch freed so is below the
-// highest, so fenced too.
+// owners opening at once can never both hold the highest epoch; the one
+// that loses the race takes the next. The highest claim is the task's
+// epoch, and Prepare fences every owner below it. Claims below its own
+// are deleted, never the highest: an owner that claims an epoch freed so
+// (from a stale listing) shares it with an owner already fenced and is
+// below the highest, so fenced too — it can open in-progress files (each
+// created exclusively, so never another's) but never commit one.
 func (s *sink[K, V]) claimEpoch() error {
 	dir := s.epochsDir()
 	if err := s.mkdirAll(dir); err != nil {
 		return unavailable(err)
 	}
-	e, err := s.readEpoch()
+	high, err := s.readEpoch()
 	if err != nil {
 		return err
 	}
-	for {
-		e++
-		f, err := os.OpenFile(filepath.Join(dir, strconv.FormatInt(e, 10)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if errors.Is(err, fs.ErrExist) {
-			continue // another owner claimed it since the listing
-		}
-		if err != nil {
-			return unavailable(err)
-		}
-		if err := errors.Join(f.Close(), s.syncDir(dir)); err != nil {
-			return unavailable(err)
-		}
-		break
+	e, err := s.claimAfter(high)
+	if err != nil {
+		return err
 	}
 	s.epoch, s.seq = e, 0
 	entries, err := os.ReadDir(dir)
@@ -313,6 +305,25 @@ func (s *sink[K, V]) claimEpoch() error {
 		}
 	}
 	return nil
+}
+
+// claimAfter claims the first epoch after high that no owner holds: high
+// is the highest claim listed, and another owner may have claimed more
+// since the listing.
+func (s *sink[K, V]) claimAfter(high int64) (int64, error) {
+	for e := high + 1; ; e++ {
+		f, err := os.OpenFile(filepath.Join(s.epochsDir(), strconv.FormatInt(e, 10)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue // another owner claimed it since the listing
+		}
+		if err != nil {
+			return 0, unavailable(err)
+		}
+		if err := errors.Join(f.Close(), s.syncDir(s.epochsDir())); err != nil {
+			return 0, unavailable(err)
+		}
+		return e, nil
+	}
 }
 
 // readEpoch returns the task's highest claimed epoch, 0 if none.

@@ -236,6 +236,14 @@ func prepare(t *testing.T, s *sink[string, string], streamTime int64) []byte {
 	return slices.Clone(tok)
 }
 
+// commit prepares s's transaction at streamTime and commits it.
+func commit(t *testing.T, s *sink[string, string], streamTime int64) {
+	t.Helper()
+	if err := s.Commit(prepare(t, s, streamTime)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRecover: the crash windows. A token prepared and committed by the
 // changelog, but whose files were not renamed, is finished by the next
 // owner's Recover; the in-progress files of a transaction the changelog
@@ -302,30 +310,24 @@ func TestSuccessWaitsForEveryTask(t *testing.T) {
 	cfg := secondPartitions(dir)
 	cfg.Tasks = 2
 	a, b := sinkOf(t, cfg, "0_0", nil), sinkOf(t, cfg, "0_1", nil)
-	commit := func(s *sink[string, string], streamTime int64) {
-		t.Helper()
-		if err := s.Commit(prepare(t, s, streamTime)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	write(t, a, "a", 500)
-	commit(a, 5000)
+	commit(t, a, 5000)
 	if l := list(t, dir); len(l.complete) != 0 {
 		t.Fatalf("complete %v with one task's time only", l.complete)
 	}
 	write(t, b, "b", 1500)
-	commit(b, 2500)
+	commit(t, b, 2500)
 	// The directory's time is 2500: s=0 and s=1 (written by b only) are
 	// complete, not s=2.
 	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1]" {
 		t.Fatalf("%v, want s=0 and s=1 complete", l)
 	}
 	write(t, a, "late", 2100)
-	commit(a, 6000)
+	commit(t, a, 6000)
 	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1]" {
 		t.Fatalf("%v: s=2 is complete before task 0_1 passed it", l)
 	}
-	commit(b, eddy.EndOfInputTime)
+	commit(t, b, eddy.EndOfInputTime)
 	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1 s=2]" {
 		t.Fatalf("%v, want every partition complete", l)
 	}
@@ -391,9 +393,7 @@ func TestDirectoriesSynced(t *testing.T) {
 	}
 	clear(synced)
 	write(t, s, "one", 100)
-	if err := s.Commit(prepare(t, s, 100)); err != nil {
-		t.Fatal(err)
-	}
+	commit(t, s, 100)
 	for _, d := range []string{dir, filepath.Join(dir, "s=0")} {
 		if !synced[d] {
 			t.Errorf("the first commit into s=0 did not sync %s (synced: %v)", d, synced)
@@ -411,9 +411,7 @@ func TestCommitRefusesToReplace(t *testing.T) {
 	cfg.Tasks = 2
 	s := sinkOf(t, cfg, "0_0", nil)
 	write(t, s, "first", 100)
-	if err := s.Commit(prepare(t, s, 100)); err != nil {
-		t.Fatal(err)
-	}
+	commit(t, s, 100)
 	if err := os.RemoveAll(filepath.Join(dir, metaDir)); err != nil {
 		t.Fatal(err)
 	}
@@ -447,8 +445,11 @@ func TestCommitRefusesToReplace(t *testing.T) {
 	}
 }
 
-// TestEpochClaimsAreExclusive: owners of one task that open at once each
-// claim an epoch of their own, and only the newest passes Prepare.
+// TestEpochClaimsAreExclusive: an owner that listed the claims before
+// another claimed the next epoch (the race of two owners opening at
+// once) takes the one after, and fences the other; of owners that open
+// at once, exactly one holds the highest epoch, and only it passes
+// Prepare.
 func TestEpochClaimsAreExclusive(t *testing.T) {
 	dir := t.TempDir()
 	cfg := secondPartitions(dir)
@@ -456,7 +457,20 @@ func TestEpochClaimsAreExclusive(t *testing.T) {
 	if err := cfg.check(st); err != nil {
 		t.Fatal(err)
 	}
-	sinkOf(t, cfg, "0_0", nil) // .eddy and its owner exist
+	first := sinkOf(t, cfg, "0_0", nil) // epoch 1
+	late := newSink(cfg, st)
+	e, err := late.claimAfter(0) // listed before first claimed 1
+	if err != nil || e != 2 {
+		t.Fatalf("a claim after a stale listing: epoch %d (%v), want 2: epoch 1 is first's", e, err)
+	}
+	late.epoch = e
+	for _, s := range []*sink[string, string]{first, late} {
+		s.PrepareAt(100)
+		if _, _, err := s.Prepare(); (err == nil) != (s == late) {
+			t.Errorf("the owner of epoch %d: Prepare %v; want only epoch 2's to pass", s.epoch, err)
+		}
+	}
+
 	const owners = 16
 	sinks := make([]*sink[string, string], owners)
 	errs := make([]error, owners)
@@ -469,17 +483,27 @@ func TestEpochClaimsAreExclusive(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	epochs := map[int64]bool{}
+	var high int64
+	holders := 0
+	for _, s := range sinks {
+		switch {
+		case s.epoch > high:
+			high, holders = s.epoch, 1
+		case s.epoch == high:
+			holders++
+		}
+	}
+	if holders != 1 {
+		t.Errorf("%d owners hold the highest epoch %d, want 1", holders, high)
+	}
 	passed := 0
 	for _, s := range sinks {
-		if epochs[s.epoch] {
-			t.Errorf("two owners hold epoch %d", s.epoch)
-		}
-		epochs[s.epoch] = true
-		write(t, s, "v", 100)
-		s.PrepareAt(100)
+		s.PrepareAt(100) // stream time moved: Prepare checks the epoch
 		if _, _, err := s.Prepare(); err == nil {
 			passed++
+			if s.epoch != high {
+				t.Errorf("the owner of epoch %d passed Prepare, not that of %d", s.epoch, high)
+			}
 		} else if !errors.Is(err, eddy.ErrSinkFenced) {
 			t.Fatal(err)
 		}
@@ -499,9 +523,7 @@ func TestStaleTaskTimes(t *testing.T) {
 	for _, task := range []string{"0_0", "0_1"} {
 		s := sinkOf(t, cfg, task, nil)
 		write(t, s, "old-"+task, 100)
-		if err := s.Commit(prepare(t, s, 500)); err != nil {
-			t.Fatal(err)
-		}
+		commit(t, s, 500)
 	}
 	cfg.Tasks = 1
 	s := sinkOf(t, cfg, "0_0", nil)
@@ -517,9 +539,7 @@ func TestStaleTaskTimes(t *testing.T) {
 	// stale.
 	moved := sinkOf(t, cfg, "1_0", nil)
 	write(t, moved, "moved", 2100)
-	if err := moved.Commit(prepare(t, moved, 3500)); err != nil {
-		t.Fatal(err)
-	}
+	commit(t, moved, 3500)
 	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1 s=2]" {
 		t.Fatalf("%v, want s=2 complete from task 1_0 alone", l)
 	}
@@ -536,9 +556,7 @@ func TestIdleTask(t *testing.T) {
 	cfg.IdleTimeout = time.Hour
 	busy, idle := sinkOf(t, cfg, "0_0", nil), sinkOf(t, cfg, "0_1", nil)
 	write(t, busy, "a", 500)
-	if err := busy.Commit(prepare(t, busy, 2500)); err != nil {
-		t.Fatal(err)
-	}
+	commit(t, busy, 2500)
 	if l := list(t, dir); len(l.complete) != 0 {
 		t.Fatalf("%v: complete while task 0_1 opened less than IdleTimeout ago", l)
 	}
@@ -548,21 +566,15 @@ func TestIdleTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, busy, "b", 2600)
-	if err := busy.Commit(prepare(t, busy, 3000)); err != nil {
-		t.Fatal(err)
-	}
+	commit(t, busy, 3000)
 	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=2]" {
 		t.Fatalf("%v, want s=0 and s=2 complete with task 0_1 idle", l)
 	}
 	// Task 0_1 wakes up behind: it holds the directory back again.
 	write(t, idle, "late", 1500)
-	if err := idle.Commit(prepare(t, idle, 1500)); err != nil {
-		t.Fatal(err)
-	}
+	commit(t, idle, 1500)
 	write(t, busy, "c", 4000)
-	if err := busy.Commit(prepare(t, busy, 5000)); err != nil {
-		t.Fatal(err)
-	}
+	commit(t, busy, 5000)
 	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=2]" {
 		t.Fatalf("%v, want s=1 and s=4 held back by task 0_1 at 1500", l)
 	}
