@@ -93,6 +93,9 @@ func addTopN[K, VIn, V any](t *Topology, parent *node, name string, keys serde.S
 			if op.rows, err = b.tc.Store(rowsStore); err != nil {
 				return err
 			}
+			if err := op.checkN(); err != nil {
+				return err
+			}
 		}
 		in := output[K, VIn](b, parent)
 		in.children = append(in.children, receiverFunc[K, VIn](func(r Record[K, VIn]) error {
@@ -123,6 +126,51 @@ type topN[K, V any] struct {
 	spans   [][]byte // the encodings of the list's values, into list
 	rowKey  []byte   // a rows entry's key
 	scratch []byte
+
+	// nMarked: the rows store holds n under rowsKeyN, unless a
+	// transaction aborted since (Aborts was nAborts when it was written).
+	nMarked bool
+	nAborts uint64
+}
+
+// rowsKeyN is the key, in TopNTable's rows store, of the n its lists were
+// kept for: a length of 127 with nothing after it, which neither a row's
+// key (uvarint(len(k)) ‖ k ‖ row) nor a group's prefix can be.
+var rowsKeyN = []byte{0x7f}
+
+// checkN refuses, when the task opens, a TopNTable whose state was kept
+// for another n. A list holds only the first n rows of its group and is
+// rebuilt from the rows only when one of them leaves, so with a raised n
+// the lists would stay short, and wrong, until then; with a lowered one
+// they would keep rows past n. Rebuilding every list at open would cost a
+// scan of every row on every start, so a change of n is refused, naming
+// the fix (the lists rebuilt from the input). A store without the marker is new, or was written by an eddy before
+// the marker: it is taken as kept for this n.
+func (op *topN[K, V]) checkN() error {
+	b, ok, err := op.rows.Get(rowsKeyN)
+	if err != nil || !ok {
+		return err
+	}
+	was, w := binary.Uvarint(b)
+	if w <= 0 || w != len(b) {
+		return fmt.Errorf("eddy: top-n %s: the stored n (%d bytes) is corrupt", op.lists.Name(), len(b))
+	}
+	if was != uint64(op.n) {
+		return fmt.Errorf("eddy: TopNTable %s: its state keeps the first %d rows of each group and the topology now asks for %d, but the lists cannot change n in place (the rows past the old n were never listed): keep n at %d, or rebuild the lists from the input under the new n: reset the application (delete its state directories and the changelog topics of stores %s and %s, and read the input again from its start) or run it under a new Config.AppID", op.lists.Name(), was, op.n, was, op.lists.Name(), op.rows.Name())
+	}
+	op.nMarked, op.nAborts = true, op.rows.Aborts()
+	return nil
+}
+
+// markN writes n beside the rows in the open transaction, if the
+// committed state may lack it: once, and again after an abort (which may
+// have dropped it).
+func (op *topN[K, V]) markN() {
+	if op.nMarked && op.nAborts == op.rows.Aborts() {
+		return
+	}
+	op.rows.Put(rowsKeyN, binary.AppendUvarint(nil, uint64(op.n)))
+	op.nMarked, op.nAborts = true, op.rows.Aborts()
 }
 
 // ranked is a value with its encoding, which breaks cmp's ties.
@@ -152,6 +200,9 @@ func (op *topN[K, V]) receive(k K, v V, add bool, ts int64, hs []Header) error {
 		return err
 	}
 	var list []V
+	if op.rows != nil {
+		op.markN()
+	}
 	if add {
 		if op.rows != nil {
 			if _, err := op.count(+1); err != nil {

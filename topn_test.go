@@ -151,21 +151,28 @@ func TestTopN(t *testing.T) {
 	}
 }
 
-// TestTopNTable keeps the two first players of each team from a table of
-// players (player → team and points) whose rows change team, change
-// points and go: after every update, each team's last result is the two
-// first of its current players, and a team with none has none.
-func TestTopNTable(t *testing.T) {
+// teamTops keeps the n first players of each team (TopNTable, store
+// "team-top") from the table "players" (player → "team:points"), and
+// writes the lists to "team-tops".
+func teamTops(n int) *eddy.Topology {
 	topo := eddy.NewTopology()
-	players := eddy.TableFrom(topo, "players", "players", serde.String(), serde.String()) // "team:points"
+	players := eddy.TableFrom(topo, "players", "players", serde.String(), serde.String())
 	byTeam := eddy.GroupTableBy(players, func(player, row string) (string, score) {
 		team, points, _ := strings.Cut(row, ":")
 		var p int64
 		fmt.Sscan(points, &p)
 		return team, score{Points: p, Name: player}
 	}, "by-team", serde.String(), scoreSerde{})
-	eddy.To(eddy.ToStream(eddy.TopNTable(byTeam, "team-top", 2, byPointsDesc, scoreSerde{})), "team-tops", serde.String(), serde.List(scoreSerde{}))
-	d, err := eddytest.New(topo, eddytest.Options{})
+	eddy.To(eddy.ToStream(eddy.TopNTable(byTeam, "team-top", n, byPointsDesc, scoreSerde{})), "team-tops", serde.String(), serde.List(scoreSerde{}))
+	return topo
+}
+
+// TestTopNTable keeps the two first players of each team from a table of
+// players (player → team and points) whose rows change team, change
+// points and go: after every update, each team's last result is the two
+// first of its current players, and a team with none has none.
+func TestTopNTable(t *testing.T) {
+	d, err := eddytest.New(teamTops(2), eddytest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

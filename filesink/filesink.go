@@ -7,16 +7,20 @@
 // partition directory at a time. When the task's Kafka transaction is
 // about to commit, Prepare flushes and syncs them and returns a token that
 // names them, which eddy keeps in the task's state inside the Kafka
-// transaction; once that transaction committed, Commit renames them to
-// their final, visible names. A task that opens after a crash finishes
-// the renames of the token its changelog holds and deletes the task's
-// other in-progress files (those of a transaction that never committed),
-// so the visible files hold every record exactly once.
+// transaction; once that transaction committed, Commit gives them their
+// final, visible names (a hard link, never replacing a file). A task that
+// opens after a crash finishes the renames of the token its changelog
+// holds and deletes the task's other in-progress files (those of a
+// transaction that never committed), so the visible files hold every
+// record exactly once. Every directory that gains an entry is synced, so
+// that holds through a power loss too, and each owner of a task claims
+// its epoch with an exclusive create, which fences the older ones.
 //
 // With Config.PartitionTime the sink also marks a partition complete, with
 // an empty success file, once the stream time of every task writing the
 // directory has passed the partition's time plus Config.CommitDelay
-// (Flink's partition-time commit trigger and success-file policy).
+// (Flink's partition-time commit trigger and success-file policy), or
+// without the tasks idle for Config.IdleTimeout (Flink's idleness).
 package filesink
 
 import (
@@ -78,9 +82,22 @@ type Config[K, V any] struct {
 	SuccessFile string
 	// Tasks is how many tasks write the directory: the partition count
 	// of the topics the sink's sub-topology reads. A partition is
-	// complete only once all of them reported their stream time.
-	// Default 1.
+	// complete only once all of them reported their stream time. The
+	// time files of other tasks (beyond Tasks, or of another
+	// sub-topology: the app's partitions or topology changed) are stale
+	// and ignored. Default 1.
 	Tasks int
+	// IdleTimeout, if positive, lets idle tasks stop holding success
+	// files back, as Flink's idle sources stop holding its watermark: a
+	// task whose time file has not been written for IdleTimeout (by the
+	// file's modification time) is idle, and the partitions are marked
+	// from the other tasks' stream times. A task writes its time file
+	// when it opens, when its stream time moves, and at least every
+	// IdleTimeout/2 while it commits part files. Records an idle task
+	// writes later may land in a partition already marked, as late
+	// records do. Zero (the default): a task that never commits a stream
+	// time holds every partition back.
+	IdleTimeout time.Duration
 }
 
 // Defaults of Config.
@@ -113,8 +130,8 @@ func (cfg *Config[K, V]) check(task eddy.SinkTask) error {
 		return errors.New("eddy: filesink: Config.Dir is empty: name the directory to write the files under")
 	case cfg.Encode == nil:
 		return errors.New("eddy: filesink: Config.Encode is nil: pass the function that encodes a record as a line")
-	case cfg.RollSize < 0 || cfg.RollInterval < 0 || cfg.CommitDelay < 0 || cfg.Tasks < 0:
-		return errors.New("eddy: filesink: Config.RollSize, RollInterval, CommitDelay and Tasks cannot be negative")
+	case cfg.RollSize < 0 || cfg.RollInterval < 0 || cfg.CommitDelay < 0 || cfg.Tasks < 0 || cfg.IdleTimeout < 0:
+		return errors.New("eddy: filesink: Config.RollSize, RollInterval, CommitDelay, Tasks and IdleTimeout cannot be negative")
 	case strings.ContainsAny(cfg.Suffix, `/\`):
 		return fmt.Errorf("eddy: filesink: Config.Suffix %q: a file name's end cannot hold a path separator", cfg.Suffix)
 	}
@@ -161,11 +178,15 @@ type sink[K, V any] struct {
 	// stream time of the last token (committed or prepared).
 	streamTime, prepared int64
 	// reported is the stream time this task last wrote to its time
-	// file; checked the directory's stream time (the tasks' minimum)
-	// the last success pass saw; done the partitions marked complete.
+	// file, at reportedAt; checked the directory's stream time (the
+	// tasks' minimum) the last success pass saw; done the partitions
+	// marked complete.
 	reported, checked int64
+	reportedAt        time.Time
 	done              map[string]bool
 	token             []byte
+	// onSync, if set (by tests), is told each directory synced.
+	onSync func(dir string)
 }
 
 // partFile is one in-progress part file.
@@ -206,64 +227,128 @@ func (s *sink[K, V]) meta(name string) string {
 // are not yet, deletes the task's other in-progress files, and reports
 // the committed stream time.
 func (s *sink[K, V]) Recover(committed []byte) error {
-	if err := os.MkdirAll(filepath.Join(s.cfg.Dir, metaDir), 0o755); err != nil {
+	if err := s.mkdirAll(filepath.Join(s.cfg.Dir, metaDir)); err != nil {
 		return unavailable(err)
 	}
 	owner := s.task.AppID + "/" + s.task.Sink
-	switch b, err := os.ReadFile(s.meta("owner")); {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := writeSynced(s.meta("owner"), []byte(owner)); err != nil {
+	b, err := os.ReadFile(s.meta("owner"))
+	if errors.Is(err, fs.ErrNotExist) {
+		// The sink's tasks open at once: the first to link its
+		// owner file claims the directory, the others read it.
+		if err := s.writeSynced(s.meta("owner"), []byte(owner)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return unavailable(err)
 		}
+		b, err = os.ReadFile(s.meta("owner"))
+	}
+	switch {
 	case err != nil:
 		return unavailable(err)
 	case string(b) != owner:
 		return fmt.Errorf("eddy: filesink: %s is the directory of sink %s, not of %s: give each sink its own Config.Dir", s.cfg.Dir, b, owner)
 	}
-	epoch, err := s.readEpoch()
-	if err != nil {
+	if err := s.claimEpoch(); err != nil {
 		return err
 	}
-	s.epoch, s.seq = epoch+1, 0
-	if err := writeSynced(s.meta(s.task.Task+".epoch"), strconv.AppendInt(nil, s.epoch, 10)); err != nil {
-		return unavailable(err)
-	}
-	var t token
+	streamTime := int64(math.MinInt64) // none committed
 	if committed != nil {
-		if t, err = decodeToken(committed); err != nil {
+		t, err := decodeToken(committed)
+		if err != nil {
 			return err
 		}
 		if err := s.rename(t, true); err != nil {
 			return err
 		}
-		s.prepared = t.streamTime
+		streamTime, s.prepared = t.streamTime, t.streamTime
 	}
 	if err := s.deleteInProgress(); err != nil {
 		return err
 	}
-	if committed != nil {
-		return s.report(t.streamTime)
+	// Reported even without a committed time, so that the task's time
+	// file exists (and ages, for Config.IdleTimeout) from its open on.
+	return s.report(streamTime, true)
+}
+
+// epochsDir holds the task's epoch claims: an empty file per epoch,
+// named by it, created exclusively.
+func (s *sink[K, V]) epochsDir() string { return s.meta(s.task.Task + ".epochs") }
+
+// claimEpoch makes this owner the task's newest: it creates the claim of
+// the epoch after the highest one, exclusively (O_EXCL), so that two
+// owners opening at once can never both hold the highest epoch; the one
+// that loses the race takes the next. The highest claim is the task's
+// epoch, and Prepare fences every owner below it. Claims below its own
+// are deleted, never the highest: an owner that claims an epoch freed so
+// (from a stale listing) shares it with an owner already fenced and is
+// below the highest, so fenced too — it can open in-progress files (each
+// created exclusively, so never another's) but never commit one.
+func (s *sink[K, V]) claimEpoch() error {
+	dir := s.epochsDir()
+	if err := s.mkdirAll(dir); err != nil {
+		return unavailable(err)
+	}
+	high, err := s.readEpoch()
+	if err != nil {
+		return err
+	}
+	e, err := s.claimAfter(high)
+	if err != nil {
+		return err
+	}
+	s.epoch, s.seq = e, 0
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return unavailable(err)
+	}
+	for _, en := range entries {
+		if old, err := strconv.ParseInt(en.Name(), 10, 64); err == nil && old < e {
+			removeMissing(filepath.Join(dir, en.Name())) // only tidies: a claim left behind fences nothing
+		}
 	}
 	return nil
 }
 
+// claimAfter claims the first epoch after high that no owner holds: high
+// is the highest claim listed, and another owner may have claimed more
+// since the listing.
+func (s *sink[K, V]) claimAfter(high int64) (int64, error) {
+	for e := high + 1; ; e++ {
+		f, err := os.OpenFile(filepath.Join(s.epochsDir(), strconv.FormatInt(e, 10)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue // another owner claimed it since the listing
+		}
+		if err != nil {
+			return 0, unavailable(err)
+		}
+		if err := errors.Join(f.Close(), s.syncDir(s.epochsDir())); err != nil {
+			return 0, unavailable(err)
+		}
+		return e, nil
+	}
+}
+
+// readEpoch returns the task's highest claimed epoch, 0 if none.
 func (s *sink[K, V]) readEpoch() (int64, error) {
-	b, err := os.ReadFile(s.meta(s.task.Task + ".epoch"))
+	entries, err := os.ReadDir(s.epochsDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, unavailable(err)
 	}
-	e, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("eddy: filesink: %s holds %q, not an epoch: the sink's own files were changed", s.meta(s.task.Task+".epoch"), b)
+	var high int64
+	for _, en := range entries {
+		e, err := strconv.ParseInt(en.Name(), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("eddy: filesink: %s holds %q, not an epoch's claim: the sink's own files were changed", s.epochsDir(), en.Name())
+		}
+		high = max(high, e)
 	}
-	return e, nil
+	return high, nil
 }
 
-// deleteInProgress deletes the task's in-progress part files under Dir:
-// those of transactions that were not committed.
+// deleteInProgress deletes the task's in-progress part files under Dir of
+// earlier epochs: those of transactions that were not committed. A newer
+// owner's (this one was fenced meanwhile) are left to it.
 func (s *sink[K, V]) deleteInProgress() error {
 	prefix := ".part-" + s.task.Task + "-"
 	err := filepath.WalkDir(s.cfg.Dir, func(path string, d fs.DirEntry, err error) error {
@@ -276,10 +361,15 @@ func (s *sink[K, V]) deleteInProgress() error {
 			}
 			return nil
 		}
-		if strings.HasPrefix(d.Name(), prefix) && strings.HasSuffix(d.Name(), ".inprogress") {
-			return os.Remove(path)
+		rest, ok := strings.CutPrefix(d.Name(), prefix)
+		if !ok || !strings.HasSuffix(rest, ".inprogress") {
+			return nil
 		}
-		return nil
+		epoch, _, _ := strings.Cut(rest, "-")
+		if e, err := strconv.ParseInt(epoch, 10, 64); err == nil && e >= s.epoch {
+			return nil
+		}
+		return os.Remove(path)
 	})
 	if err != nil {
 		return unavailable(err)
@@ -331,7 +421,7 @@ func (s *sink[K, V]) openFile(partition string) (*partFile, error) {
 		if err := checkPartition(partition); err != nil {
 			return nil, err
 		}
-		if err := s.mkdirs(partition); err != nil {
+		if err := s.mkdirAll(filepath.Join(s.cfg.Dir, partition)); err != nil {
 			return nil, unavailable(err)
 		}
 		s.dirs[partition] = true
@@ -367,29 +457,30 @@ func checkPartition(p string) error {
 	return nil
 }
 
-// mkdirs creates partition's directories, syncing each parent that
-// gained one, so that a crash cannot lose a directory whose files a
-// committed token names.
-func (s *sink[K, V]) mkdirs(partition string) error {
-	dir := filepath.Clean(s.cfg.Dir)
-	for _, name := range strings.Split(partition, "/") {
-		if name == "" {
-			continue
-		}
-		next := filepath.Join(dir, name)
-		err := os.Mkdir(next, 0o755)
-		switch {
-		case errors.Is(err, fs.ErrExist):
-		case err != nil:
-			return err
-		default:
-			if err := syncDir(dir); err != nil {
-				return err
-			}
-		}
-		dir = next
+// mkdirAll creates dir and its missing parents (Dir itself, .eddy, a
+// partition's levels), syncing each parent that gained one, as Pebble's
+// and litestream's file systems do: a created entry is durable only once
+// its directory is synced, so a power loss could otherwise lose a
+// directory whose files a committed token names.
+func (s *sink[K, V]) mkdirAll(dir string) error {
+	dir = filepath.Clean(dir)
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
 	}
-	return nil
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := s.mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		// Another task made it just now: synced here too, not to
+		// depend on that task's sync having finished.
+	}
+	return s.syncDir(parent)
 }
 
 // PrepareAt takes the task's stream time (eddy.StreamTimeSink).
@@ -412,7 +503,7 @@ func (s *sink[K, V]) Prepare() ([]byte, []eddy.Refusal, error) {
 	}
 	for p := range dirs {
 		// The in-progress files' names must survive a crash too.
-		if err := syncDir(filepath.Join(s.cfg.Dir, p)); err != nil {
+		if err := s.syncDir(filepath.Join(s.cfg.Dir, p)); err != nil {
 			return nil, nil, unavailable(err)
 		}
 	}
@@ -451,19 +542,34 @@ func (s *sink[K, V]) Commit(tok []byte) error {
 	if err := s.rename(t, false); err != nil {
 		return err
 	}
-	return s.report(t.streamTime)
+	return s.report(t.streamTime, len(t.files) > 0)
 }
 
-// rename renames t's in-progress files to their final names, skipping
-// those renamed already, and syncs their directories. A file found under
+// rename gives t's in-progress files their final names, skipping those
+// renamed already, and syncs their directories. A file found under
 // neither name is an error, except when recovering: a committed file may
 // have been moved away since by a reader of the directory.
+//
+// The final name is given by a hard link, then the in-progress name is
+// removed, rather than by rename(2), which would silently replace a file
+// of that name. Names are unique while the sink's own files are (an
+// epoch is claimed once, a sequence number used once per epoch), but if
+// .eddy is deleted while part files stay, epochs start again and a
+// rename would overwrite committed files; the link refuses instead. A
+// crash between link and remove leaves both names on one file, which
+// the next attempt tells apart (os.SameFile) and finishes.
 func (s *sink[K, V]) rename(t token, recovering bool) error {
 	dirs := map[string]bool{}
 	for _, f := range t.files {
 		dir := filepath.Join(s.cfg.Dir, f.partition)
-		final := filepath.Join(dir, s.finalName(t.epoch, f.seq))
-		err := os.Rename(filepath.Join(dir, s.inProgressName(t.epoch, f.seq)), final)
+		from, final := filepath.Join(dir, s.inProgressName(t.epoch, f.seq)), filepath.Join(dir, s.finalName(t.epoch, f.seq))
+		err := os.Link(from, final)
+		switch {
+		case errors.Is(err, fs.ErrExist):
+			err = sameFile(from, final)
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			err = unavailable(err)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, serr := os.Stat(final); serr == nil || recovering {
 				continue // committed already
@@ -471,14 +577,38 @@ func (s *sink[K, V]) rename(t token, recovering bool) error {
 			return fmt.Errorf("eddy: filesink: the prepared part file %s is gone: was the directory changed by hand?", final)
 		}
 		if err != nil {
+			return err
+		}
+		if err := removeMissing(from); err != nil {
 			return unavailable(err)
 		}
 		dirs[dir] = true
 	}
 	for d := range dirs {
-		if err := syncDir(d); err != nil {
+		if err := s.syncDir(d); err != nil {
 			return unavailable(err)
 		}
+	}
+	return nil
+}
+
+// sameFile returns nil if from and final are one file (linked before a
+// crash), an fs.ErrNotExist error if from is gone, and otherwise refuses
+// to replace final.
+func sameFile(from, final string) error {
+	a, err := os.Stat(from)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return unavailable(err)
+	}
+	b, err := os.Stat(final)
+	if err != nil {
+		return unavailable(err)
+	}
+	if !os.SameFile(a, b) {
+		return fmt.Errorf("eddy: filesink: %s exists already, and committing would replace it: were the sink's own files (%s) deleted while its part files stayed? Move the part files away, or give the sink a new Config.Dir", final, metaDir)
 	}
 	return nil
 }
@@ -539,16 +669,25 @@ func (f *partFile) close() error {
 
 // report writes the task's committed stream time to its time file, then
 // marks complete the partitions that every task's stream time passed.
-func (s *sink[K, V]) report(streamTime int64) error {
-	if s.cfg.PartitionTime == nil || streamTime <= s.reported {
+// busy says the task opened or committed part files: with
+// Config.IdleTimeout, the file is then written at least every half of it,
+// even if stream time stood still, so that the task is not taken for
+// idle.
+func (s *sink[K, V]) report(streamTime int64, busy bool) error {
+	if s.cfg.PartitionTime == nil {
 		return nil
 	}
+	refresh := busy && (s.reportedAt.IsZero() || s.cfg.IdleTimeout > 0 && time.Since(s.reportedAt) >= s.cfg.IdleTimeout/2)
+	if streamTime <= s.reported && !refresh {
+		return nil
+	}
+	streamTime = max(streamTime, s.reported)
 	// Not synced: a time lost in a crash is reported again by the next
 	// commit, and a success file written from it is right regardless.
 	if err := writeAtomic(s.meta(s.task.Task+".time"), strconv.AppendInt(nil, streamTime, 10)); err != nil {
 		return unavailable(err)
 	}
-	s.reported = streamTime
+	s.reported, s.reportedAt = streamTime, time.Now()
 	low, err := s.directoryTime()
 	if err != nil || low <= s.checked {
 		return err
@@ -560,18 +699,29 @@ func (s *sink[K, V]) report(streamTime int64) error {
 	return nil
 }
 
-// directoryTime is the lowest stream time the tasks reported, or
-// math.MinInt64 until all Config.Tasks did.
+// directoryTime is the lowest stream time the current tasks reported, or
+// math.MinInt64 until all Config.Tasks did. The time files of other tasks
+// (another sub-topology, a partition at or beyond Tasks: the app's
+// partitions or topology changed since they were written) are stale:
+// those tasks no longer write the directory, so they neither count nor
+// hold it back. With Config.IdleTimeout, a task whose file is older than
+// it is idle: it counts, but does not hold the directory back.
 func (s *sink[K, V]) directoryTime() (int64, error) {
 	entries, err := os.ReadDir(filepath.Join(s.cfg.Dir, metaDir))
 	if err != nil {
 		return 0, unavailable(err)
 	}
+	sub, _, _ := strings.Cut(s.task.Task, "_")
 	low, n := int64(math.MaxInt64), 0
 	for _, e := range entries {
 		task, ok := strings.CutSuffix(e.Name(), ".time")
 		if !ok {
 			continue
+		}
+		if tsub, p, ok := strings.Cut(task, "_"); ok {
+			if i, err := strconv.Atoi(p); err == nil && (tsub != sub || i >= s.cfg.Tasks) {
+				continue // stale
+			}
 		}
 		b, err := os.ReadFile(filepath.Join(s.cfg.Dir, metaDir, e.Name()))
 		if err != nil {
@@ -581,14 +731,19 @@ func (s *sink[K, V]) directoryTime() (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("eddy: filesink: %s holds %q, not a time: the sink's own files were changed", e.Name(), b)
 		}
-		if _, p, _ := strings.Cut(task, "_"); p != "" {
-			if i, err := strconv.Atoi(p); err == nil && i >= s.cfg.Tasks {
-				return 0, fmt.Errorf("eddy: filesink: task %s wrote %s, but Config.Tasks is %d: set Tasks to the partition count of the topics the sink's sub-topology reads", task, s.cfg.Dir, s.cfg.Tasks)
+		n++
+		if s.cfg.IdleTimeout > 0 {
+			info, err := e.Info()
+			if err != nil {
+				return 0, unavailable(err)
+			}
+			if time.Since(info.ModTime()) >= s.cfg.IdleTimeout {
+				continue // idle
 			}
 		}
-		low, n = min(low, t), n+1
+		low = min(low, t)
 	}
-	if n < s.cfg.Tasks {
+	if n < s.cfg.Tasks || low == math.MaxInt64 {
 		return math.MinInt64, nil
 	}
 	return low, nil
@@ -706,14 +861,15 @@ func decodeToken(b []byte) (token, error) {
 	return t, nil
 }
 
-// writeSynced writes data to path durably and atomically: a synced
-// temporary file renamed into place, then its directory synced.
-func writeSynced(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+// writeSynced creates path with data, durably and only if it does not
+// exist (an fs.ErrExist error then): a synced temporary file of its own
+// linked into place, then the directory synced.
+func (s *sink[K, V]) writeSynced(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
+	defer os.Remove(f.Name())
 	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
@@ -721,22 +877,36 @@ func writeSynced(path string, data []byte) error {
 	if err = errors.Join(err, f.Close()); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := os.Link(f.Name(), path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return s.syncDir(filepath.Dir(path))
 }
 
-// writeAtomic writes data to path atomically, not durably.
+// writeAtomic writes data to path atomically, not durably, through a
+// temporary file of its own: two owners of a task (a zombie and its
+// successor) may write at once.
 func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	_, err = f.Write(data)
+	if err = errors.Join(err, f.Close()); err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
-func syncDir(dir string) error {
+// syncDir makes the entries created in, renamed into or removed from dir
+// durable: fsync of the directory, as Pebble's vfs SyncDir.
+func (s *sink[K, V]) syncDir(dir string) error {
+	if s.onSync != nil {
+		s.onSync(dir)
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,6 +236,14 @@ func prepare(t *testing.T, s *sink[string, string], streamTime int64) []byte {
 	return slices.Clone(tok)
 }
 
+// commit prepares s's transaction at streamTime and commits it.
+func commit(t *testing.T, s *sink[string, string], streamTime int64) {
+	t.Helper()
+	if err := s.Commit(prepare(t, s, streamTime)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRecover: the crash windows. A token prepared and committed by the
 // changelog, but whose files were not renamed, is finished by the next
 // owner's Recover; the in-progress files of a transaction the changelog
@@ -301,30 +310,24 @@ func TestSuccessWaitsForEveryTask(t *testing.T) {
 	cfg := secondPartitions(dir)
 	cfg.Tasks = 2
 	a, b := sinkOf(t, cfg, "0_0", nil), sinkOf(t, cfg, "0_1", nil)
-	commit := func(s *sink[string, string], streamTime int64) {
-		t.Helper()
-		if err := s.Commit(prepare(t, s, streamTime)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	write(t, a, "a", 500)
-	commit(a, 5000)
+	commit(t, a, 5000)
 	if l := list(t, dir); len(l.complete) != 0 {
 		t.Fatalf("complete %v with one task's time only", l.complete)
 	}
 	write(t, b, "b", 1500)
-	commit(b, 2500)
+	commit(t, b, 2500)
 	// The directory's time is 2500: s=0 and s=1 (written by b only) are
 	// complete, not s=2.
 	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1]" {
 		t.Fatalf("%v, want s=0 and s=1 complete", l)
 	}
 	write(t, a, "late", 2100)
-	commit(a, 6000)
+	commit(t, a, 6000)
 	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1]" {
 		t.Fatalf("%v: s=2 is complete before task 0_1 passed it", l)
 	}
-	commit(b, eddy.EndOfInputTime)
+	commit(t, b, eddy.EndOfInputTime)
 	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1 s=2]" {
 		t.Fatalf("%v, want every partition complete", l)
 	}
@@ -361,5 +364,218 @@ func TestConfigErrors(t *testing.T) {
 		Partition: func(dst []byte, _ eddy.Record[string, string]) []byte { return append(dst, "../out"...) }}, "0_0", nil)
 	if err := s.Write(eddy.Record[string, string]{Value: "v"}); err == nil || !strings.Contains(err.Error(), "relative path") {
 		t.Errorf("a partition outside the directory: %v", err)
+	}
+}
+
+// TestDirectoriesSynced: every directory that gains an entry is synced
+// before the entry is relied on — Dir's parents when Recover creates
+// Dir and .eddy, Dir when a partition directory is made, the partition
+// when a part file is renamed into it — so that a power loss cannot drop
+// a committed file's name.
+func TestDirectoriesSynced(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "a", "b")
+	cfg := secondPartitions(dir)
+	st := eddy.SinkTask{AppID: "app", Sink: "files", Task: "0_0"}
+	if err := cfg.check(st); err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(cfg, st)
+	synced := map[string]bool{}
+	s.onSync = func(d string) { synced[d] = true }
+	if err := s.Recover(nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{root, filepath.Join(root, "a"), dir, filepath.Join(dir, metaDir)} {
+		if !synced[d] {
+			t.Errorf("Recover did not sync %s, which gained an entry (synced: %v)", d, synced)
+		}
+	}
+	clear(synced)
+	write(t, s, "one", 100)
+	commit(t, s, 100)
+	for _, d := range []string{dir, filepath.Join(dir, "s=0")} {
+		if !synced[d] {
+			t.Errorf("the first commit into s=0 did not sync %s (synced: %v)", d, synced)
+		}
+	}
+}
+
+// TestCommitRefusesToReplace: a commit whose final name is taken (the
+// sink's .eddy was deleted while its part files stayed, so epochs start
+// again) fails and leaves the committed file as it was; a commit
+// repeated after a crash between link and remove finishes.
+func TestCommitRefusesToReplace(t *testing.T) {
+	dir := t.TempDir()
+	cfg := secondPartitions(dir)
+	cfg.Tasks = 2
+	s := sinkOf(t, cfg, "0_0", nil)
+	write(t, s, "first", 100)
+	commit(t, s, 100)
+	if err := os.RemoveAll(filepath.Join(dir, metaDir)); err != nil {
+		t.Fatal(err)
+	}
+	again := sinkOf(t, cfg, "0_0", nil)
+	write(t, again, "second", 200)
+	err := again.Commit(prepare(t, again, 200))
+	if err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Fatalf("a commit onto a committed file's name: %v, want a refusal", err)
+	}
+	if l := list(t, dir); fmt.Sprint(l.lines) != "map[s=0:[first]]" {
+		t.Fatalf("%v: the committed file was replaced", l)
+	}
+
+	// A crash after the link, before the remove: both names, one file.
+	next := sinkOf(t, cfg, "0_1", nil)
+	write(t, next, "third", 300)
+	tok := prepare(t, next, 300)
+	tk, err := decodeToken(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "s=0")
+	if err := os.Link(filepath.Join(p, next.inProgressName(tk.epoch, 1)), filepath.Join(p, next.finalName(tk.epoch, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Commit(tok); err != nil {
+		t.Fatalf("finishing a linked commit: %v", err)
+	}
+	if l := list(t, dir); fmt.Sprint(l.lines) != "map[s=0:[first third]]" || len(l.inProgress) != 1 {
+		t.Fatalf("%v, want first and third visible and only the refused commit's file in progress", l)
+	}
+}
+
+// TestEpochClaimsAreExclusive: an owner that listed the claims before
+// another claimed the next epoch (the race of two owners opening at
+// once) takes the one after, and fences the other; of owners that open
+// at once, exactly one holds the highest epoch, and only it passes
+// Prepare.
+func TestEpochClaimsAreExclusive(t *testing.T) {
+	dir := t.TempDir()
+	cfg := secondPartitions(dir)
+	st := eddy.SinkTask{AppID: "app", Sink: "files", Task: "0_0"}
+	if err := cfg.check(st); err != nil {
+		t.Fatal(err)
+	}
+	first := sinkOf(t, cfg, "0_0", nil) // epoch 1
+	late := newSink(cfg, st)
+	e, err := late.claimAfter(0) // listed before first claimed 1
+	if err != nil || e != 2 {
+		t.Fatalf("a claim after a stale listing: epoch %d (%v), want 2: epoch 1 is first's", e, err)
+	}
+	late.epoch = e
+	for _, s := range []*sink[string, string]{first, late} {
+		s.PrepareAt(100)
+		if _, _, err := s.Prepare(); (err == nil) != (s == late) {
+			t.Errorf("the owner of epoch %d: Prepare %v; want only epoch 2's to pass", s.epoch, err)
+		}
+	}
+
+	const owners = 16
+	sinks := make([]*sink[string, string], owners)
+	errs := make([]error, owners)
+	var wg sync.WaitGroup
+	for i := range sinks {
+		sinks[i] = newSink(cfg, st)
+		wg.Go(func() { errs[i] = sinks[i].Recover(nil) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	var high int64
+	holders := 0
+	for _, s := range sinks {
+		switch {
+		case s.epoch > high:
+			high, holders = s.epoch, 1
+		case s.epoch == high:
+			holders++
+		}
+	}
+	if holders != 1 {
+		t.Errorf("%d owners hold the highest epoch %d, want 1", holders, high)
+	}
+	passed := 0
+	for _, s := range sinks {
+		s.PrepareAt(100) // stream time moved: Prepare checks the epoch
+		if _, _, err := s.Prepare(); err == nil {
+			passed++
+			if s.epoch != high {
+				t.Errorf("the owner of epoch %d passed Prepare, not that of %d", s.epoch, high)
+			}
+		} else if !errors.Is(err, eddy.ErrSinkFenced) {
+			t.Fatal(err)
+		}
+	}
+	if passed != 1 {
+		t.Errorf("%d owners passed Prepare, want only the newest", passed)
+	}
+}
+
+// TestStaleTaskTimes: after the input lost partitions (Tasks 2 → 1) or
+// the sink moved to another sub-topology, the time files of tasks that no
+// longer exist neither fail the sink nor hold its partitions back.
+func TestStaleTaskTimes(t *testing.T) {
+	dir := t.TempDir()
+	cfg := secondPartitions(dir)
+	cfg.Tasks = 2
+	for _, task := range []string{"0_0", "0_1"} {
+		s := sinkOf(t, cfg, task, nil)
+		write(t, s, "old-"+task, 100)
+		commit(t, s, 500)
+	}
+	cfg.Tasks = 1
+	s := sinkOf(t, cfg, "0_0", nil)
+	write(t, s, "new", 1100)
+	if err := s.Commit(prepare(t, s, 2500)); err != nil {
+		t.Fatalf("with a stale time file of task 0_1: %v", err)
+	}
+	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1]" {
+		t.Fatalf("%v, want s=0 and s=1 complete from task 0_0 alone", l)
+	}
+
+	// The topology changed: the sink's task is 1_0 now; 0_0's time is
+	// stale.
+	moved := sinkOf(t, cfg, "1_0", nil)
+	write(t, moved, "moved", 2100)
+	commit(t, moved, 3500)
+	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=1 s=2]" {
+		t.Fatalf("%v, want s=2 complete from task 1_0 alone", l)
+	}
+}
+
+// TestIdleTask: a task that never commits a stream time holds every
+// partition back; with Config.IdleTimeout, once its time file is older
+// than that, it no longer does, and once it commits again it holds back
+// again.
+func TestIdleTask(t *testing.T) {
+	dir := t.TempDir()
+	cfg := secondPartitions(dir)
+	cfg.Tasks = 2
+	cfg.IdleTimeout = time.Hour
+	busy, idle := sinkOf(t, cfg, "0_0", nil), sinkOf(t, cfg, "0_1", nil)
+	write(t, busy, "a", 500)
+	commit(t, busy, 2500)
+	if l := list(t, dir); len(l.complete) != 0 {
+		t.Fatalf("%v: complete while task 0_1 opened less than IdleTimeout ago", l)
+	}
+	// An hour passes without task 0_1 writing its time file.
+	hourAgo := time.Now().Add(-cfg.IdleTimeout)
+	if err := os.Chtimes(filepath.Join(dir, metaDir, "0_1.time"), hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
+	write(t, busy, "b", 2600)
+	commit(t, busy, 3000)
+	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=2]" {
+		t.Fatalf("%v, want s=0 and s=2 complete with task 0_1 idle", l)
+	}
+	// Task 0_1 wakes up behind: it holds the directory back again.
+	write(t, idle, "late", 1500)
+	commit(t, idle, 1500)
+	write(t, busy, "c", 4000)
+	commit(t, busy, 5000)
+	if l := list(t, dir); fmt.Sprint(l.complete) != "[s=0 s=2]" {
+		t.Fatalf("%v, want s=1 and s=4 held back by task 0_1 at 1500", l)
 	}
 }

@@ -27,9 +27,22 @@ func (topo *Topology) hasPatterns() bool {
 // dead-letter topic ("….dlq"): reading those would loop the app's output
 // back into it.
 func (topo *Topology) PatternSub(appID, topic string) (int, bool) {
-	if strings.HasPrefix(topic, "__") || strings.HasPrefix(topic, appID+"-") || strings.HasSuffix(topic, ".dlq") ||
+	if strings.HasPrefix(topic, appID+"-") {
+		return 0, false
+	}
+	return topo.patternReader(topic)
+}
+
+// patternReader is PatternSub without the app's id: the sub-topology whose
+// patterns match topic, unless topic is one a pattern never reads. The
+// app's internal topics that a topology names (its repartition topics)
+// are refused by name, so EndOrder, which has no app id, sees the same
+// readers as the routing.
+func (topo *Topology) patternReader(topic string) (int, bool) {
+	if strings.HasPrefix(topic, "__") || strings.HasSuffix(topic, ".dlq") ||
 		slices.Contains(topo.Sinks, topic) ||
-		slices.ContainsFunc(topo.Globals, func(g GlobalStore) bool { return g.Topic == topic }) {
+		slices.ContainsFunc(topo.Globals, func(g GlobalStore) bool { return g.Topic == topic }) ||
+		slices.ContainsFunc(topo.Repartitions, func(r Repartition) bool { return r.Topic == topic }) {
 		return 0, false
 	}
 	for _, s := range topo.Subtopologies {

@@ -135,9 +135,13 @@ type TaskInputEnder interface {
 // input: a sub-topology that writes a topic (a repartition topic, or one
 // chained with To and Source) before those that read it, so that what it
 // emits at its end (final window results) reaches them while they still
-// take records. Ties, and sub-topologies that feed each other (a
-// foreign-key join's subscription and response topics), keep their index
-// order.
+// take records. A topic's readers are those the records are routed to:
+// the sub-topologies that name it as a source, or else the one whose
+// SourcePattern matches it (PatternSub's rule; today it refuses every
+// topic a topology writes — its sinks, its internal topics — but the
+// order must follow the routing whatever that rule becomes). Ties, and
+// sub-topologies that feed each other (a foreign-key join's subscription
+// and response topics), keep their index order.
 func (t Topology) EndOrder() []int {
 	n := len(t.Subtopologies)
 	readers := make(map[string][]int)
@@ -151,6 +155,11 @@ func (t Topology) EndOrder() []int {
 	waiting := make([]int, n)
 	for w, s := range t.Subtopologies {
 		for _, topic := range s.Writes {
+			if _, named := readers[topic]; !named {
+				if i, ok := t.patternReader(topic); ok {
+					readers[topic] = []int{i}
+				}
+			}
 			for _, i := range readers[topic] {
 				if i != w {
 					after[w] = append(after[w], i)
