@@ -83,8 +83,8 @@ func (e engine) Get(k []byte) ([]byte, bool, error) {
 	return out, true, nil
 }
 
-func (e engine) Write(fn func(disk.Writer) error) error {
-	batch := e.pdb.NewBatch()
+func (e engine) Write(size int, fn func(disk.Writer) error) error {
+	batch := e.pdb.NewBatchWithSize(size)
 	defer batch.Close()
 	if err := fn(batchWriter{batch}); err != nil {
 		return err

@@ -95,7 +95,7 @@ func (e engine) Get(key []byte) ([]byte, bool, error) {
 // Write fills the database's reused WriteBatch and writes it, synced.
 // Nothing reaches the database before Write, so a failure part way leaves
 // it untouched.
-func (e engine) Write(fn func(disk.Writer) error) error {
+func (e engine) Write(_ int, fn func(disk.Writer) error) error {
 	e.d.wb.Clear()
 	if err := fn(batchWriter{e.d.wb}); err != nil {
 		return err

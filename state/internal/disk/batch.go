@@ -104,6 +104,12 @@ func (e *Encoder) since(n int) []byte { return e.arena[n:len(e.arena):len(e.aren
 // Offsets returns the offsets of the batch Copy took.
 func (e *Encoder) Offsets() state.Offsets { return e.offsets }
 
+// Size is about the bytes Encode adds to a batch: the keys, values and
+// offsets, and a few bytes of each operation's header.
+func (e *Encoder) Size() int {
+	return len(e.arena) + len(e.meta) + 64 + 16*(len(e.ranges)+len(e.writes))
+}
+
 // Encode adds the batch Copy took to w: its ranges, then its writes in key
 // order, then its offsets. Both engines number a batch's operations in the
 // order they were added, and a range tombstone deletes only keys with

@@ -121,7 +121,7 @@ func migrateV1(e Engine) error {
 			return fmt.Errorf("%w: offsets: %w", state.ErrCorrupt, err)
 		}
 	}
-	return e.Write(func(w Writer) error {
+	return e.Write(0, func(w Writer) error {
 		if ok {
 			if err := w.Set(keys.Offsets(), old); err != nil {
 				return err

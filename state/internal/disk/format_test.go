@@ -23,7 +23,7 @@ func (m *mapEngine) Get(k []byte) ([]byte, bool, error) {
 	return bytes.Clone(v), ok, nil
 }
 
-func (m *mapEngine) Write(fn func(Writer) error) error {
+func (m *mapEngine) Write(_ int, fn func(Writer) error) error {
 	b := &mapBatch{}
 	if err := fn(b); err != nil {
 		return err
@@ -175,7 +175,7 @@ func TestEncode(t *testing.T) {
 	if err := enc.Copy(b); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Write(enc.Encode); err != nil {
+	if err := e.Write(enc.Size(), enc.Encode); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(e.kv[string(put("w", "a"))]); got != "new" {

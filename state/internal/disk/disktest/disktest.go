@@ -26,7 +26,7 @@ func Raw(engine func(state.DB) disk.Engine) (
 	}
 	set = func(t *testing.T, db state.DB, key, value []byte) {
 		t.Helper()
-		err := engine(db).Write(func(w disk.Writer) error {
+		err := engine(db).Write(0, func(w disk.Writer) error {
 			if value == nil {
 				return w.Delete(key)
 			}
