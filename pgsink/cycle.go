@@ -108,7 +108,7 @@ func (s *cycleSink[K, V]) Recover(committed []byte) error {
 		}
 		w, err := NewWriter(ctx, conn, s.cfg.Table)
 		if err != nil {
-			return permanent{err}
+			return writerError(err)
 		}
 		s.writer = w
 		// Resolve, then raise the epoch. A zombie may prepare in

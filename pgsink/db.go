@@ -62,6 +62,19 @@ func retryable(err error) bool {
 	return !errors.As(err, &re)
 }
 
+// writerError is NewWriter's error as db.do should take it: a table that
+// does not fit the mapping (an error of NewWriter's own, wrapping nothing)
+// is permanent, no retry cures it; one that wraps the server's or the
+// connection's error is classed by retryable (a connection lost while the
+// columns were read — "unexpected EOF" once failed a sink's recovery in
+// CI — is retried).
+func writerError(err error) error {
+	if errors.Unwrap(err) == nil {
+		return permanent{err}
+	}
+	return err
+}
+
 func backoff(fails int) time.Duration {
 	d := 100 * time.Millisecond << min(fails, 6)
 	return min(d, 5*time.Second)

@@ -3,6 +3,8 @@ package pgsink
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -48,5 +50,24 @@ func TestDBDo(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("a hanging attempt was not cut")
+	}
+}
+
+// A connection lost while NewWriter reads the table's columns is retried,
+// as any lost connection; a table that does not fit the mapping, or that
+// the server says is wrong (class 42), is not.
+func TestWriterErrorRetry(t *testing.T) {
+	for _, c := range []struct {
+		err   error
+		retry bool
+	}{
+		{fmt.Errorf("eddy: pgsink: table t: columns: %w", io.ErrUnexpectedEOF), true},
+		{errors.New("eddy: pgsink: table t does not exist"), false},
+		{errors.New("eddy: pgsink: table t: upsert needs key columns"), false},
+		{fmt.Errorf("eddy: pgsink: table t: %w", &pgconn.PgError{Code: "42P01"}), false},
+	} {
+		if got := retryable(writerError(c.err)); got != c.retry {
+			t.Errorf("retryable(writerError(%v)) = %v, want %v", c.err, got, c.retry)
+		}
 	}
 }

@@ -181,11 +181,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		w, err := NewWriter(ctx, conn, cfg.Table)
 		if err != nil {
-			if errors.Unwrap(err) == nil {
-				// The table does not fit the mapping: no retry cures it.
-				err = permanent{err}
-			}
-			return err
+			return writerError(err)
 		}
 		if err := w.checkFields(cfg.ValueFields); err != nil {
 			return permanent{err}
