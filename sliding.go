@@ -46,17 +46,12 @@ func (w SlidingWindows) WithGrace(grace time.Duration) SlidingWindows {
 // (silently: their result was final), so that every stored window holds
 // exactly its records and can seed a new one.
 type slidingWindowing[K, V, A any] struct {
-	win   SlidingWindows
-	fold  fold[K, V, A]
-	store *SessionStore[K, slidingAgg[A]]
-	near  []slidingWindow[A] // the key's windows near the record, by start
-	write []slidingWindow[A] // the windows the record changes, by start
-	// layout is checked once per task (again after an abort, which may
-	// have dropped the marker the check wrote); markedIn is the
-	// transaction that last wrote the marker.
-	layoutChecked bool
-	layoutAborts  uint64
-	markedIn      uint64
+	win    SlidingWindows
+	fold   fold[K, V, A]
+	store  *SessionStore[K, slidingAgg[A]]
+	near   []slidingWindow[A] // the key's windows near the record, by start
+	write  []slidingWindow[A] // the windows the record changes, by start
+	layout layoutGuard
 }
 
 // slidingLayout is the version of what a sliding-window store holds: 2,
@@ -69,43 +64,35 @@ const slidingLayout = 2
 const metaLayout = "layout"
 
 // checkLayout refuses a store written in another layout, before anything
-// reads it as this one; a store with no marker and no data is new.
-//
-// The marker is written again in every transaction that writes windows
-// (markLayout): the changelog of a sliding store is compacted and deleted
-// by age, and a marker written once would age out while later windows
-// stay, after which a restore would take the store for layout 1.
+// reads it as this one; a store with no marker and no data is new. The
+// marker is written again in every transaction that writes windows
+// (markLayout; see layoutGuard): one aged out of the changelog would make
+// a restore take the store for layout 1.
 func (s *slidingWindowing[K, V, A]) checkLayout() error {
 	buf := s.store.buf
-	if s.layoutChecked && s.layoutAborts == buf.Aborts() {
-		return nil
-	}
-	v, ok, err := getMeta(buf, metaLayout)
-	if err != nil {
-		return err
-	}
-	switch {
-	case ok && v != slidingLayout:
-		return fmt.Errorf("%w: store %s holds sliding windows in layout %d; this eddy reads layout %d: run the eddy that wrote it, or reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name(), v, slidingLayout)
-	case !ok:
-		empty := true
-		if err := buf.Scan(nil, nil, func(_, _ []byte) error { empty = false; return errStopScan }); err != nil && err != errStopScan {
+	return s.layout.check(buf, func() error {
+		v, ok, err := getMeta(buf, metaLayout)
+		if err != nil {
 			return err
 		}
-		if !empty {
+		if ok && v != slidingLayout {
+			return fmt.Errorf("%w: store %s holds sliding windows in layout %d; this eddy reads layout %d: run the eddy that wrote it, or reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name(), v, slidingLayout)
+		}
+		if ok {
+			return nil
+		}
+		if has, err := holdsData(buf, nil); err != nil {
+			return err
+		} else if has {
 			return fmt.Errorf("%w: store %s holds sliding windows in layout 1 (an eddy before versioned formats, which kept the records); this eddy keeps window aggregates (layout %d) and cannot read it: reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name(), slidingLayout)
 		}
-	}
-	s.layoutChecked, s.layoutAborts = true, buf.Aborts()
-	return nil
+		return nil
+	})
 }
 
 // markLayout writes the layout marker once in the open transaction.
 func (s *slidingWindowing[K, V, A]) markLayout() {
-	if buf := s.store.buf; s.markedIn != buf.Transaction() {
-		putMeta(buf, metaLayout, slidingLayout)
-		s.markedIn = buf.Transaction()
-	}
+	s.layout.mark(s.store.buf, metaLayout, slidingLayout)
 }
 
 // slidingAgg is a sliding window's stored value.

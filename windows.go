@@ -40,13 +40,10 @@ func (w TimeWindows) WithGrace(grace time.Duration) TimeWindows {
 // timeWindowing assigns a record to the fixed windows that hold its
 // timestamp, and keeps their aggregates in a window store by start.
 type timeWindowing[K, V, A any] struct {
-	win   TimeWindows
-	fold  fold[K, V, A]
-	store *WindowStore[K, A]
-	// The store is checked once per task (again after an abort) not to
-	// hold slices; see checkNotSliced.
-	layoutChecked bool
-	layoutAborts  uint64
+	win    TimeWindows
+	fold   fold[K, V, A]
+	store  *WindowStore[K, A]
+	layout layoutGuard // see checkNotSliced
 }
 
 func (t *timeWindowing[K, V, A]) add(p *windowAggregator[K, V, A], r Record[K, V], now int64) (bool, error) {

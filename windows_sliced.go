@@ -40,17 +40,12 @@ func (w TimeWindows) Sliced() TimeWindows {
 // windows (positioned by start, as timeWindowing's) are merged from their
 // slices as they close.
 type slicedWindowing[K, V, A any] struct {
-	win   TimeWindows
-	slice int64 // ms: gcd(size, advance)
-	fold  fold[K, V, A]
-	store *WindowStore[K, A]
-	runs  sliceRuns[A] // a closing window's slices, reused
-	// The layout marker is checked once per task (again after an abort,
-	// which may have dropped what the check relied on) and written once
-	// per transaction that writes slices; see checkLayout.
-	layoutChecked bool
-	layoutAborts  uint64
-	markedIn      uint64
+	win    TimeWindows
+	slice  int64 // ms: gcd(size, advance)
+	fold   fold[K, V, A]
+	store  *WindowStore[K, A]
+	runs   sliceRuns[A] // a closing window's slices, reused
+	layout layoutGuard  // see checkLayout
 }
 
 func newSlicedWindowing[K, V, A any](win TimeWindows, f fold[K, V, A], store *WindowStore[K, A]) *slicedWindowing[K, V, A] {
@@ -184,56 +179,44 @@ const metaSlice = "slice"
 // neither a marker nor a window or slice is new.
 //
 // The marker is written again in every transaction that writes slices
-// (markLayout): the store's changelog is compacted and deleted by age,
-// and a marker written once would age out while later slices stay.
+// (markLayout; see layoutGuard).
 func (s *slicedWindowing[K, V, A]) checkLayout() error {
 	buf := s.store.buf
-	if s.layoutChecked && s.layoutAborts == buf.Aborts() {
-		return nil
-	}
-	v, ok, err := getMeta(buf, metaSlice)
-	if err != nil {
-		return err
-	}
-	switch {
-	case ok && v != s.slice:
-		return fmt.Errorf("%w: store %s holds hopping-window slices of %dms; these windows (size %dms, advance %dms) slice by %dms: keep the windows that wrote it, or reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name(), v, s.win.size, s.win.advance, s.slice)
-	case !ok:
-		empty := true
-		if err := buf.Scan(nil, []byte{windowMetaPrefix}, func(_, _ []byte) error { empty = false; return errStopScan }); err != nil && err != errStopScan {
+	return s.layout.check(buf, func() error {
+		v, ok, err := getMeta(buf, metaSlice)
+		if err != nil {
 			return err
 		}
-		if !empty {
+		if ok && v != s.slice {
+			return fmt.Errorf("%w: store %s holds hopping-window slices of %dms; these windows (size %dms, advance %dms) slice by %dms: keep the windows that wrote it, or reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name(), v, s.win.size, s.win.advance, s.slice)
+		}
+		if ok {
+			return nil
+		}
+		if has, err := holdsData(buf, []byte{windowMetaPrefix}); err != nil {
+			return err
+		} else if has {
 			return fmt.Errorf("%w: store %s holds windows written without Sliced; a sliced aggregation cannot read them: drop Sliced, or reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name())
 		}
-	}
-	s.layoutChecked, s.layoutAborts = true, buf.Aborts()
-	return nil
+		return nil
+	})
 }
 
 // markLayout writes the layout marker once in the open transaction.
-func (s *slicedWindowing[K, V, A]) markLayout() {
-	if buf := s.store.buf; s.markedIn != buf.Transaction() {
-		putMeta(buf, metaSlice, s.slice)
-		s.markedIn = buf.Transaction()
-	}
-}
+func (s *slicedWindowing[K, V, A]) markLayout() { s.layout.mark(s.store.buf, metaSlice, s.slice) }
 
 // checkNotSliced refuses, for an aggregation of windows, a store that a
-// Sliced aggregation wrote; checked once per task and again after an
-// abort.
+// Sliced aggregation wrote.
 func (t *timeWindowing[K, V, A]) checkNotSliced() error {
 	buf := t.store.buf
-	if t.layoutChecked && t.layoutAborts == buf.Aborts() {
+	return t.layout.check(buf, func() error {
+		if v, ok, err := getMeta(buf, metaSlice); err != nil {
+			return err
+		} else if ok {
+			return fmt.Errorf("%w: store %s holds hopping-window slices of %dms, written with Sliced; this aggregation keeps whole windows and cannot read them: add Sliced back, or reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name(), v)
+		}
 		return nil
-	}
-	if v, ok, err := getMeta(buf, metaSlice); err != nil {
-		return err
-	} else if ok {
-		return fmt.Errorf("%w: store %s holds hopping-window slices of %dms, written with Sliced; this aggregation keeps whole windows and cannot read them: add Sliced back, or reset the application (delete its state directories and this store's changelog topic) to rebuild the windows from the input", state.ErrFormat, buf.Name(), v)
-	}
-	t.layoutChecked, t.layoutAborts = true, buf.Aborts()
-	return nil
+	})
 }
 
 // sliceRuns is a closing window's slices: entries in scan order (slice,

@@ -314,6 +314,48 @@ func putMeta(buf *state.StoreBuffer, name string, v int64) {
 	buf.Put(append([]byte{windowMetaPrefix}, name...), binary.BigEndian.AppendUint64(nil, uint64(v)))
 }
 
+// layoutGuard is the bookkeeping of a store's layout marker (a metadata
+// entry saying what the store holds): checked once per task, and again
+// after an abort, which may have dropped what the check relied on; and
+// written again in every transaction that writes the store, because its
+// changelog is compacted and deleted by age, and a marker written once
+// would age out while later data stays.
+type layoutGuard struct {
+	checked  bool
+	aborts   uint64 // buf.Aborts() when checked
+	markedIn uint64 // the transaction that last wrote the marker
+}
+
+// check runs fn unless it passed since the last abort.
+func (g *layoutGuard) check(buf *state.StoreBuffer, fn func() error) error {
+	if g.checked && g.aborts == buf.Aborts() {
+		return nil
+	}
+	if err := fn(); err != nil {
+		return err
+	}
+	g.checked, g.aborts = true, buf.Aborts()
+	return nil
+}
+
+// mark writes the marker name = v once in the open transaction.
+func (g *layoutGuard) mark(buf *state.StoreBuffer, name string, v int64) {
+	if g.markedIn != buf.Transaction() {
+		putMeta(buf, name, v)
+		g.markedIn = buf.Transaction()
+	}
+}
+
+// holdsData reports whether buf has a key below upper (nil: any key).
+func holdsData(buf *state.StoreBuffer, upper []byte) (bool, error) {
+	found := false
+	err := buf.Scan(nil, upper, func(_, _ []byte) error { found = true; return errStopScan })
+	if err != nil && err != errStopScan {
+		return false, err
+	}
+	return found, nil
+}
+
 // WindowedSerde encodes a windowed key for a topic: the key's encoding,
 // then the window start and end (8 bytes each, big-endian), as Kafka
 // Streams' time-windowed serde does (which writes the start only).
