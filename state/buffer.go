@@ -111,8 +111,9 @@ func (b *Buffer) storeEmpty(name string) bool {
 	return b.db.Scan(name, nil, nil, func(_, _ []byte) error { return errFound }) == nil
 }
 
-// Len returns the number of dirty keys over all stores: the number of
-// changelog records the next flush will produce.
+// Len returns the number of dirty keys over all stores: at most the number
+// of changelog records the next flush will produce (a key the DB did not
+// hold and the transaction deleted produces none).
 func (b *Buffer) Len() int { return b.dirty }
 
 // Writes appends every dirty write to dst and returns it: stores in name
@@ -132,6 +133,9 @@ func (b *Buffer) Writes(dst []Write) []Write {
 		for _, i := range s.dirty {
 			sl := s.slots.At(i)
 			w := Write{Store: s.name, Key: clip(sl.key)}
+			if sl.deleted && sl.absent {
+				continue // deletes what the DB does not hold
+			}
 			if sl.deleted {
 				w.Delete = true
 			} else {
@@ -233,6 +237,7 @@ type StoreBuffer struct {
 	// keys in the order they were first written.
 	byKey              []int
 	byKeyOK, byKeyMade bool
+	sorter             keySorter
 	// retained approximates the bytes held by slots, reported the part
 	// of it that the budget counts (brought up to date at the end of each
 	// transaction). free lists the slots that evict emptied, for reuse;
@@ -252,9 +257,23 @@ type StoreBuffer struct {
 	// probe per table (a quarter of the ledger's CPU at a million
 	// accounts). The first such eviction clears it for good.
 	complete bool
+	// last is 1 + the slot the last Get read, 0 when none; missed is the
+	// key of the last Get that found no slot in a store known whole
+	// (while missedOK). A write that follows a read of its key (an
+	// aggregate, a join storing a record after looking for its twin)
+	// then finds its slot, or knows there is none, without a second
+	// lookup in the index: in a map of millions, each costs cache misses.
+	last     int
+	missed   []byte
+	missedOK bool
 	// scratch is reused by the outermost Scan to snapshot the dirty range.
+	// visiting is 1 + the slot whose key a Scan is passing to its fn, 0
+	// when none: a Delete of that key (a scan that consumes what it
+	// reads) then needs no lookup in the index, whose entry the CPU cache
+	// no longer holds when the scan covers millions of keys.
 	scratch  []int
 	scanning int
+	visiting int
 	// ranges are the open transaction's range deletes in call order, for
 	// Buffer.Ranges. cover is their union as sorted, disjoint intervals
 	// that do not touch, for reads: a key is hidden when one of them
@@ -311,6 +330,15 @@ type slot struct {
 	// account, a window that will close) is not worth more than the
 	// others until it is read again.
 	ref bool
+	// absent is set while the slot is dirty if the DB did not hold the
+	// key when the transaction first wrote it (a cached miss, or a key
+	// new to a store known whole). A Delete then leaves the DB as it
+	// was, so Writes leaves it out: a join's record stored and dropped
+	// in one transaction, or a window opened and closed in one, costs
+	// no changelog record and no tombstone (Kafka Streams' caching
+	// store forwards nothing either when both the old and the new value
+	// are null).
+	absent bool
 	// since is the first transaction whose committed range deletes the
 	// clean value may not reflect: the one that read it from the DB (its
 	// ranges apply at its commit, after the read), or the one after the
@@ -330,6 +358,7 @@ func (s *StoreBuffer) Name() string { return s.name }
 func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 	i, known := s.index[string(key)]
 	if known {
+		s.last = i + 1
 		// A dirty slot was written after any range that covers it
 		// (DeleteRange discards earlier writes), so it wins; a clean one
 		// holds the DB's value, which a pending range hides.
@@ -355,6 +384,9 @@ func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 	}
 	if s.buf.db == nil || !known && s.complete {
 		s.hits++
+		if !known {
+			s.missed, s.missedOK = append(s.missed[:0], key...), true
+		}
 		return nil, false, nil
 	}
 	s.misses++
@@ -365,6 +397,7 @@ func (s *StoreBuffer) Get(key []byte) (value []byte, ok bool, err error) {
 	// Cache what the DB holds, a miss included, for later transactions.
 	if !known {
 		i = s.newSlot(key, len(value))
+		s.last = i + 1
 	}
 	sl := s.slots.At(i)
 	old := cap(sl.value)
@@ -398,7 +431,12 @@ func (s *StoreBuffer) Put(key, value []byte) {
 // Delete buffers the removal of key. It hides the DB's value from reads of
 // this buffer until Reset.
 func (s *StoreBuffer) Delete(key []byte) {
-	sl := s.slot(key, 0)
+	var sl *slot
+	if v := s.visiting - 1; v >= 0 && s.slots.At(v).gen == s.buf.gen && bytes.Equal(s.slots.At(v).key, key) {
+		sl = s.slots.At(v) // dirty already, as slot would leave it
+	} else {
+		sl = s.slot(key, 0)
+	}
 	sl.deleted = true
 	sl.value = sl.value[:0]
 }
@@ -590,7 +628,10 @@ func (s *StoreBuffer) Scan(lower, upper []byte, fn func(key, value []byte) error
 			}
 			key, value, deleted := clip(sl.key), clip(sl.value), sl.deleted
 			if !deleted {
-				if err := fn(key, value); err != nil {
+				s.visiting = i + 1
+				err := fn(key, value)
+				s.visiting = 0
+				if err != nil {
 					next++
 					return false, err
 				}
@@ -662,13 +703,17 @@ func PrefixEnd(prefix []byte) []byte {
 // slot returns the slot of key, creating it with room for a value of
 // valueLen bytes if needed, and marks it dirty in the current transaction.
 func (s *StoreBuffer) slot(key []byte, valueLen int) *slot {
-	i, ok := s.index[string(key)]
-	if !ok {
+	i, known := s.lookup(key)
+	if !known {
 		i = s.newSlot(key, valueLen)
 	}
 	sl := s.slots.At(i)
 	if sl.gen != s.buf.gen {
 		sl.gen = s.buf.gen
+		// A cached miss stays one until written (every write goes
+		// through the slot); a key without a slot is a miss while the
+		// store is known whole.
+		sl.absent = sl.clean && sl.deleted || !known && (s.complete || s.buf.db == nil)
 		s.dirty = append(s.dirty, i)
 		s.byKeyOK = false
 		s.buf.dirty++
@@ -682,6 +727,22 @@ func (s *StoreBuffer) slot(key []byte, valueLen int) *slot {
 		}
 	}
 	return sl
+}
+
+// lookup is the index's entry for key, answered from last or missed when
+// the last Get was of key.
+func (s *StoreBuffer) lookup(key []byte) (int, bool) {
+	if l := s.last - 1; l >= 0 {
+		// A free slot's key is nil, a live slot's never (newSlot).
+		if k := s.slots.At(l).key; k != nil && bytes.Equal(k, key) {
+			return l, true
+		}
+	}
+	if s.missedOK && bytes.Equal(s.missed, key) {
+		return 0, false
+	}
+	i, ok := s.index[string(key)]
+	return i, ok
 }
 
 // newSlot adds a slot for key, neither dirty nor clean, with room for a
@@ -708,6 +769,7 @@ func (s *StoreBuffer) newSlot(key []byte, valueLen int) int {
 	// The map's key shares the slot's key bytes, which nothing modifies:
 	// a second copy of every key would cost as much as the key again.
 	s.index[unsafe.String(unsafe.SliceData(k), len(k))] = i
+	s.missedOK = false // it may have been key
 	s.retained += slotOverhead + len(k) + valueLen
 	return i
 }
@@ -769,7 +831,7 @@ func (s *StoreBuffer) drop() {
 	s.retained = 0
 	s.account()
 	clear(s.index)
-	s.slots, s.free, s.dirty, s.hand = chunked.List[slot]{}, nil, nil, 0
+	s.slots, s.free, s.dirty, s.hand, s.last = chunked.List[slot]{}, nil, nil, 0, 0
 	s.byKey, s.byKeyOK = nil, false
 	clear(s.expired)
 	s.expired = s.expired[:0]
@@ -783,7 +845,7 @@ func (s *StoreBuffer) dirtyRange(dst []int, lower, upper []byte) []int {
 	}
 	if !s.indexed && !s.byKeyMade {
 		s.byKey = append(s.byKey[:0], s.dirty...)
-		slices.SortFunc(s.byKey, func(a, b int) int { return bytes.Compare(s.slots.At(a).key, s.slots.At(b).key) })
+		s.sorter.sort(s.byKey, s.slotKey)
 		s.byKeyOK, s.byKeyMade = true, true
 	}
 	if !s.indexed && s.byKeyOK {
@@ -851,6 +913,8 @@ func (s *StoreBuffer) settleExpired() {
 	clear(s.expired)
 	s.expired = s.expired[:0]
 }
+
+func (s *StoreBuffer) slotKey(i int) []byte { return s.slots.At(i).key }
 
 func (s *StoreBuffer) cmpSlot(i int, key []byte) int { return bytes.Compare(s.slots.At(i).key, key) }
 
