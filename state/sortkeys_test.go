@@ -47,14 +47,10 @@ func TestKeySorter(t *testing.T) {
 				t.Fatalf("round %d (%d keys): %s before %s", round, n, fmt.Sprintf("%x", keys[ids[i-1]]), fmt.Sprintf("%x", keys[ids[i]]))
 			}
 		}
-		if !slices.Equal(slices.Sorted(slices.Values(ids)), slices.Collect(func(yield func(int) bool) {
-			for i := range n {
-				if !yield(i) {
-					return
-				}
+		for i, id := range slices.Sorted(slices.Values(ids)) {
+			if id != i {
+				t.Fatalf("round %d: the sorted ids are not a permutation of the keys", round)
 			}
-		})) {
-			t.Fatalf("round %d: the sorted ids are not a permutation of the keys", round)
 		}
 	}
 }
