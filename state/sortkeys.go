@@ -30,6 +30,7 @@ type keyDigit struct {
 const (
 	digitBytes = 7  // key bytes per digit; the eighth byte is their count
 	smallRun   = 32 // a run this short is left to a comparison sort
+	keptDigits = 1 << 12
 )
 
 // sort sorts ids by key(id), ascending as bytes.Compare orders them. The
@@ -42,6 +43,9 @@ func (k *keySorter) sort(ids []int, key func(int) []byte) {
 	sortRun(k.ents, 0, key)
 	for i := range ids {
 		ids[i] = k.ents[i].id
+	}
+	if cap(k.ents) > keptDigits {
+		k.ents = nil // a transaction's million keys: not kept for the next
 	}
 }
 
