@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -1403,6 +1404,229 @@ func TestBufferWritesInWriteOrder(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("round %d: Writes in order\n%q\nwant\n%q", round, got, want)
+		}
+	}
+}
+
+// TestBufferChangelogModel runs random transactions of gets, puts, deletes,
+// scans whose callback deletes or rewrites the keys it is passed, and
+// (in some runs) range deletes, over stores that start empty (known whole)
+// or seeded, under cache budgets small enough to evict at every commit,
+// committing as the runtime does or aborting. It compares every read with a
+// model, the DB after each commit, and a restore: a fresh DB that replays
+// every committed Write (the changelog) and then the committed ranges (which
+// the changelog does not hold; their owner applies them again after a
+// restore) must equal the model with the same ranges applied. A delete that
+// Writes leaves out although the DB held the key shows up as a key back
+// from the dead in the DB or in the restore.
+func TestBufferChangelogModel(t *testing.T) {
+	for run := range 24 {
+		seeded, ranges, long := run%2 == 1, run%4 >= 2, run%8 >= 4
+		budget := []int64{1 << 10, 3 << 10, 1 << 20}[run%3]
+		t.Run(fmt.Sprintf("run%d-seeded=%v-ranges=%v-long=%v-budget=%d", run, seeded, ranges, long, budget), func(t *testing.T) {
+			testChangelogModel(t, uint64(run), seeded, ranges, long, budget)
+		})
+	}
+}
+
+// testChangelogModel is one run of TestBufferChangelogModel. Long keys share
+// a prefix longer than a radix digit, with 0x00 and 0xff bytes, and some are
+// prefixes of others; there are enough of them for a transaction to write
+// more than a comparison sort's run (sortkeys.go).
+func testChangelogModel(t *testing.T, seed uint64, seeded, ranges, long bool, budget int64) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	nkeys, nops := 24, 12
+	keyAt := func(i int) string { return fmt.Sprintf("k%02d", i) }
+	if long {
+		nkeys, nops = 80, 120
+		keyAt = func(i int) string {
+			return "\x05join\x00\xff\xff\x00shared12" + string([]byte{byte(i % 5)}) + strings.Repeat("\x00", i%4) + string([]byte{byte(i / 20)})
+		}
+	}
+	key := func() string { return keyAt(rng.IntN(nkeys)) }
+	committed := map[string]string{}
+	var changelog []state.Write
+	var seedKVs []KV
+	if seeded {
+		for i := range nkeys / 2 {
+			kv := KV{keyAt(2 * i), "seed"}
+			seedKVs = append(seedKVs, kv)
+			committed[kv.Key] = kv.Value
+			changelog = append(changelog, state.Write{Store: "s", Key: []byte(kv.Key), Value: []byte(kv.Value)})
+		}
+	}
+	db := newDB(t, seedKVs...)
+	b := state.NewBuffer(db, state.NewCacheBudget(budget))
+	s := b.Store("s")
+	var logged []state.DeleteRange // committed ranges, in commit order
+	applyRanges := func(m map[string]string) {
+		for _, r := range logged { // the test's ranges all have an upper bound
+			deleteIn(m, string(r.Lower), string(r.Upper))
+		}
+	}
+	sorted := func(m map[string]string) []KV {
+		var kvs []KV
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			kvs = append(kvs, KV{k, m[k]})
+		}
+		return kvs
+	}
+	check := func(round int, k string, view map[string]string) {
+		t.Helper()
+		v, ok, err := s.Get([]byte(k))
+		if want, wantOK := view[k]; err != nil || ok != wantOK || string(v) != want {
+			t.Fatalf("round %d: Get(%q) = %q, %v, %v; want %q, %v", round, k, v, ok, err, want, wantOK)
+		}
+	}
+	for round := range 400 {
+		view := maps.Clone(committed)
+		n := rng.IntN(nops)
+		for i := range n {
+			op := rng.IntN(9)
+			if (op == 5 || op == 6) && i < n/2 {
+				op = 0 // writes first: the first scan sorts many dirty keys
+			}
+			switch k := key(); op {
+			case 0, 1:
+				v := fmt.Sprintf("r%d-%d", round, rng.IntN(1000))
+				s.Put([]byte(k), []byte(v))
+				view[k] = v
+			case 2:
+				s.Delete([]byte(k))
+				delete(view, k)
+			case 3:
+				// A read then a write of the same key (the lookup memo).
+				check(round, k, view)
+				if rng.IntN(2) == 0 {
+					s.Delete([]byte(k))
+					delete(view, k)
+				} else {
+					v := fmt.Sprintf("g%d", round)
+					s.Put([]byte(k), []byte(v))
+					view[k] = v
+				}
+			case 4:
+				if !ranges {
+					continue
+				}
+				upper := key()
+				s.DeleteRange([]byte(k), []byte(upper))
+				deleteIn(view, k, upper)
+			case 5:
+				// A scan that consumes some of what it reads (the join's
+				// take), rewrites some, and deletes another key.
+				lower, upper := k, key()
+				want := inRange(view, lower, upper)
+				var got []KV
+				type hide struct{ at, lo, hi string }
+				var hidden []hide // ranges fn deleted, and where
+				aborted := false  // fn called Reset: the scan's output is not modelled
+				err := s.Scan([]byte(lower), []byte(upper), func(kb, vb []byte) error {
+					got = append(got, KV{string(kb), string(vb)})
+					if rng.IntN(30) == 0 {
+						// The transaction aborts under the scan; the key
+						// it was passed is then deleted below, or put.
+						b.Reset()
+						view, aborted = maps.Clone(committed), true
+					}
+					if ranges && rng.IntN(8) == 0 {
+						// A range from this key on: it hides the keys the
+						// scan has yet to reach; the key itself is then
+						// deleted or put again below.
+						hi := key()
+						s.DeleteRange(kb, []byte(hi))
+						hidden = append(hidden, hide{string(kb), string(kb), hi})
+						deleteIn(view, string(kb), hi)
+					}
+					switch rng.IntN(4) {
+					case 0, 1:
+						s.Delete(kb)
+						delete(view, string(kb))
+					case 2:
+						w := fmt.Sprintf("w%d", round)
+						s.Put(kb, []byte(w))
+						view[string(kb)] = w
+					default:
+						// Another key the scan has passed or will not
+						// reach (a write ahead of it may hide a key it
+						// has yet to pass, which the model leaves alone).
+						if o := key(); o <= string(kb) || o >= upper {
+							s.Delete([]byte(o))
+							delete(view, o)
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = slices.DeleteFunc(want, func(kv KV) bool {
+					for _, h := range hidden {
+						if kv.Key > h.at && kv.Key >= h.lo && kv.Key < h.hi {
+							return true
+						}
+					}
+					return false
+				})
+				if !aborted && !reflect.DeepEqual(got, want) {
+					t.Fatalf("round %d: consuming Scan(%q, %q) = %q; want %q", round, lower, upper, got, want)
+				}
+			case 6:
+				lower, upper := k, key()
+				if got, want := scanAll(t, s, []byte(lower), []byte(upper)), inRange(view, lower, upper); !reflect.DeepEqual(got, want) {
+					t.Fatalf("round %d: Scan(%q, %q) = %q; want %q", round, lower, upper, got, want)
+				}
+			default:
+				check(round, k, view)
+			}
+		}
+		if rng.IntN(5) == 0 {
+			b.Reset()
+			continue
+		}
+		rs, ws := b.Ranges(nil), b.Writes(nil)
+		if len(ws) > b.Len() {
+			t.Fatalf("round %d: %d writes; Len says at most %d", round, len(ws), b.Len())
+		}
+		if err := db.Apply(&state.Batch{Ranges: rs, Writes: ws}); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			logged = append(logged, state.DeleteRange{Store: r.Store, Lower: bytes.Clone(r.Lower), Upper: bytes.Clone(r.Upper)})
+		}
+		for _, w := range ws {
+			changelog = append(changelog, state.Write{Store: w.Store, Key: bytes.Clone(w.Key), Value: bytes.Clone(w.Value), Delete: w.Delete})
+		}
+		b.Commit()
+		committed = view
+		if got, want := dbScan(t, db, "s"), sorted(committed); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: DB = %q; want %q", round, got, want)
+		}
+		restored := newDB(t)
+		if err := restored.Apply(&state.Batch{Writes: changelog}); err != nil {
+			t.Fatal(err)
+		}
+		if err := restored.Apply(&state.Batch{Ranges: logged}); err != nil {
+			t.Fatal(err)
+		}
+		want := maps.Clone(committed)
+		applyRanges(want)
+		if got := dbScan(t, restored, "s"); !reflect.DeepEqual(got, sorted(want)) {
+			t.Fatalf("round %d: restored from the changelog = %q; want %q", round, got, sorted(want))
+		}
+		// Every key read after the commit, from a warm cache or the DB.
+		for i := range nkeys {
+			check(round, keyAt(i), committed)
+		}
+		b.Commit() // the reads' transaction, empty
+	}
+}
+
+// deleteIn deletes view's keys in [lower, upper).
+func deleteIn(view map[string]string, lower, upper string) {
+	for k := range view {
+		if k >= lower && k < upper {
+			delete(view, k)
 		}
 	}
 }
