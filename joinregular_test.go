@@ -254,29 +254,8 @@ func TestJoinStreamsRegularRandom(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			for round := range 20 {
-				side := func(topic string, unique bool) []pipe {
-					var ps []pipe
-					for k := range 8 {
-						n := rng.IntN(4)
-						if unique {
-							n = min(n, 1)
-						}
-						for range n {
-							v := fmt.Sprintf("%s%d", topic[:1], rng.IntN(3))                            // repeats: duplicates
-							ps = append(ps, pipe{topic, strings.Repeat("k", k+1), &v, rng.Int64N(100)}) // "k" is a prefix of "kk"
-						}
-					}
-					return ps
-				}
-				ls, rs := side("left", tc.leftUnique), side("right", tc.rightUnique)
-				var want []string
-				for _, l := range ls {
-					for _, r := range rs {
-						if l.key == r.key {
-							want = append(want, fmt.Sprintf("%s=%s+%s@%d", l.key, *l.value, *r.value, max(l.ts, r.ts)))
-						}
-					}
-				}
+				ls, rs := randomSide(rng, "left", tc.leftUnique, 8, 4, 3, 100), randomSide(rng, "right", tc.rightUnique, 8, 4, 3, 100)
+				want := allPairs(ls, rs)
 				in := append(ls, rs...)
 				rng.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
 				d := newDriver(t, regularTopology(tc.o))
@@ -290,6 +269,38 @@ func TestJoinStreamsRegularRandom(t *testing.T) {
 			}
 		})
 	}
+}
+
+// randomSide makes random records of topic for keys "k", "kk", ... (each a
+// prefix of the next): up to perKey-1 per key (one if unique), with values
+// of values kinds and timestamps below maxTS, so that some repeat.
+func randomSide(rng *rand.Rand, topic string, unique bool, keys, perKey, values int, maxTS int64) []pipe {
+	var ps []pipe
+	for k := range keys {
+		n := rng.IntN(perKey)
+		if unique {
+			n = min(n, 1)
+		}
+		for range n {
+			v := fmt.Sprintf("%s%d", topic[:1], rng.IntN(values))
+			ps = append(ps, pipe{topic, strings.Repeat("k", k+1), &v, rng.Int64N(maxTS)})
+		}
+	}
+	return ps
+}
+
+// allPairs is a regular join's results of left records ls and right
+// records rs: one per pair of a key, "key=l+r@time".
+func allPairs(ls, rs []pipe) []string {
+	var out []string
+	for _, l := range ls {
+		for _, r := range rs {
+			if l.key == r.key {
+				out = append(out, fmt.Sprintf("%s=%s+%s@%d", l.key, *l.value, *r.value, max(l.ts, r.ts)))
+			}
+		}
+	}
+	return out
 }
 
 // TestJoinStreamsRegularTTLRandom compares the join under a TTL, with and
@@ -366,29 +377,9 @@ func TestJoinStreamsRegularTransactions(t *testing.T) {
 					key, value string
 					ts         int64
 				}
-				side := func(topic string, unique bool) []pipe {
-					var ps []pipe
-					for k := range 6 {
-						n := rng.IntN(5)
-						if unique {
-							n = min(n, 1)
-						}
-						for range n {
-							v := fmt.Sprintf("%s%d", topic[:1], rng.IntN(2))
-							ps = append(ps, pipe{topic, strings.Repeat("k", k+1), &v, rng.Int64N(4)})
-						}
-					}
-					return ps
-				}
-				ls, rs := side("left", tc.leftUnique), side("right", tc.rightUnique)
-				var want []string
-				for _, l := range ls {
-					for _, r := range rs {
-						if l.key == r.key {
-							want = append(want, fmt.Sprintf("%s=%s+%s@%d", l.key, *l.value, *r.value, max(l.ts, r.ts)))
-						}
-					}
-				}
+				// Few values and times: many equal records, one entry.
+				ls, rs := randomSide(rng, "left", tc.leftUnique, 6, 5, 2, 4), randomSide(rng, "right", tc.rightUnique, 6, 5, 2, 4)
+				want := allPairs(ls, rs)
 				// What waits at the end: a side's records of a key the other
 				// side (declared unique) never sent; equal records are one
 				// entry, a unique side's record one.
