@@ -1411,7 +1411,8 @@ func TestBufferWritesInWriteOrder(t *testing.T) {
 // TestBufferChangelogModel runs random transactions of gets, puts, deletes,
 // scans whose callback deletes or rewrites the keys it is passed, and
 // (in some runs) range deletes, over stores that start empty (known whole)
-// or seeded, under cache budgets small enough to evict at every commit,
+// or seeded, under cache budgets of a few slots (evicting at each commit)
+// or ample,
 // committing as the runtime does or aborting. It compares every read with a
 // model, the DB after each commit, and a restore: a fresh DB that replays
 // every committed Write (the changelog) and then the committed ranges (which
