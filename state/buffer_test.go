@@ -1412,8 +1412,7 @@ func TestBufferWritesInWriteOrder(t *testing.T) {
 // scans whose callback deletes or rewrites the keys it is passed, and
 // (in some runs) range deletes, over stores that start empty (known whole)
 // or seeded, under cache budgets of a few slots (evicting at each commit)
-// or ample,
-// committing as the runtime does or aborting. It compares every read with a
+// or ample, committing as the runtime does or aborting. It compares every read with a
 // model, the DB after each commit, and a restore: a fresh DB that replays
 // every committed Write (the changelog) and then the committed ranges (which
 // the changelog does not hold; their owner applies them again after a
