@@ -369,9 +369,9 @@ func (j *regularJoin[K, VL, VR, VO]) fromRight(r Record[K, VR]) error {
 // unique and its record was found (the only partner r will ever have);
 // if own is unique, the records found of the other side meet their only
 // partner now and leave the join as they are found (so if emitting a
-// result fails, the record fails with its partners gone: the policy that
-// then skips or dead-letters it decides for them too). pair makes a
-// result from r's value and a partner's.
+// result fails, the record fails with its partners gone: an abort brings
+// them back, a policy that skips or dead-letters the record loses them
+// with its results). pair makes a result from r's value and a partner's.
 func arrive[K, VL, VR, VO, VA, VB any](j *regularJoin[K, VL, VR, VO], own *joinSide[VA], other *joinSide[VB], r Record[K, VA], pair func(K, VA, VB) VO) error {
 	if r.Tombstone {
 		return nil

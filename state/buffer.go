@@ -337,7 +337,10 @@ type slot struct {
 	// in one transaction, or a window opened and closed in one, costs
 	// no changelog record and no tombstone (Kafka Streams' caching
 	// store forwards nothing either when both the old and the new value
-	// are null).
+	// are null). A key that a committed DeleteRange removed counts as
+	// absent too, though the changelog may still hold its last put: the
+	// range's owner drops it again after a restore (DeleteRange's
+	// contract).
 	absent bool
 	// since is the first transaction whose committed range deletes the
 	// clean value may not reflect: the one that read it from the DB (its
@@ -591,9 +594,11 @@ func (s *StoreBuffer) gap(lo, upper []byte) (gapLo, gapHi []byte, ok bool) {
 // the call and must not be modified. An error from fn stops the scan and is
 // returned as is.
 //
-// fn may write to the store: the set of buffered keys the scan visits is
-// fixed when it starts, while the DB side follows the DB's own rules. A range
-// that fn deletes hides the keys the scan has not reached yet.
+// fn may write to the store: the buffered keys the scan may visit are those
+// in range when it starts (a key fn adds is not visited), each passed with its
+// value when the scan reaches it, so a key fn deleted before is skipped and
+// one fn rewrote shows its new value; the DB side follows the DB's own rules.
+// A range that fn deletes hides the keys the scan has not reached yet.
 func (s *StoreBuffer) Scan(lower, upper []byte, fn func(key, value []byte) error) error {
 	// Snapshot the buffered keys in range, because fn may write (adding
 	// dirty keys, or deleting a range of them).
